@@ -1,0 +1,202 @@
+"""Reading Stage-1 outcomes from predictions.jsonl files (DESIGN.md section 2) and splitting them.
+
+Policy (brief: bad input never crashes a run and is never silently dropped):
+- a row whose ``error`` is set is a failed sample: counted under "row_error" and skipped;
+- a malformed row (bad JSON, blank line, missing/NaN/inf logits, logits not matching the letters, answer not
+  among the letters, ...) is skipped and recorded as a RowProblem naming file, line and sample; with
+  ``strict=True`` the first one raises PredictionRowError instead;
+- a file that is missing, empty, or has no usable row raises PredictionFileError naming the file (and the
+  first problem's line), because calibrating on nothing must not look like success.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cader.calibrate.margin import InvalidLogits, validate_logits
+
+
+class PredictionFileError(ValueError):
+    """A predictions file that cannot be used at all."""
+
+
+class PredictionRowError(ValueError):
+    """One unusable row; the message reads ``<file>:<line>: <what is wrong>``."""
+
+    def __init__(self, path: str, line: int, reason: str, message: str):
+        super().__init__(f"{path}:{line}: {message}")
+        self.path, self.line, self.reason = path, line, reason
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    path: str
+    line: int
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass
+class Stage1Record:
+    source: str
+    line: int
+    benchmark: str
+    sample_id: str
+    letters: list[str]
+    logits: np.ndarray  # raw option logits, float64, same order as letters
+    gold: int  # index of the answer letter
+    stage2_correct: bool | None = None  # outcome had this sample gone to Stage 2 (None = unknown)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.benchmark, self.sample_id)
+
+
+@dataclass
+class LoadedPredictions:
+    records: list[Stage1Record]
+    problems: list[RowProblem] = field(default_factory=list)  # malformed rows, each named by file and line
+    skipped: Counter = field(default_factory=Counter)  # reason -> count (row_error, non_finite, duplicate, ...)
+    rows_read: int = 0
+
+
+def _row_to_record(row, path: str, line: int) -> Stage1Record:
+    def bad(reason: str, message: str):
+        sid = row.get("sample_id") if isinstance(row, dict) else None
+        where = f" (sample {row.get('benchmark')}/{sid})" if sid is not None else ""
+        raise PredictionRowError(path, line, reason, message + where)
+
+    if not isinstance(row, dict):
+        bad("not_an_object", f"expected a JSON object, got {type(row).__name__}")
+    for key in ("benchmark", "sample_id", "letters", "answer"):
+        if key not in row:
+            bad("missing_field", f"missing field {key!r}")
+    stage1 = row.get("stage1")
+    if not isinstance(stage1, dict) or stage1.get("logits") is None:
+        bad("missing_logits", "no stage1.logits (raw option logits are required for calibration)")
+    letters = row["letters"]
+    if not isinstance(letters, list) or not all(isinstance(x, str) for x in letters) or len(set(letters)) != len(letters):
+        bad("bad_letters", f"letters must be a list of distinct strings, got {letters!r}")
+    try:
+        logits = validate_logits(stage1["logits"])
+    except InvalidLogits as exc:
+        bad(exc.reason, f"stage1.logits: {exc}")
+    if len(logits) != len(letters):
+        bad("length_mismatch", f"{len(logits)} logits for {len(letters)} letters")
+    answer = row["answer"]
+    if answer is None:
+        bad("no_answer", "answer is null (no gold letter to calibrate against)")
+    if answer not in letters:
+        bad("answer_not_in_letters", f"answer {answer!r} is not one of {letters}")
+    gold = letters.index(answer)
+    stage2_correct = None
+    stage2 = row.get("stage2")
+    if row.get("route") == "stage2" and isinstance(stage2, dict):
+        # a Stage-2 fallback (too broad / not accepted) returns the Stage-1 answer, recorded as the final pred
+        s2_pred = stage2.get("pred") if stage2.get("pred") is not None else row.get("pred")
+        if s2_pred is not None:
+            stage2_correct = s2_pred == answer
+    return Stage1Record(
+        source=path,
+        line=line,
+        benchmark=str(row["benchmark"]),
+        sample_id=str(row["sample_id"]),
+        letters=list(letters),
+        logits=logits,
+        gold=gold,
+        stage2_correct=stage2_correct,
+    )
+
+
+def read_prediction_file(path: str | Path, strict: bool = False) -> LoadedPredictions:
+    path_s = str(path)
+    p = Path(path)
+    if not p.is_file():
+        raise PredictionFileError(f"{path_s}: no such predictions file")
+    out = LoadedPredictions(records=[])
+    with p.open("r", encoding="utf-8") as fh:
+        for line_no, text in enumerate(fh, start=1):
+            out.rows_read += 1
+            try:
+                if not text.strip():
+                    raise PredictionRowError(path_s, line_no, "empty_line", "empty line")
+                try:
+                    row = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise PredictionRowError(path_s, line_no, "bad_json", f"not valid JSON ({exc.msg})") from None
+                if isinstance(row, dict) and row.get("error"):
+                    out.skipped["row_error"] += 1  # a failed sample, already reported by the run that wrote it
+                    continue
+                out.records.append(_row_to_record(row, path_s, line_no))
+            except PredictionRowError as exc:
+                if strict:
+                    raise
+                out.problems.append(RowProblem(path_s, line_no, exc.reason, str(exc).split(": ", 1)[1]))
+                out.skipped[exc.reason] += 1
+    if out.rows_read == 0:
+        raise PredictionFileError(f"{path_s}: empty predictions file (no rows)")
+    if not out.records:
+        first = f"; first problem: {out.problems[0]}" if out.problems else ""
+        raise PredictionFileError(
+            f"{path_s}: no usable row with stage1.logits and a gold answer among {out.rows_read} rows "
+            f"(skipped: {dict(out.skipped)}){first}"
+        )
+    return out
+
+
+def read_predictions(paths: Sequence[str | Path], strict: bool = False) -> LoadedPredictions:
+    """Read several files; a sample present in more than one (same benchmark and sample_id) is kept once,
+    its Stage-2 outcome taken from whichever file has it (a no_stage2 file plus a uniform_stage2 file)."""
+    if not paths:
+        raise PredictionFileError("no predictions files given")
+    merged = LoadedPredictions(records=[])
+    by_key: dict[tuple[str, str], Stage1Record] = {}
+    for path in paths:
+        loaded = read_prediction_file(path, strict=strict)
+        merged.problems += loaded.problems
+        merged.skipped.update(loaded.skipped)
+        merged.rows_read += loaded.rows_read
+        for rec in loaded.records:
+            seen = by_key.get(rec.key)
+            if seen is None:
+                by_key[rec.key] = rec
+                merged.records.append(rec)
+                continue
+            merged.skipped["duplicate"] += 1
+            if seen.stage2_correct is None and rec.stage2_correct is not None:
+                seen.stage2_correct = rec.stage2_correct
+    return merged
+
+
+def split_fit_select(
+    records: Iterable[Stage1Record], seed: int = 0, fit_fraction: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint index arrays (fit, select) into ``records``, stratified by benchmark, reproducible for a seed.
+
+    Records are ordered by (benchmark, sample_id) before shuffling, so the split does not depend on file order.
+    A benchmark with a single sample goes to the selection split.
+    """
+    if not 0.0 < fit_fraction < 1.0:
+        raise ValueError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
+    records = list(records)
+    rng = np.random.default_rng(seed)
+    groups: dict[str, list[int]] = {}
+    for i in sorted(range(len(records)), key=lambda i: records[i].key):
+        groups.setdefault(records[i].benchmark, []).append(i)
+    fit, select = [], []
+    for bench in sorted(groups):
+        idx = np.asarray(groups[bench])
+        idx = idx[rng.permutation(idx.size)]
+        n_fit = int(np.floor(idx.size * fit_fraction))
+        fit.extend(idx[:n_fit].tolist())
+        select.extend(idx[n_fit:].tolist())
+    return np.asarray(sorted(fit), dtype=np.int64), np.asarray(sorted(select), dtype=np.int64)

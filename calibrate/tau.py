@@ -1,0 +1,181 @@
+"""Choosing the early-exit threshold tau on Stage-1 margins (a split disjoint from the temperature fit).
+
+A sample exits after Stage 1 iff M >= tau (Algorithm 1, line 10). Candidate thresholds are the distinct margins
+of the selection split, so the exit set at a candidate is exactly the samples at or above it.
+
+Modes
+- precision (default): the largest exit set whose one-sided upper (1 - delta) Clopper-Pearson bound on the error
+  among exits is <= alpha, by fixed-sequence testing from the most to the least confident threshold, stopping at
+  the first failure. Thresholds with fewer than ``min_exits`` exits, or too few for even zero errors to pass
+  (n < log(delta) / log(1 - alpha)), cannot be tested and are skipped before the sequence starts. Each test is
+  valid given its exit count (errors among exits ~ Binomial(n, error rate of exits)) and the sequence stops at the
+  first non-rejection, so P(chosen set's error rate > alpha) <= delta; tests/test_calibrate_guarantee.py checks
+  this by simulation, including the temperature fit.
+- budget: the largest tau whose Stage-2 fraction is at most ``budget`` (send as many as allowed to Stage 2).
+- accuracy: with Stage-2 outcomes for the same samples (a uniform_stage2 run), maximise
+  mean([M >= tau] * stage1_correct + [M < tau] * stage2_correct); ties go to the most exits (least cost).
+
+When no threshold qualifies, tau = NO_EXIT_TAU (just above 1.0), so every sample goes to Stage 2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from cader.calibrate.binomial import clopper_pearson_upper
+
+NO_EXIT_TAU = math.nextafter(1.0, 2.0)  # M <= 1 always, so M >= NO_EXIT_TAU never holds
+MODES = ("precision", "budget", "accuracy")
+
+
+@dataclass(frozen=True)
+class ExitCurve:
+    """Exit statistics at each candidate threshold, most confident first."""
+
+    thresholds: np.ndarray  # distinct margins, descending
+    n_exits: np.ndarray  # number of samples with M >= threshold
+    n_errors: np.ndarray  # wrong Stage-1 answers among them
+    n_total: int
+
+    @property
+    def exit_rate(self) -> np.ndarray:
+        return self.n_exits / max(self.n_total, 1)
+
+    @property
+    def exit_accuracy(self) -> np.ndarray:
+        return 1.0 - self.n_errors / np.maximum(self.n_exits, 1)
+
+
+def exit_curve(margin: np.ndarray, correct: np.ndarray) -> ExitCurve:
+    margin = np.asarray(margin, dtype=np.float64)
+    correct = np.asarray(correct, dtype=bool)
+    if margin.shape != correct.shape:
+        raise ValueError(f"margin {margin.shape} and correct {correct.shape} differ in shape")
+    order = np.argsort(-margin, kind="stable")
+    m_sorted = margin[order]
+    errors_cum = np.cumsum(~correct[order])
+    # the last position of each run of equal margins closes that threshold's exit set
+    is_last = np.r_[m_sorted[1:] != m_sorted[:-1], True] if m_sorted.size else np.zeros(0, bool)
+    last = np.flatnonzero(is_last)
+    return ExitCurve(
+        thresholds=m_sorted[last],
+        n_exits=last + 1,
+        n_errors=errors_cum[last] if last.size else np.zeros(0, np.int64),
+        n_total=int(margin.size),
+    )
+
+
+@dataclass(frozen=True)
+class ExitStats:
+    tau: float
+    n: int
+    n_exits: int
+    exit_rate: float
+    exit_accuracy: float | None  # None when nobody exits
+    upper_bound_error: float  # one-sided (1 - delta) Clopper-Pearson bound on error among exits (1.0 if none)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def exit_stats(margin: np.ndarray, correct: np.ndarray, tau: float, delta: float) -> ExitStats:
+    margin = np.asarray(margin, dtype=np.float64)
+    correct = np.asarray(correct, dtype=bool)
+    exits = margin >= tau
+    n_exits = int(exits.sum())
+    n_errors = int((~correct[exits]).sum())
+    return ExitStats(
+        tau=float(tau),
+        n=int(margin.size),
+        n_exits=n_exits,
+        exit_rate=n_exits / margin.size if margin.size else 0.0,
+        exit_accuracy=(1.0 - n_errors / n_exits) if n_exits else None,
+        upper_bound_error=float(clopper_pearson_upper(n_errors, n_exits, delta)),
+    )
+
+
+@dataclass(frozen=True)
+class TauSelection:
+    tau: float
+    mode: str
+    no_exit: bool  # True when no threshold qualified and everyone goes to Stage 2
+    details: dict = field(default_factory=dict)  # mode-specific numbers (tested count, first failure, ...)
+
+
+def min_testable_exits(alpha: float, delta: float) -> int:
+    """Smallest n for which zero errors among n exits gives a Clopper-Pearson upper bound <= alpha."""
+    return int(math.ceil(math.log(delta) / math.log1p(-alpha) - 1e-12))
+
+
+def select_tau_precision(
+    margin: np.ndarray, correct: np.ndarray, alpha: float = 0.05, delta: float = 0.1, min_exits: int = 50
+) -> TauSelection:
+    if not (0.0 < alpha < 1.0 and 0.0 < delta < 1.0):
+        raise ValueError(f"alpha and delta must be in (0, 1), got alpha={alpha}, delta={delta}")
+    curve = exit_curve(margin, correct)
+    need = max(int(min_exits), min_testable_exits(alpha, delta))
+    upper = clopper_pearson_upper(curve.n_errors, curve.n_exits, delta)
+    testable = np.flatnonzero(curve.n_exits >= need)
+    details = {"min_exits": need, "candidates": int(curve.thresholds.size), "tested": 0, "stopped_at": None}
+    if testable.size == 0:
+        details["reason"] = f"fewer than {need} samples in the selection split"
+        return TauSelection(NO_EXIT_TAU, "precision", True, details)
+    start = int(testable[0])
+    fails = np.flatnonzero(upper[start:] > alpha)
+    if fails.size and fails[0] == 0:
+        details.update(tested=1, stopped_at=float(curve.thresholds[start]))
+        details["reason"] = (
+            f"the first testable exit set ({int(curve.n_exits[start])} exits, "
+            f"{int(curve.n_errors[start])} errors) already has upper bound {upper[start]:.3f} > alpha={alpha}"
+        )
+        return TauSelection(NO_EXIT_TAU, "precision", True, details)
+    chosen = start + (int(fails[0]) - 1 if fails.size else curve.thresholds.size - 1 - start)
+    details.update(
+        tested=int(fails[0]) + 1 if fails.size else int(curve.thresholds.size - start),
+        stopped_at=float(curve.thresholds[start + int(fails[0])]) if fails.size else None,
+    )
+    return TauSelection(float(curve.thresholds[chosen]), "precision", False, details)
+
+
+def select_tau_budget(margin: np.ndarray, budget: float) -> TauSelection:
+    """Largest tau with fraction(M < tau) <= budget."""
+    if not 0.0 <= budget <= 1.0:
+        raise ValueError(f"budget (max Stage-2 fraction) must be in [0, 1], got {budget}")
+    m = np.sort(np.asarray(margin, dtype=np.float64))
+    allowed = int(math.floor(budget * m.size + 1e-9))
+    if allowed >= m.size:
+        return TauSelection(NO_EXIT_TAU, "budget", True, {"budget": budget, "allowed_stage2": allowed})
+    # tau = the (allowed+1)-th smallest margin: at most `allowed` samples lie strictly below it (fewer on ties)
+    return TauSelection(float(m[allowed]), "budget", False, {"budget": budget, "allowed_stage2": allowed})
+
+
+def final_accuracy_curve(margin: np.ndarray, stage1_correct: np.ndarray, stage2_correct: np.ndarray):
+    """(taus, final accuracy, exit rate) for every candidate tau, NO_EXIT_TAU first, then descending margins."""
+    s1 = np.asarray(stage1_correct, dtype=bool)
+    s2 = np.asarray(stage2_correct, dtype=bool)
+    curve = exit_curve(margin, s1)
+    order = np.argsort(-np.asarray(margin, dtype=np.float64), kind="stable")
+    # exiting sample i changes its outcome from stage2_correct to stage1_correct
+    gain_cum = np.cumsum(s1[order].astype(np.int64) - s2[order].astype(np.int64))
+    n = max(s1.size, 1)
+    base = s2.sum()
+    taus = np.r_[NO_EXIT_TAU, curve.thresholds]
+    acc = np.r_[base, base + gain_cum[curve.n_exits - 1]] / n
+    rate = np.r_[0, curve.n_exits] / n
+    return taus, acc, rate
+
+
+def select_tau_accuracy(margin: np.ndarray, stage1_correct: np.ndarray, stage2_correct: np.ndarray) -> TauSelection:
+    taus, acc, rate = final_accuracy_curve(margin, stage1_correct, stage2_correct)
+    if taus.size == 1:
+        raise ValueError("accuracy mode needs at least one sample with a Stage-2 outcome")
+    best = np.flatnonzero(acc >= acc.max() - 1e-12)[-1]  # last = smallest tau = most exits among the best
+    details = {
+        "expected_final_accuracy": float(acc[best]),
+        "stage1_only_accuracy": float(acc[-1]),
+        "stage2_everywhere_accuracy": float(acc[0]),
+    }
+    return TauSelection(float(taus[best]), "accuracy", bool(best == 0), details)

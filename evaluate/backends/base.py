@@ -1,0 +1,62 @@
+"""The small interface CADER needs from a vision-language model.
+
+Three operations, all on a `Prompt` (system text, user text, optional video frames, thinking switch):
+- `letter_logits`: raw next-token logits of the option letters after the prompt (one forward, no generation);
+- `yes_no`: the next-token probabilities of "Yes" and "No" (the verifier, App. C.3);
+- `generate`: greedy text generation (proposals and final answers, thinking on).
+Each returns how many prompt/completion tokens it used so the caller can account for cost. Batched methods take a
+list of prompts and return one result per prompt, in order.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cader.vlm.video import Frames
+
+
+@dataclass
+class Prompt:
+    user: str
+    system: str | None = None
+    video: Frames | None = None
+    enable_thinking: bool = False
+
+
+@dataclass
+class LetterLogits:
+    logits: list[float]  # same order as the letters asked for
+    prompt_tokens: int
+
+
+@dataclass
+class YesNo:
+    p_yes: float  # softmax over the whole vocabulary at the next position
+    p_no: float
+    prompt_tokens: int
+
+
+@dataclass
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class BackendError(RuntimeError):
+    """The model could not be used as asked (e.g. a letter that is not a single token)."""
+
+
+class Backend(ABC):
+    name: str = "backend"
+
+    @abstractmethod
+    def letter_logits(self, prompts: Sequence[Prompt], letters: Sequence[str]) -> list[LetterLogits]: ...
+
+    @abstractmethod
+    def yes_no(self, prompts: Sequence[Prompt]) -> list[YesNo]: ...
+
+    @abstractmethod
+    def generate(self, prompts: Sequence[Prompt], max_new_tokens: int) -> list[Generation]: ...

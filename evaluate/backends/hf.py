@@ -1,0 +1,87 @@
+"""transformers backend (default): Qwen3-VL through `cader.vlm.loading` and `cader.vlm.messages`.
+
+Prompts are run one at a time (each carries its own video, so batching would only pad); the list interface lets a
+batching backend (vLLM) drop in. Option-letter logits are the lm_head outputs at the last prompt position for the
+letters' token ids (one forward, `logits_to_keep=1`). Generation is greedy: the paper publishes no sampling settings,
+and greedy keeps runs reproducible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from cader.evaluate.backends.base import Backend, BackendError, Generation, LetterLogits, Prompt, YesNo
+from cader.vlm.loading import load_model, load_processor
+from cader.vlm.messages import build_messages, encode
+
+
+class HFBackend(Backend):
+    name = "hf"
+
+    def __init__(self, path: str, *, dtype: str = "auto", device: str = "cpu", attn_implementation: str | None = None):
+        self.path = str(path)
+        self.processor = load_processor(self.path)
+        self.model = load_model(self.path, dtype=dtype, device=device, attn_implementation=attn_implementation)
+        self.tokenizer = self.processor.tokenizer
+        self._single_token_ids: dict[str, int] = {}
+
+    # ---- helpers -----------------------------------------------------------------------------------------
+    def token_id(self, text: str) -> int:
+        """The id of `text` as ONE token; BackendError otherwise (logits of a multi-token word are meaningless)."""
+        if text not in self._single_token_ids:
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            if len(ids) != 1:
+                raise BackendError(f"{text!r} is not a single token for {self.path} (ids {ids})")
+            self._single_token_ids[text] = int(ids[0])
+        return self._single_token_ids[text]
+
+    def _inputs(self, prompt: Prompt):
+        messages = build_messages(prompt.user, system=prompt.system, video=prompt.video)
+        batch = encode(self.processor, messages, video=prompt.video, enable_thinking=prompt.enable_thinking)
+        device, dtype = self.model.device, self.model.dtype
+        out = {}
+        for key, value in batch.items():
+            if torch.is_tensor(value):
+                value = value.to(device)
+                if value.is_floating_point():
+                    value = value.to(dtype)
+            out[key] = value
+        return out
+
+    @torch.inference_mode()
+    def _last_logits(self, prompt: Prompt) -> tuple[torch.Tensor, int]:
+        inputs = self._inputs(prompt)
+        logits = self.model(**inputs, logits_to_keep=1).logits[0, -1].float()
+        return logits, int(inputs["input_ids"].shape[1])
+
+    # ---- interface ---------------------------------------------------------------------------------------
+    def letter_logits(self, prompts: Sequence[Prompt], letters: Sequence[str]) -> list[LetterLogits]:
+        ids = torch.tensor([self.token_id(letter) for letter in letters])
+        results = []
+        for prompt in prompts:
+            logits, n_prompt = self._last_logits(prompt)
+            results.append(LetterLogits(logits[ids.to(logits.device)].cpu().tolist(), n_prompt))
+        return results
+
+    def yes_no(self, prompts: Sequence[Prompt]) -> list[YesNo]:
+        yes, no = self.token_id("Yes"), self.token_id("No")
+        results = []
+        for prompt in prompts:
+            logits, n_prompt = self._last_logits(prompt)
+            probs = torch.softmax(logits, dim=-1)
+            results.append(YesNo(float(probs[yes]), float(probs[no]), n_prompt))
+        return results
+
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[Prompt], max_new_tokens: int) -> list[Generation]:
+        results = []
+        for prompt in prompts:
+            inputs = self._inputs(prompt)
+            n_prompt = int(inputs["input_ids"].shape[1])
+            output = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
+            new_tokens = output[0, n_prompt:]
+            text = self.tokenizer.decode(new_tokens, skip_special_tokens=True)
+            results.append(Generation(text, n_prompt, int(new_tokens.shape[0])))
+        return results

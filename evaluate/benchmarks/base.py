@@ -1,0 +1,215 @@
+"""What every benchmark loader returns, and the helpers they share.
+
+A loader turns one benchmark's released files into ``Sample`` objects. Rows it cannot use become
+``BenchmarkError`` objects that name the file and the row; they are *returned* (never raised, never dropped) so
+the runner can record and count them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MAX_OPTIONS = len(LETTERS)
+
+
+@dataclass
+class Sample:
+    """One multiple-choice question about one video.
+
+    ``video`` is relative to the ``data_root`` given to ``load_benchmark``; ``answer`` is a letter from
+    ``letters`` (or ``None`` when the release has no ground truth); ``duration`` is in seconds when the release
+    states it. Common ``meta`` keys: ``task_type`` (the group a macro average runs over), ``evidence_window``
+    (``[t_s, t_e]`` seconds where the answer is visible, when known), ``source_file`` and ``row``.
+    """
+
+    benchmark: str
+    sample_id: str
+    video: str
+    question: str
+    options: list[str]
+    letters: list[str]
+    answer: str | None
+    duration: float | None = None
+    meta: dict = field(default_factory=dict)
+
+
+class BenchmarkError(ValueError):
+    """A row that cannot become a Sample; the message names the file and the row."""
+
+    def __init__(self, benchmark: str, file: str | Path, row: int | str | None, reason: str):
+        self.benchmark = benchmark
+        self.file = str(file)
+        self.row = row
+        self.reason = reason
+        where = f"{self.file}" if row is None else f"{self.file}, row {row}"
+        super().__init__(f"{benchmark}: {where}: {reason}")
+
+
+class RowError(Exception):
+    """Raised inside a loader's per-row code; the loader turns it into a BenchmarkError with file and row."""
+
+
+def letters_for(options: list[str]) -> list[str]:
+    if not options:
+        raise RowError("no options")
+    if len(options) > MAX_OPTIONS:
+        raise RowError(f"{len(options)} options, at most {MAX_OPTIONS} are supported (letters A-Z)")
+    return list(LETTERS[: len(options)])
+
+
+_PREFIX = re.compile(r"^\s*(?:\(([A-Z])\)|([A-Z])[.:)])\s*")
+
+
+def strip_letter_prefixes(options: list[str]) -> list[str]:
+    """Drop "A. " / "(A) " / "A) " prefixes, but only when every option carries its own letter in order."""
+    stripped = []
+    for i, option in enumerate(options):
+        match = _PREFIX.match(option)
+        if not match or (match.group(1) or match.group(2)) != LETTERS[i]:
+            return [o.strip() for o in options]
+        stripped.append(option[match.end():].strip())
+    return stripped
+
+
+def answer_letter(answer: Any, options: list[str], letters: list[str]) -> str:
+    """The gold letter from a letter ("B", "(B)", "B."), an index is NOT accepted here, or an option's text.
+
+    Deterministic: a single valid letter wins; otherwise an exact (case/space-insensitive) match to exactly one
+    option; anything else is a row error.
+    """
+    if not isinstance(answer, str) or not answer.strip():
+        raise RowError(f"answer missing or not a string: {answer!r}")
+    text = answer.strip()
+    match = re.fullmatch(r"\(?([A-Z])\)?[.:]?", text)
+    if match:
+        if match.group(1) not in letters:
+            raise RowError(f"answer {text!r} is not one of the letters {''.join(letters)}")
+        return match.group(1)
+    norm = _norm(text)
+    hits = [letters[i] for i, option in enumerate(options) if _norm(option) == norm]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise RowError(f"answer {text!r} matches none of the options {options}")
+    raise RowError(f"answer {text!r} matches several options {hits}")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".")
+
+
+def require(row: Any, *keys: str) -> None:
+    if not isinstance(row, dict):
+        raise RowError(f"expected an object, got {type(row).__name__}")
+    missing = [k for k in keys if k not in row or row[k] is None]
+    if missing:
+        raise RowError(f"missing field(s) {missing}")
+
+
+def as_options(value: Any) -> list[str]:
+    if hasattr(value, "tolist"):  # numpy arrays from parquet
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise RowError(f"options must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def as_float(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise RowError(f"{what} is not a number: {value!r}") from None
+    if number != number or number < 0:
+        raise RowError(f"{what} is not a non-negative number: {value!r}")
+    return number
+
+
+def evidence_window(row: dict) -> list[float] | None:
+    """The synthetic data's ``evidence_window`` extra field, when present and well formed."""
+    value = row.get("evidence_window")
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        try:
+            return [float(value[0]), float(value[1])]
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def read_json_rows(path: Path) -> list[Any]:
+    """A JSON file holding a list of rows (raises ValueError naming the file on bad JSON)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of rows, got {type(data).__name__}")
+    return data
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number starting at 1, parsed row or the RowError for a bad line); blank lines are skipped."""
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, RowError(f"not valid JSON ({exc.msg})")
+
+
+def read_parquet_rows(path: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+def find_root(data_root: str | Path, folder: str, *markers: str) -> Path:
+    """``data_root/folder`` when it holds one of ``markers`` (globs), else ``data_root`` itself when it does."""
+    root = Path(data_root)
+    for candidate in (root / folder, root):
+        if candidate.is_dir() and any(any(candidate.glob(m)) for m in markers):
+            return candidate
+    raise FileNotFoundError(f"none of {list(markers)} under {root / folder} (nor under {root}); "
+                            f"see the loader's docstring for the expected layout")
+
+
+class Collector:
+    """Accumulates samples and errors for one loader; enforces unique sample ids."""
+
+    def __init__(self, benchmark: str, data_root: str | Path):
+        self.benchmark = benchmark
+        self.data_root = Path(data_root)
+        self.samples: list[Sample] = []
+        self.errors: list[BenchmarkError] = []
+        self._ids: set[str] = set()
+
+    def rel(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.data_root).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+    def add(self, sample: Sample, file: Path, row: int | str) -> None:
+        if sample.sample_id in self._ids:
+            self.error(file, row, f"duplicate sample id {sample.sample_id!r}")
+            return
+        self._ids.add(sample.sample_id)
+        sample.meta.setdefault("source_file", self.rel(file))
+        sample.meta.setdefault("row", row)
+        self.samples.append(sample)
+
+    def error(self, file: Path, row: int | str | None, reason: str) -> None:
+        self.errors.append(BenchmarkError(self.benchmark, file, row, reason))
+
+    def result(self) -> tuple[list[Sample], list[BenchmarkError]]:
+        return self.samples, self.errors

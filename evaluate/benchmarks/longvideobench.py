@@ -1,0 +1,52 @@
+"""LongVideoBench validation set (benchmark name ``longvideobench_val``).
+
+Expected layout under ``<data_root>/longvideobench/`` (the longvideobench/LongVideoBench release):
+
+    lvb_val.json        a list of rows: video_id, question, candidates (list, 4-5), correct_choice (0-based int),
+                        id, video_path, duration (s), duration_group, question_category, level, topic_category, ...
+    videos/<video_path>
+
+``sample_id`` = ``id``; ``meta["task_type"]`` = ``question_category``; gold letter = ``LETTERS[correct_choice]``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cader.evaluate.benchmarks.base import (
+    LETTERS, BenchmarkError, Collector, RowError, Sample, as_float, as_options, evidence_window, find_root,
+    letters_for, read_json_rows, require,
+)
+
+NAME = "longvideobench_val"
+FOLDER = "longvideobench"
+
+
+def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
+    root = find_root(data_root, FOLDER, "lvb_val.json")
+    out = Collector(NAME, data_root)
+    file = root / "lvb_val.json"
+    try:
+        rows = read_json_rows(file)
+    except ValueError as exc:
+        out.error(file, None, str(exc))
+        return out.result()
+    for index, row in enumerate(rows):
+        try:
+            require(row, "id", "video_path", "question", "candidates", "correct_choice")
+            options = as_options(row["candidates"])
+            letters = letters_for(options)
+            choice = row["correct_choice"]
+            if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(options):
+                raise RowError(f"correct_choice {choice!r} is not an index into {len(options)} candidates")
+            meta = {"task_type": row.get("question_category"), "duration_group": row.get("duration_group"),
+                    "level": row.get("level"), "video_id": row.get("video_id")}
+            window = evidence_window(row)
+            if window:
+                meta["evidence_window"] = window
+            out.add(Sample(NAME, str(row["id"]), out.rel(root / "videos" / str(row["video_path"])),
+                           str(row["question"]), options, letters, LETTERS[choice],
+                           as_float(row.get("duration"), "duration"), meta), file, index)
+        except RowError as exc:
+            out.error(file, index, str(exc))
+    return out.result()

@@ -1,0 +1,165 @@
+"""Synthetic media with a learnable visual question (the embedded default's data).
+
+Every synthetic video is a grey background with a small dark square patrolling the top band (so consecutive
+frames differ), and one *event*: during ``[t_s, t_e)`` a large shape of one colour fills the centre of the frame.
+The question "What colour is the shape that appears in the video?" is therefore decidable from pixels, but only
+at known times, which gives CADER's Stage 2 a window to find. Frame ``i`` is shown at ``i / fps`` seconds and the
+event covers frames ``round(t_s * fps) .. round(t_e * fps) - 1``; ``t_s`` and ``t_e`` are multiples of ``1 / fps``.
+
+Images use the same picture (grey, distractor, coloured centre shape) for the image-CoT part of the mix.
+
+Everything is driven by an explicit ``numpy.random.Generator`` so a seed fixes every file byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# The six colours an event can have: far apart in RGB so they survive yuv420 + h264 and stay easy to learn.
+EVENT_COLOURS: dict[str, tuple[int, int, int]] = {
+    "red": (220, 30, 30),
+    "green": (30, 190, 40),
+    "blue": (30, 60, 220),
+    "yellow": (235, 220, 30),
+    "cyan": (30, 210, 220),
+    "magenta": (210, 40, 200),
+}
+# Names used only as distractor options (never shown), so that 26-option questions have 26 distinct colours.
+DISTRACTOR_COLOURS: tuple[str, ...] = (
+    "white", "black", "orange", "purple", "pink", "brown", "grey", "navy", "teal", "olive",
+    "maroon", "lime", "gold", "silver", "beige", "turquoise", "violet", "indigo", "crimson", "coral",
+)
+ALL_COLOUR_NAMES: tuple[str, ...] = tuple(EVENT_COLOURS) + DISTRACTOR_COLOURS
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+BACKGROUND = (110, 110, 110)
+DISTRACTOR = (60, 60, 60)
+COLOUR_QUESTION = "What colour is the shape that appears in the video?"
+IMAGE_QUESTION = "What colour is the shape in the image?"
+
+
+@dataclass(frozen=True)
+class VideoSpec:
+    """What one synthetic video shows; ``t_s``/``t_e`` in seconds (``t_e`` exclusive)."""
+
+    name: str
+    duration: float
+    fps: int
+    t_s: float
+    t_e: float
+    colour: str
+    width: int = 96
+    height: int = 64
+
+    @property
+    def num_frames(self) -> int:
+        return int(round(self.duration * self.fps))
+
+    @property
+    def event_frames(self) -> tuple[int, int]:
+        """Half-open frame index range of the event."""
+        return int(round(self.t_s * self.fps)), int(round(self.t_e * self.fps))
+
+
+def draw_frame(spec_w: int, spec_h: int, index: int, colour: str | None) -> np.ndarray:
+    """One RGB frame: grey, a dark square moving along the top band, and the coloured shape when ``colour``."""
+    frame = np.empty((spec_h, spec_w, 3), dtype=np.uint8)
+    frame[:] = BACKGROUND
+    band = max(4, spec_h // 8)
+    x = (index * 3) % max(1, spec_w - band)
+    frame[0:band, x:x + band] = DISTRACTOR
+    if colour is not None:
+        rgb = EVENT_COLOURS[colour]
+        # a centred block covering half of each dimension: big enough to survive any pixel budget
+        y0, y1 = spec_h // 4, spec_h - spec_h // 4
+        x0, x1 = spec_w // 4, spec_w - spec_w // 4
+        frame[y0:y1, x0:x1] = rgb
+    return frame
+
+
+def write_video(spec: VideoSpec, path: Path) -> Path:
+    """Encode ``spec`` as H.264 (yuv420p) mp4 with PyAV; exact frame times ``i / fps``."""
+    import av  # local import: only the generator needs the encoder
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    start, end = spec.event_frames
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("libx264", rate=spec.fps)
+        stream.width, stream.height = spec.width, spec.height
+        stream.pix_fmt = "yuv420p"
+        # one thread and fixed options so the same spec always gives the same bytes
+        stream.codec_context.options = {"preset": "veryfast", "crf": "20", "threads": "1", "g": str(4 * spec.fps)}
+        for i in range(spec.num_frames):
+            colour = spec.colour if start <= i < end else None
+            frame = av.VideoFrame.from_ndarray(draw_frame(spec.width, spec.height, i, colour), format="rgb24")
+            frame.pts = i
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
+def write_image(colour: str, path: Path, width: int = 96, height: int = 64, index: int = 0) -> Path:
+    """PNG or JPEG (by suffix) of the event picture."""
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image = Image.fromarray(draw_frame(width, height, index, colour))
+    if path.suffix.lower() in (".jpg", ".jpeg"):
+        image.save(path, quality=95)
+    else:
+        image.save(path)
+    return path
+
+
+def random_spec(rng: np.random.Generator, name: str, duration_range: tuple[int, int],
+                event_len_range: tuple[int, int] = (3, 6), fps: int = 4,
+                colours: tuple[str, ...] = tuple(EVENT_COLOURS), width: int = 96, height: int = 64) -> VideoSpec:
+    """A spec with whole-second duration and event bounds, the event kept off the very first/last second."""
+    duration = int(rng.integers(duration_range[0], duration_range[1] + 1))
+    length = int(rng.integers(event_len_range[0], event_len_range[1] + 1))
+    length = min(length, max(1, duration - 2))
+    t_s = int(rng.integers(1, duration - length))  # at least 1 s of background before and after
+    colour = colours[int(rng.integers(len(colours)))]
+    return VideoSpec(name=name, duration=float(duration), fps=fps, t_s=float(t_s), t_e=float(t_s + length),
+                     colour=colour, width=width, height=height)
+
+
+def colour_options(rng: np.random.Generator, answer: str, n_options: int) -> tuple[list[str], str]:
+    """``n_options`` distinct colour names including ``answer`` in random order; returns (options, letter).
+
+    Up to six options are drawn from the event colours (the hard, learnable distractors); beyond that the
+    distractor-only names fill up to 26.
+    """
+    if not 2 <= n_options <= len(ALL_COLOUR_NAMES):
+        raise ValueError(f"n_options must be in [2, {len(ALL_COLOUR_NAMES)}], got {n_options}")
+    others = [c for c in EVENT_COLOURS if c != answer]
+    others = [others[i] for i in rng.permutation(len(others))]
+    pool = others + [DISTRACTOR_COLOURS[i] for i in rng.permutation(len(DISTRACTOR_COLOURS))]
+    options = [answer] + pool[: n_options - 1]
+    options = [options[i] for i in rng.permutation(n_options)]
+    return options, LETTERS[options.index(answer)]
+
+
+def timestamp(seconds: float) -> str:
+    """``MM:SS`` (or ``H:MM:SS`` past an hour) as used in time references."""
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m:02d}:{sec:02d}"
+
+
+def cot_text(spec: VideoSpec, letter: str) -> str:
+    """A short, correct chain of thought plus answer in the target format ``<think>..</think><answer>X</answer>``."""
+    return (f"<think>The video is mostly a grey background. Between {spec.t_s:.0f}s and {spec.t_e:.0f}s a large "
+            f"{spec.colour} shape appears in the centre of the frame, so the shape is {spec.colour}, which is "
+            f"option {letter}.</think><answer>{letter}</answer>")
+
+
+def image_cot_text(colour: str, letter: str) -> str:
+    return (f"<think>The image shows a grey background with a large {colour} shape in the centre, so the answer "
+            f"is option {letter}.</think><answer>{letter}</answer>")

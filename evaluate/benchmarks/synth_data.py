@@ -1,0 +1,39 @@
+"""One call that writes the whole embedded-default data set (used by ``scripts/make_synthetic_data.py``).
+
+``<out>/train/`` holds the CoT training mix (see ``synth_train``), ``<out>/eval/`` the benchmark layouts (see
+``synth_eval``; pass ``<out>/eval`` as ``--data_root``). Separate child generators are spawned from the seed for
+the training and evaluation halves, so changing ``n_train`` leaves the evaluation files unchanged and vice versa.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from cader.evaluate.benchmarks.synth_eval import write_eval_sets
+from cader.evaluate.benchmarks.synth_train import write_json, write_training_mix
+
+
+def make_synthetic_data(out: str | Path, seed: int = 0, n_train: int = 96, n_images: int = 24, n_tool: int = 3,
+                        n_eval: int = 8, n_heldout: int = 48, width: int = 96, height: int = 64,
+                        fps: int = 4, eval_duration: tuple[int, int] = (24, 72)) -> dict:
+    """Write train/ and eval/ under ``out``; return a summary (also written to ``out/summary.json``)."""
+    if width % 2 or height % 2:
+        raise ValueError(f"width and height must be even for yuv420 video, got {width}x{height}")
+    if min(n_train, n_eval, n_heldout) < 1 or min(n_images, n_tool) < 0:
+        raise ValueError("n_train, n_eval and n_heldout must be >= 1; n_images and n_tool >= 0")
+    out = Path(out)
+    train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    train = write_training_mix(out / "train", train_rng, n_train, n_images, n_tool, width, height, fps)
+    evals = write_eval_sets(out / "eval", eval_rng, n_eval, n_heldout, tuple(eval_duration), width, height, fps)
+    summary = {"seed": seed, "train": {k: {"total": v["total"], "tool_call": v["tool_call"]}
+                                       for k, v in train["sources"].items()},
+               "eval": {k: v["expected_samples"] for k, v in evals["benchmarks"].items()}}
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def describe(summary: dict) -> str:
+    return json.dumps(summary, indent=1)

@@ -1,0 +1,244 @@
+"""Writes the synthetic CoT training mix in the four released formats (see ``write_training_mix``).
+
+Layout under ``<out>/train/`` (media paths in every file are relative to ``<out>/train/``):
+
+- ``longvt_sft.parquet`` and ``longvt_sft_json.parquet`` -- LongVT style: columns ``id``, ``data_source``,
+  ``messages``. In the first file ``messages`` is a list of ``{"role", "content": [parts]}`` with OpenAI-style
+  parts ``{"type": "text", "text"}``, ``{"type": "video_url", "video_url": {"url"}}``,
+  ``{"type": "image_url", "image_url": {"url"}}``; in the second the same list is stored as a JSON string
+  (Arrow cannot mix both in one column).
+- ``video_r1_cot.json`` -- Video-R1 COT style list: ``problem_id``, ``problem``, ``data_type`` ("video"|"image"),
+  ``problem_type`` ("multiple choice"|"numerical"), ``options`` (["A. red", ...] or []), ``process``
+  (``<think>...</think>``), ``solution`` (``<answer>X</answer>``), ``path`` ("./media/..."), ``data_source``.
+- ``longvideo_reason.jsonl`` -- LongVideo-Reason style rows: ``id``, ``videos`` (path), ``problem`` (question
+  with its options), ``reasoning`` (plain text, no tags), ``answer`` (letter).
+- ``sharegpt.json`` (``messages`` with role/content, ``videos``/``images`` lists, ``<video>``/``<image>``
+  placeholders) and ``sharegpt_conversations.json`` (``conversations`` with from/value, human/gpt, plus
+  ``function_call``/``observation`` turns and a ``tools`` string in the tool samples) -- LLaMA-Factory sharegpt.
+- ``manifest.json`` -- per source: files, ``total`` rows, ``tool_call`` rows, ``clean`` rows, ``media_root``.
+
+Tool-call rows are mixed into every format, each using one marker family so a filter is exercised on each:
+``<tool_call>`` in an assistant/target text, ``<tool_response>`` in a tool turn, ``<tools>`` in a system prompt,
+a ``tool``/``function_call``/``observation`` role, or a ``tools`` column. Clean targets always read
+``<think>...</think><answer>X</answer>``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from cader.evaluate.benchmarks.synth import (
+    COLOUR_QUESTION,
+    EVENT_COLOURS,
+    IMAGE_QUESTION,
+    VideoSpec,
+    colour_options,
+    cot_text,
+    image_cot_text,
+    random_spec,
+    write_image,
+    write_video,
+)
+
+FORMATS = ("longvt", "video_r1", "longvideo_reason", "sharegpt")
+SYSTEM_TEXT = "You are a helpful assistant."
+TOOLS_SPEC = {"type": "function", "function": {
+    "name": "crop_video", "description": "Return the clip of the video between two times (seconds).",
+    "parameters": {"type": "object", "properties": {"start_time": {"type": "number"}, "end_time": {"type": "number"}},
+                   "required": ["start_time", "end_time"]}}}
+
+
+def prompt_with_options(question: str, options: list[str], letters: str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ") -> str:
+    lines = "\n".join(f"{letters[i]}. {o}" for i, o in enumerate(options))
+    return f"{question}\nOptions:\n{lines}\nAnswer with the option's letter from the given choices."
+
+
+def tool_call_text(spec: VideoSpec) -> str:
+    call = {"name": "crop_video", "arguments": {"start_time": spec.t_s, "end_time": spec.t_e}}
+    return f"<think>I need a closer look at the event.</think>\n<tool_call>\n{json.dumps(call)}\n</tool_call>"
+
+
+def write_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_parquet(path: Path, rows: list[dict]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    tmp.replace(path)
+
+
+# ---------------------------------------------------------------- one sample per format
+
+def _parts_text(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
+def _longvt_messages(media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None,
+                     spec: VideoSpec | None) -> list[dict]:
+    media_part = ({"type": "video_url", "video_url": {"url": media}} if is_video
+                  else {"type": "image_url", "image_url": {"url": media}})
+    system = SYSTEM_TEXT
+    if tool_kind == 0:
+        system += f"\n# Tools\n<tools>\n{json.dumps(TOOLS_SPEC)}\n</tools>"
+    messages = [{"role": "system", "content": [_parts_text(system)]},
+                {"role": "user", "content": [media_part, _parts_text(prompt)]}]
+    if tool_kind is not None:
+        messages.append({"role": "assistant", "content": [_parts_text(tool_call_text(spec))]})
+        if tool_kind != 1:  # kind 1 keeps only the <tool_call> marker
+            messages.append({"role": "tool", "content": [_parts_text("<tool_response>"), media_part,
+                                                         _parts_text("</tool_response>")]})
+    messages.append({"role": "assistant", "content": [_parts_text(target)]})
+    return messages
+
+
+def _sharegpt_row(media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None,
+                  spec: VideoSpec | None) -> dict:
+    tag = "<video>" if is_video else "<image>"
+    messages = [{"role": "user", "content": f"{tag}{prompt}"}]
+    if tool_kind == 0:
+        messages.insert(0, {"role": "system", "content": f"<tools>\n{json.dumps(TOOLS_SPEC)}\n</tools>"})
+    if tool_kind is not None:
+        messages.append({"role": "assistant", "content": tool_call_text(spec)})
+        if tool_kind != 1:
+            messages.append({"role": "tool", "content": "<tool_response>The clip shows the event.</tool_response>"})
+    messages.append({"role": "assistant", "content": target})
+    return {"messages": messages, "videos": [media] if is_video else [], "images": [] if is_video else [media]}
+
+
+def _conversations_row(media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None,
+                       spec: VideoSpec | None) -> dict:
+    tag = "<video>" if is_video else "<image>"
+    turns = [{"from": "human", "value": f"{tag}{prompt}"}]
+    row: dict = {}
+    if tool_kind is not None:
+        call = {"name": "crop_video", "arguments": {"start_time": spec.t_s, "end_time": spec.t_e}}
+        turns += [{"from": "function_call", "value": json.dumps(call)},
+                  {"from": "observation", "value": "The clip shows the event."}]
+        row["tools"] = json.dumps([TOOLS_SPEC["function"]])
+    turns.append({"from": "gpt", "value": target})
+    row = {"conversations": turns, "videos": [media] if is_video else [], "images": [] if is_video else [media],
+           "tools": row.get("tools", "")}
+    return row
+
+
+# ---------------------------------------------------------------- the whole mix
+
+def write_training_mix(train_dir: Path, rng: np.random.Generator, n_train: int, n_images: int,
+                       n_tool: int, width: int = 96, height: int = 64, fps: int = 4) -> dict:
+    """Write videos/images and the four formats; return the manifest (also written to manifest.json)."""
+    media_dir = train_dir / "media"
+    specs = [random_spec(rng, f"train_{i:04d}", (8, 16), (3, 5), fps=fps, width=width, height=height)
+             for i in range(n_train)]
+    for spec in specs:
+        write_video(spec, media_dir / "videos" / f"{spec.name}.mp4")
+    colours = tuple(EVENT_COLOURS)
+    images = []
+    for i in range(n_images):
+        colour = colours[int(rng.integers(len(colours)))]
+        suffix = ".jpg" if i % 4 == 3 else ".png"
+        rel = f"media/images/img_{i:04d}{suffix}"
+        write_image(colour, train_dir / rel, width, height, index=i)
+        images.append((rel, colour))
+
+    rows: dict[str, list] = {f: [] for f in FORMATS}
+    json_string_rows: list[dict] = []
+    conversation_rows: list[dict] = []
+    counts = {f: {"total": 0, "tool_call": 0} for f in FORMATS}
+
+    def media_items():
+        for i, spec in enumerate(specs):
+            yield FORMATS[i % len(FORMATS)], True, f"media/videos/{spec.name}.mp4", spec, spec.colour
+        image_formats = ("longvt", "video_r1", "sharegpt")
+        for i, (rel, colour) in enumerate(images):
+            yield image_formats[i % len(image_formats)], False, rel, None, colour
+
+    items = list(media_items())
+    tool_items = []
+    for fmt in FORMATS:  # tool samples reuse videos of the pool, kinds cycle through the marker families
+        for k in range(n_tool):
+            spec = specs[int(rng.integers(len(specs)))]
+            tool_items.append((fmt, True, f"media/videos/{spec.name}.mp4", spec, spec.colour, k % 3))
+
+    all_items = [(*it, None) for it in items] + tool_items
+    for index, (fmt, is_video, media, spec, colour, tool_kind) in enumerate(all_items):
+        options, letter = colour_options(rng, colour, 4)
+        question = COLOUR_QUESTION if is_video else IMAGE_QUESTION
+        prompt = prompt_with_options(question, options)
+        target = cot_text(spec, letter) if is_video else image_cot_text(colour, letter)
+        uid = f"{fmt}_{index:05d}"
+        counts[fmt]["total"] += 1
+        counts[fmt]["tool_call"] += tool_kind is not None
+        if fmt == "longvt":
+            messages = _longvt_messages(media, is_video, prompt, target, tool_kind, spec)
+            row = {"id": uid, "data_source": "synthetic_colour", "messages": messages}
+            if counts[fmt]["total"] % 3 == 0:  # every third row goes to the JSON-string file
+                json_string_rows.append({**row, "messages": json.dumps(messages, ensure_ascii=False)})
+            else:
+                rows[fmt].append(row)
+        elif fmt == "video_r1":
+            numerical = is_video and tool_kind is None and counts[fmt]["total"] % 8 == 0
+            if numerical:
+                seconds = int(spec.t_e - spec.t_s)
+                problem, opts, solution = ("For how many seconds is the coloured shape visible?", [],
+                                           f"<answer>{seconds}</answer>")
+                process = (f"<think>The shape appears at {spec.t_s:.0f}s and disappears at {spec.t_e:.0f}s, "
+                           f"so it is visible for {seconds} seconds.</think>")
+            else:
+                problem, opts = question, [f"{'ABCD'[i]}. {o}" for i, o in enumerate(options)]
+                think, answer = target.split("<answer>")
+                process, solution = think, f"<answer>{answer}"
+            if tool_kind is not None:
+                process = (tool_call_text(spec) if tool_kind != 2 else
+                           "<think>Checking.</think><tool_response>clip</tool_response>") + process
+            rows[fmt].append({"problem_id": index, "problem": problem, "data_type": "video" if is_video else "image",
+                              "problem_type": "numerical" if numerical else "multiple choice", "options": opts,
+                              "process": process, "solution": solution, "path": f"./{media}",
+                              "data_source": "synthetic_colour"})
+        elif fmt == "longvideo_reason":
+            reasoning = target.split("</think>")[0].removeprefix("<think>")
+            if tool_kind is not None:
+                reasoning = (tool_call_text(spec) if tool_kind != 2 else
+                             "<tool_response>The clip shows the event.</tool_response>") + "\n" + reasoning
+            rows[fmt].append({"id": uid, "videos": media, "problem": prompt, "reasoning": reasoning,
+                              "answer": letter})
+        else:
+            maker = _conversations_row if counts[fmt]["total"] % 2 == 0 else _sharegpt_row
+            row = maker(media, is_video, prompt, target, tool_kind, spec)
+            (conversation_rows if maker is _conversations_row else rows[fmt]).append(row)
+
+    write_parquet(train_dir / "longvt_sft.parquet", rows["longvt"])
+    write_parquet(train_dir / "longvt_sft_json.parquet", json_string_rows)
+    write_json(train_dir / "video_r1_cot.json", rows["video_r1"])
+    write_jsonl(train_dir / "longvideo_reason.jsonl", rows["longvideo_reason"])
+    write_json(train_dir / "sharegpt.json", rows["sharegpt"])
+    write_json(train_dir / "sharegpt_conversations.json", conversation_rows)
+
+    files = {"longvt": ["longvt_sft.parquet", "longvt_sft_json.parquet"], "video_r1": ["video_r1_cot.json"],
+             "longvideo_reason": ["longvideo_reason.jsonl"],
+             "sharegpt": ["sharegpt.json", "sharegpt_conversations.json"]}
+    formats = {"longvt": "longvt_parquet", "video_r1": "video_r1_json", "longvideo_reason": "longvideo_reason_jsonl",
+               "sharegpt": "sharegpt"}
+    manifest = {"media_root": ".", "target_format": "<think>...</think><answer>X</answer>", "sources": {
+        name: {"format": formats[name], "files": files[name], "total": counts[name]["total"],
+               "tool_call": counts[name]["tool_call"], "clean": counts[name]["total"] - counts[name]["tool_call"]}
+        for name in FORMATS}}
+    write_json(train_dir / "manifest.json", manifest)
+    return manifest

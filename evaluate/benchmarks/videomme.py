@@ -1,0 +1,56 @@
+"""Video-MME, long-duration subset, without subtitles (benchmark name ``videomme_long``).
+
+Expected layout under ``<data_root>/videomme/`` (the lmms-lab/Video-MME release):
+
+    videomme/test-*.parquet      columns video_id, duration ("short"|"medium"|"long"), domain, sub_category, url,
+                                 videoID, question_id, task_type, question, options (["A. ...", ...]), answer ("C")
+    data/<videoID>.mp4           (also .MP4 / .mkv; the first that exists, else .mp4)
+
+Rows whose ``duration`` is not "long" are skipped by design (not errors). ``sample_id`` = ``question_id``.
+Video-MME states no duration in seconds, so ``Sample.duration`` is None; ``meta["task_type"]`` = ``task_type``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cader.evaluate.benchmarks.base import (
+    BenchmarkError, Collector, RowError, Sample, answer_letter, as_options, evidence_window, find_root,
+    letters_for, read_parquet_rows, require, strip_letter_prefixes,
+)
+
+NAME = "videomme_long"
+FOLDER = "videomme"
+
+
+def _video_file(root: Path, video_key: str) -> Path:
+    for suffix in (".mp4", ".MP4", ".mkv"):
+        candidate = root / "data" / f"{video_key}{suffix}"
+        if candidate.exists():
+            return candidate
+    return root / "data" / f"{video_key}.mp4"
+
+
+def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
+    root = find_root(data_root, FOLDER, "videomme/*.parquet")
+    out = Collector(NAME, data_root)
+    for file in sorted((root / "videomme").glob("*.parquet")):
+        for index, row in enumerate(read_parquet_rows(file)):
+            try:
+                require(row, "duration", "videoID", "question_id", "question", "options", "answer")
+                if row["duration"] != "long":
+                    continue
+                options = strip_letter_prefixes(as_options(row["options"]))
+                letters = letters_for(options)
+                meta = {"task_type": row.get("task_type"), "domain": row.get("domain"),
+                        "sub_category": row.get("sub_category"), "video_id": row.get("video_id"),
+                        "videoID": row["videoID"], "duration_category": row["duration"]}
+                window = evidence_window(row)
+                if window:
+                    meta["evidence_window"] = window
+                out.add(Sample(NAME, str(row["question_id"]), out.rel(_video_file(root, str(row["videoID"]))),
+                               str(row["question"]), options, letters,
+                               answer_letter(row["answer"], options, letters), None, meta), file, index)
+            except RowError as exc:
+                out.error(file, index, str(exc))
+    return out.result()

@@ -1,0 +1,221 @@
+"""A loopback OpenAI-compatible judge server (test double; binds 127.0.0.1 only).
+
+It answers POST /v1/chat/completions with a judgment that is valid for the prompt it receives: the question id,
+SWEEP_REQUIRED flag and milestone ids are parsed from the user prompt (prompt.USER_TEMPLATE). Faults are scripted
+per question: `script` is a list of actions consumed one per request for that question, the last repeating, e.g.
+["malformed", "valid"] answers garbage once and then a valid judgment; ["500"] fails forever.
+
+Used by the tests, scripts/bench/judge_throughput.py and the quickstart:
+    with LoopbackJudgeServer(delay=0.01) as server:
+        ... --provider openai --base_url server.base_url ...
+or from a shell:  python -m cader.evaluate.judge.loopback --url_file /tmp/url   (serves until SIGTERM/SIGINT)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import signal
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable, Sequence
+
+from cader.evaluate.judge.schema import FAILURE_TAGS, MILESTONE_STATUSES
+
+ACTIONS = ("valid", "fenced", "prose", "malformed", "wrong_milestones", "bad_score", "unknown_tag", "p4_null",
+           "429", "500", "hang")
+_QID = re.compile(r"^QUESTION_ID: (.*)$", re.M)
+_SWEEP = re.compile(r"^SWEEP_REQUIRED: (\w+)$", re.M)
+_IDS = re.compile(r"entries with IDs (.*) in this order\.", re.M)
+
+
+def parse_prompt(user_text: str) -> tuple[str, str, list[str]]:
+    """(question id, sweep flag, milestone ids) from a judge user prompt."""
+    qid = _QID.search(user_text)
+    sweep = _SWEEP.search(user_text)
+    ids = _IDS.findall(user_text)
+    return (qid.group(1).strip() if qid else "?", sweep.group(1) if sweep else "unknown",
+            [i.strip() for i in ids[0].split(",") if i.strip()] if ids else [])
+
+
+def synthetic_judgment(qid: str, milestone_ids: Sequence[str], sweep: str) -> dict:
+    """A deterministic, schema-valid judgment derived from the question id."""
+    seed = hashlib.sha256(qid.encode()).digest()
+    scores = {name: seed[i] % 3 for i, name in enumerate(
+        ("task_understanding", "gt_evidence_coverage", "evidence_grounding", "evidence_completeness",
+         "reasoning_faithfulness"))}
+    if sweep == "no":
+        scores["evidence_completeness"] = None
+    coverage = [{"milestone_id": m, "status": MILESTONE_STATUSES[seed[5 + i % 20] % 4],
+                 "evidence_in_prediction": f"loopback evidence for {m}"} for i, m in enumerate(milestone_ids)]
+    tags = [FAILURE_TAGS[seed[26 + j] % len(FAILURE_TAGS)] for j in range(seed[25] % 3)]
+    return {"process_scores": scores, "axis_rationales": {f"P{i}": "loopback" for i in range(1, 6)},
+            "milestone_coverage": coverage, "failure_tags": list(dict.fromkeys(tags)),
+            "summary": f"loopback judgment for question {qid}"}
+
+
+def reply_text(action: str, qid: str, ids: list[str], sweep: str, judgment_fn: Callable) -> str:
+    judgment = judgment_fn(qid, ids, sweep)
+    if action == "fenced":
+        return "```json\n" + json.dumps(judgment, indent=1) + "\n```"
+    if action == "prose":
+        return "Here is my evaluation.\n" + json.dumps(judgment) + "\nI hope this helps."
+    if action == "malformed":
+        return '{"process_scores": {"task_understanding": 2, '  # truncated JSON
+    if action == "wrong_milestones":
+        judgment["milestone_coverage"] = judgment["milestone_coverage"][:-1]
+    elif action == "bad_score":
+        judgment["process_scores"]["task_understanding"] = 3
+    elif action == "unknown_tag":
+        judgment["failure_tags"] = ["made_up_tag"]
+    elif action == "p4_null":
+        judgment["process_scores"]["evidence_completeness"] = None
+    return json.dumps(judgment)
+
+
+class LoopbackJudgeServer:
+    """Threaded HTTP server on 127.0.0.1:<port> speaking the chat-completions subset the openai client uses."""
+
+    def __init__(self, *, delay: float = 0.0, script: Sequence[str] = ("valid",),
+                 per_question: dict[str, Sequence[str]] | None = None, hang_seconds: float = 5.0,
+                 judgment_fn: Callable = synthetic_judgment, port: int = 0):
+        for action in [*script, *(a for s in (per_question or {}).values() for a in s)]:
+            if action not in ACTIONS:
+                raise ValueError(f"unknown loopback action {action!r}; choose from {ACTIONS}")
+        self.delay, self.hang_seconds, self.judgment_fn = delay, hang_seconds, judgment_fn
+        self.script, self.per_question = list(script), {str(k): list(v) for k, v in (per_question or {}).items()}
+        self.calls: Counter = Counter()          # requests per question id
+        self.requests: list[dict] = []           # every request body received
+        self.in_flight = self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    def start(self) -> "LoopbackJudgeServer":
+        self._thread = threading.Thread(target=self._server.serve_forever, name="loopback-judge", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> "LoopbackJudgeServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _next_action(self, qid: str) -> str:
+        with self._lock:
+            index = self.calls[qid]
+            self.calls[qid] += 1
+        script = self.per_question.get(qid, self.script)
+        return script[min(index, len(script) - 1)]
+
+    def _respond(self, body: dict) -> tuple[int, dict]:
+        messages = body.get("messages") or []
+        first_user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
+        if isinstance(first_user, list):  # content parts
+            first_user = "".join(p.get("text", "") for p in first_user if isinstance(p, dict))
+        qid, sweep, ids = parse_prompt(first_user)
+        action = self._next_action(qid)
+        time.sleep(self.delay)
+        if action in ("429", "500"):
+            return int(action), {"error": {"message": f"loopback injected HTTP {action}", "type": "loopback"}}
+        if action == "hang":
+            time.sleep(self.hang_seconds)
+        text = reply_text(action, qid, ids, sweep, self.judgment_fn)
+        return 200, {"id": f"chatcmpl-loopback-{qid}", "object": "chat.completion", "created": int(time.time()),
+                     "model": body.get("model", "loopback"),
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": len(first_user) // 4, "completion_tokens": len(text) // 4,
+                               "total_tokens": (len(first_user) + len(text)) // 4}}
+
+    def _handler_class(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in separate writes: avoid the 40 ms ACK stall
+
+            def log_message(self, *args) -> None:  # keep test output clean
+                pass
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "loopback", "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "request body is not JSON"}})
+                    return
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                with server._lock:
+                    server.requests.append(body)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    status, payload = server._respond(body)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+                self._send(status, payload)
+
+        return Handler
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve valid AgentVidBench judgments on 127.0.0.1 (test double).")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--url_file", help="write the base URL here once listening")
+    args = parser.parse_args(argv)
+    server = LoopbackJudgeServer(delay=args.delay, port=args.port).start()
+    if args.url_file:
+        tmp = Path(args.url_file + ".tmp")
+        tmp.write_text(server.base_url + "\n")
+        tmp.replace(args.url_file)
+    print(server.base_url, flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

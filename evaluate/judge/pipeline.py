@@ -1,0 +1,112 @@
+"""Judging a predictions file: bounded concurrency, append-as-finished, resume, cache."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from cader.evaluate.judge.cache import JudgeCache
+from cader.evaluate.judge.client import RetryPolicy, judge_one
+from cader.evaluate.judge.providers import Provider
+from cader.evaluate.judge.questions import Question
+
+JUDGMENTS_FILE = "judgments.jsonl"
+CACHE_DIR = "judge_cache"
+
+
+def read_judgments(path: str | Path) -> dict[str, dict]:
+    """The latest row per question id; unreadable lines (a torn write from a killed run) are skipped."""
+    rows: dict[str, dict] = {}
+    path = Path(path)
+    if not path.exists():
+        return rows
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and "question_id" in row:
+                rows[str(row["question_id"])] = row
+    return rows
+
+
+def pending_ids(questions: dict[str, Question], predictions: dict[str, dict], done: dict[str, dict],
+                model: str, framework: str) -> list[str]:
+    """Predictions with a known question and no successful judgment by this model for this system yet."""
+    def finished(key: str) -> bool:
+        row = done.get(key)
+        return bool(row) and row.get("error") is None and row.get("judge_model") == model \
+            and row.get("system") == framework
+    return [key for key in predictions if key in questions and not finished(key)]
+
+
+class _JsonlAppender:
+    """Thread-safe append of one JSON line per record, flushed at once so a crash loses at most the line in flight."""
+
+    def __init__(self, path: Path):
+        needs_newline = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+        self._handle = open(path, "a", encoding="utf-8")
+        if needs_newline:  # a killed run left a torn line: terminate it so the next record starts clean
+            self._handle.write("\n")
+        self._lock = threading.Lock()
+
+    def write(self, row: dict) -> None:
+        line = json.dumps(row, ensure_ascii=False) + "\n"
+        with self._lock:
+            self._handle.write(line)
+            self._handle.flush()
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def _crash_row(question: Question, framework: str, model: str, error: Exception) -> dict:
+    return {"question_id": question.question_id, "system": framework, "judge_model": model, "scores": None,
+            "traj": None, "mc_rate": None, "milestones": [], "failure_tags": [], "summary": "", "attempts": 0,
+            "error": f"judging crashed: {type(error).__name__}: {error}"}
+
+
+def judge_predictions(provider: Provider, questions: dict[str, Question], predictions: dict[str, dict],
+                      out_dir: str | Path, *, framework: str, concurrency: int = 16,
+                      policy: RetryPolicy | None = None, use_cache: bool = True, progress: bool = False) -> dict:
+    """Judge every pending prediction, appending to <out_dir>/judgments.jsonl as each finishes.
+
+    Returns counts: {"pending", "judged", "failed", "cached", "skipped_done"}.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / JUDGMENTS_FILE
+    done = read_judgments(path)
+    todo = pending_ids(questions, predictions, done, provider.model, framework)
+    cache = JudgeCache(out_dir / CACHE_DIR) if use_cache else None
+    counts = {"pending": len(todo), "judged": 0, "failed": 0, "cached": 0,
+              "skipped_done": sum(1 for k in predictions if k in questions) - len(todo)}
+    if not todo:
+        return counts
+    appender = _JsonlAppender(path)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(todo), desc=f"judging ({provider.model})", unit="q")
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            futures = {pool.submit(judge_one, provider, questions[key], predictions[key], framework,
+                                   policy=policy, cache=cache): key for key in todo}
+            for future in as_completed(futures):
+                try:
+                    row = future.result()
+                except Exception as error:  # a bug or odd record must not sink the other judgments
+                    row = _crash_row(questions[futures[future]], framework, provider.model, error)
+                appender.write(row)
+                counts["failed" if row["error"] else "judged"] += 1
+                counts["cached"] += bool(row.get("cached"))
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        appender.close()
+        if bar is not None:
+            bar.close()
+    return counts

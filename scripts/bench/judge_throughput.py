@@ -1,0 +1,62 @@
+"""Judge throughput (issue 6, P5): 200 trajectories against a loopback OpenAI-compatible judge that answers after
+a fixed delay, at concurrency 16 and at concurrency 1 in the same run. Goal: >= 8x.
+
+    python scripts/bench/judge_throughput.py [--n 200] [--delay 0.05] [--concurrency 16]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from jsonargparse import CLI
+
+from cader.evaluate.judge.client import RetryPolicy
+from cader.evaluate.judge.loopback import LoopbackJudgeServer
+from cader.evaluate.judge.pipeline import judge_predictions, read_judgments
+from cader.evaluate.judge.providers import make_provider
+from cader.evaluate.judge.questions import load_predictions, load_questions
+from cader.evaluate.judge.synthetic import synthetic_benchmark
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def _timed_run(base_url: str, root: Path, out: str, concurrency: int) -> tuple[float, int, int]:
+    questions, _ = load_questions(root / "questions.jsonl")
+    predictions, _ = load_predictions(root / "predictions.jsonl")
+    provider = make_provider("openai", "loopback-judge", base_url, timeout=30.0)
+    start = time.perf_counter()
+    counts = judge_predictions(provider, questions, predictions, root / out, framework="cader",
+                               concurrency=concurrency, policy=RetryPolicy(), use_cache=False)
+    elapsed = time.perf_counter() - start
+    rows = read_judgments(root / out / "judgments.jsonl")
+    return elapsed, counts["judged"], sum(1 for r in rows.values() if r.get("error"))
+
+
+def main(n: int = 200, delay: float = 0.05, concurrency: int = 16) -> dict:
+    """Time judging `n` synthetic trajectories with a judge that takes `delay` seconds per call."""
+    os.environ.setdefault("OPENAI_API_KEY", "loopback-dummy-key")
+    questions, predictions = synthetic_benchmark(n, seed=0)
+    with tempfile.TemporaryDirectory() as tmp, LoopbackJudgeServer(delay=delay) as server:
+        root = Path(tmp)
+        _write_jsonl(root / "questions.jsonl", questions)
+        _write_jsonl(root / "predictions.jsonl", predictions)
+        parallel_s, parallel_ok, parallel_err = _timed_run(server.base_url, root, "parallel", concurrency)
+        serial_s, serial_ok, serial_err = _timed_run(server.base_url, root, "serial", 1)
+        peak = server.max_in_flight
+    result = {"n": n, "delay_s": delay, "concurrency": concurrency, "parallel_s": round(parallel_s, 3),
+              "serial_s": round(serial_s, 3), "speedup": round(serial_s / parallel_s, 2),
+              "judged": [parallel_ok, serial_ok], "errors": [parallel_err, serial_err], "peak_in_flight": peak}
+    print(f"{n} trajectories, judge delay {delay * 1000:.0f} ms/call: concurrency {concurrency}: {parallel_s:.2f} s, "
+          f"concurrency 1: {serial_s:.2f} s, speedup {serial_s / parallel_s:.1f}x (goal >= 8x); "
+          f"judged {parallel_ok}/{serial_ok}, errors {parallel_err}/{serial_err}, peak in flight {peak}")
+    return result
+
+
+if __name__ == "__main__":
+    CLI(main, as_positional=False)

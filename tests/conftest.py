@@ -1,0 +1,56 @@
+"""Session-wide fixtures: the tiny offline Qwen3-VL and small synthetic videos (built once per test session)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+# Tests never reach a hub: everything they load is built here.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """An HF folder with the tiny random-weight Qwen3-VL, its processor and chat template."""
+    from cader.vlm.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny_model") / "model", seed=0)
+
+
+def write_barcode_video(path, n_frames: int, fps: float, width: int = 64, height: int = 48) -> None:
+    """A video whose frame k encodes k in its pixels: four horizontal bands hold the base-8 digits of k as grey
+    levels 32*digit, so a decoded frame tells its own index (robust to codec error at these flat levels)."""
+    import av
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=int(fps) if float(fps).is_integer() else fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"qscale": "1"}
+        for k in range(n_frames):
+            img = np.zeros((height, width, 3), np.uint8)
+            for band in range(4):
+                img[band * height // 4 : (band + 1) * height // 4] = 32 * ((k // 8**band) % 8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def read_barcode(frame: np.ndarray) -> int:
+    h = frame.shape[0]
+    digits = [int(round(frame[b * h // 4 + 2 : (b + 1) * h // 4 - 2].mean() / 32)) for b in range(4)]
+    return sum(d * 8**b for b, d in enumerate(digits))
+
+
+@pytest.fixture(scope="session")
+def barcode_video(tmp_path_factory):
+    """60 s at 10 fps (600 frames), each frame readable back to its index with `read_barcode`."""
+    path = tmp_path_factory.mktemp("videos") / "barcode.mp4"
+    write_barcode_video(path, n_frames=600, fps=10)
+    return path

@@ -1,0 +1,98 @@
+import threading
+
+import numpy as np
+import pytest
+
+from cader.vlm.video import VideoReader, VideoReadError
+from conftest import read_barcode, write_barcode_video
+
+
+@pytest.fixture(scope="module")
+def reader(barcode_video):
+    return VideoReader(barcode_video)
+
+
+def test_metadata(reader):
+    assert reader.num_frames == 600 and reader.native_fps == pytest.approx(10.0)
+    assert reader.duration == pytest.approx(60.0)
+    assert (reader.height, reader.width) == (48, 64)
+
+
+def test_uniform_sampling_indices_and_timestamps_are_exact(reader):
+    frames = reader.sample_uniform(1.0)
+    assert len(frames) == 60
+    # centred bins: t = k + 0.5 -> frame floor(10 t) = 10 k + 5
+    assert list(frames.indices) == [10 * k + 5 for k in range(60)]
+    np.testing.assert_allclose(frames.timestamps, frames.indices / 10.0)
+    decoded = [read_barcode(f) for f in frames.frames]
+    assert decoded == list(frames.indices)
+
+
+def test_window_sampling(reader):
+    frames = reader.sample_uniform(2.0, start=20.0, end=30.0)
+    assert len(frames) == 20
+    assert frames.timestamps.min() >= 20.0 and frames.timestamps.max() < 30.0
+    assert [read_barcode(f) for f in frames.frames] == list(frames.indices)
+
+
+def test_short_window_still_gives_a_frame(reader):
+    frames = reader.sample_uniform(0.5, start=10.0, end=11.0)
+    assert len(frames) == 1 and 100 <= frames.indices[0] < 110
+
+
+def test_max_frames_cap_keeps_the_whole_timeline(reader):
+    frames = reader.sample_uniform(10.0, max_frames=16)
+    assert len(frames) == 16
+    assert frames.timestamps[0] < 1.0 and frames.timestamps[-1] > 59.0
+
+
+def test_fps_map_counts_per_segment(reader):
+    segments = [(0.0, 20.0, 0.5), (20.0, 30.0, 4.0), (30.0, 60.0, 1.0)]
+    frames = reader.sample_fps_map(segments)
+    t = frames.timestamps
+    assert np.sum(t < 20) == 10 and np.sum((t >= 20) & (t < 30)) == 40 and np.sum(t >= 30) == 30
+    assert np.all(np.diff(t) > 0)
+    assert [read_barcode(f) for f in frames.frames] == list(frames.indices)
+
+
+def test_pixel_budget(reader):
+    frames = reader.sample_uniform(1.0, max_pixels=32 * 32)
+    assert frames.frames.shape[1:] == (32, 32, 3)
+    frames = reader.sample_uniform(1.0, max_pixels=65_536)
+    h, w = frames.frames.shape[1:3]
+    assert h * w <= 65_536 and h % 32 == 0 and w % 32 == 0
+
+
+def test_reader_reused_across_threads(reader):
+    results = []
+
+    def work(start):
+        f = reader.sample_uniform(1.0, start=start, end=start + 5)
+        results.append([read_barcode(x) for x in f.frames] == list(f.indices))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in (0, 10, 20, 30)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert results == [True] * 4
+
+
+def test_metadata_for_processor(reader):
+    frames = reader.sample_uniform(1.0, start=0, end=4)
+    meta = frames.metadata()
+    assert meta["fps"] == pytest.approx(10.0) and meta["frames_indices"] == [5, 15, 25, 35]
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty", "garbage", "truncated", "zero_frames"])
+def test_bad_files_raise_one_clear_error(tmp_path, barcode_video, kind):
+    path = tmp_path / f"{kind}.mp4"
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "garbage":
+        path.write_bytes(b"\x00not a video at all" * 100)
+    elif kind == "truncated":
+        path.write_bytes(barcode_video.read_bytes()[:300])
+    elif kind == "zero_frames":
+        write_barcode_video(path, n_frames=0, fps=10)
+    with pytest.raises(VideoReadError) as err:
+        VideoReader(path).sample_uniform(1.0)
+    assert str(path) in str(err.value)

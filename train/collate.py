@@ -1,0 +1,236 @@
+"""Sample -> model inputs: budget planning (before pixels), chat template, label mask, padding, length-grouped batches.
+
+Label mask: loss only on the assistant target (`<think>…</think><answer>…</answer>` as written in the data) and the
+`<|im_end|>` that closes it. The span is found on token ids — after the last `<|im_start|>assistant\\n`, up to and
+including the last `<|im_end|>` — so it is exact whatever the vision blocks expanded to.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.utils.data import Sampler
+
+from cader.train.budget import BudgetConfig, BudgetPlan, ImageSpec, VideoSpec, VisionGeometry, plan_budget
+from cader.train.formats import Sample
+from cader.vlm.messages import encode
+
+IGNORE_INDEX = -100
+
+
+class SkipSample(Exception):
+    """A sample that cannot be trained on; `reason` is a short counter key (missing_media, over_budget, ...)."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail
+
+
+@dataclass
+class PlannedSample:
+    sample: Sample
+    media_root: str
+    plan: BudgetPlan
+    num_tokens: int                       # planned sequence length (drives length grouping)
+
+
+def chat_messages(sample: Sample) -> list[dict]:
+    """Qwen3-VL chat messages with the sample's parts in order; media become bare {"type": "video"|"image"}."""
+    out = []
+    for turn in sample.turns:
+        content = [{"type": "text", "text": p["text"]} if p["type"] == "text" else {"type": p["type"]}
+                   for p in turn.parts]
+        out.append({"role": turn.role, "content": content})
+    return out
+
+
+def _render(processor, messages, add_generation_prompt: bool) -> str:
+    # enable_thinking=True leaves the generation prompt open, so the data's own <think> block is the target
+    return processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                         enable_thinking=True)
+
+
+class SampleEncoder:
+    """Plans and encodes samples for one processor and budget."""
+
+    def __init__(self, processor, budget: BudgetConfig):
+        self.processor, self.budget = processor, budget
+        tok = processor.tokenizer
+        self.tokenizer = tok
+        vp = processor.video_processor
+        self.geometry = VisionGeometry(vp.patch_size, vp.merge_size, vp.temporal_patch_size)
+        self.im_start = tok.convert_tokens_to_ids("<|im_start|>")
+        self.im_end = tok.convert_tokens_to_ids("<|im_end|>")
+        self.assistant_header = tok("assistant\n", add_special_tokens=False)["input_ids"]
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.im_end
+
+    def _count(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _timestamp_tokens(self, duration: float) -> int:
+        # "<t seconds>" grows with the number of digits of t: measure every magnitude up to the duration
+        times = [0.5] + [10.0 ** k - 0.5 for k in range(1, 8) if 10.0 ** k - 0.5 <= duration] + [duration]
+        return max(self._count(f"<{t:.1f} seconds>") for t in times)
+
+    def texts(self, sample: Sample) -> tuple[str, str]:
+        """(prompt text up to the open assistant turn, full text ending with the target's end token)."""
+        messages = chat_messages(sample)
+        if messages[-1]["role"] != "assistant":
+            raise SkipSample("bad_turns", f"{sample.sample_id}: last turn is {messages[-1]['role']}, not assistant")
+        prompt = _render(self.processor, messages[:-1], add_generation_prompt=True)
+        full = _render(self.processor, messages, add_generation_prompt=False).rstrip("\n")
+        if not full.startswith(prompt):
+            raise SkipSample("template", f"{sample.sample_id}: chat template rewrites earlier turns")
+        return prompt, full
+
+    def plan(self, sample: Sample, media_root: str | Path) -> PlannedSample:
+        """Budget the sample from media headers only (no pixels decoded). Raises SkipSample."""
+        from PIL import Image
+
+        from cader.vlm.video import VideoReader, VideoReadError
+
+        media = sample.media
+        if sum(m["type"] == "video" for m in media) > 1:
+            raise SkipSample("multi_video", f"{sample.sample_id}: more than one video per sample")
+        videos, images, ts_tokens = [], [], 0
+        for m in media:
+            path = Path(media_root) / m["path"]
+            if not path.is_file():
+                raise SkipSample("missing_media", f"{sample.sample_id}: {path} not found")
+            if m["type"] == "video":
+                try:
+                    reader = VideoReader(path)
+                except VideoReadError as err:
+                    raise SkipSample("bad_video", f"{sample.sample_id}: {err}") from None
+                videos.append(VideoSpec(reader.duration, reader.height, reader.width))
+                ts_tokens = self._timestamp_tokens(reader.duration)
+            else:
+                try:
+                    with Image.open(path) as im:
+                        width, height = im.size
+                except OSError as err:
+                    raise SkipSample("bad_image", f"{sample.sample_id}: {path}: {err}") from None
+                images.append(ImageSpec(height, width))
+        prompt, full = self.texts(sample)
+        n_prompt, n_full = self._count(prompt), self._count(full)
+        placeholders = 3 * len(media)     # <|vision_start|><|*_pad|><|vision_end|>, re-counted by the budget
+        cfg = BudgetConfig(**{**self.budget.__dict__, "timestamp_tokens": ts_tokens or self.budget.timestamp_tokens})
+        plan = plan_budget(n_prompt - placeholders, n_full - n_prompt, videos, images, cfg, self.geometry)
+        if not plan.keep:
+            raise SkipSample("over_budget", f"{sample.sample_id}: {plan.reason}")
+        return PlannedSample(sample, str(media_root), plan, plan.total_tokens)
+
+    def encode(self, planned: PlannedSample) -> dict[str, torch.Tensor]:
+        """Decode media per the plan, run the processor, build labels. Raises SkipSample."""
+        from cader.vlm.image import load_image
+        from cader.vlm.video import VideoReader, VideoReadError
+
+        sample, plan = planned.sample, planned.plan
+        video, images = None, []
+        try:
+            for m in sample.media:
+                path = Path(planned.media_root) / m["path"]
+                if m["type"] == "video":
+                    reader = VideoReader(path)
+                    n = plan.video_frames[0]
+                    if math.floor(reader.duration * self.budget.fps + 1e-9) >= n:
+                        video = reader.sample_uniform(self.budget.fps, max_frames=n, max_pixels=plan.video_max_pixels)
+                    else:   # shorter than one temporal group at the base rate
+                        video = reader.sample_count(n, max_pixels=plan.video_max_pixels)
+                else:
+                    images.append(load_image(path, max_pixels=plan.image_max_pixels))
+        except (VideoReadError, OSError) as err:
+            raise SkipSample("bad_media", f"{sample.sample_id}: {err}") from None
+        _, full = self.texts(sample)
+        feats = encode(self.processor, [], video=video, images=images, text=full)
+        ids = feats["input_ids"][0]
+        start, end = self.target_span(ids)
+        keep = min(end + 1, start + plan.target_tokens, self.budget.max_length)
+        if keep <= start:
+            raise SkipSample("budget_mismatch", f"{sample.sample_id}: prompt and vision fill {start} tokens")
+        labels = torch.full_like(ids, IGNORE_INDEX)
+        labels[start:keep] = ids[start:keep]
+        out = {"input_ids": ids[:keep], "labels": labels[:keep], "attention_mask": feats["attention_mask"][0][:keep]}
+        if "mm_token_type_ids" in feats:
+            out["mm_token_type_ids"] = feats["mm_token_type_ids"][0][:keep]
+        for key in ("pixel_values_videos", "video_grid_thw", "pixel_values", "image_grid_thw"):
+            if key in feats:
+                out[key] = feats[key]
+        return out
+
+    def target_span(self, ids: torch.Tensor) -> tuple[int, int]:
+        """[start, end] (inclusive) of the last assistant turn's content and its <|im_end|>."""
+        ids_list = ids.tolist()
+        starts = [i for i, t in enumerate(ids_list) if t == self.im_start]
+        if not starts:
+            raise SkipSample("template", "no <|im_start|> in the encoded sequence")
+        s = starts[-1] + 1
+        header = self.assistant_header
+        if ids_list[s:s + len(header)] != header:
+            raise SkipSample("template", "last turn is not an assistant turn")
+        start = s + len(header)
+        ends = [i for i in range(start, len(ids_list)) if ids_list[i] == self.im_end]
+        return start, (ends[-1] if ends else len(ids_list) - 1)
+
+
+def pad_batch(items: list[dict[str, torch.Tensor]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad the token fields; concatenate pixels and grids (Qwen3-VL takes them flat across the batch)."""
+    length = max(len(x["input_ids"]) for x in items)
+    pads = {"input_ids": pad_id, "labels": IGNORE_INDEX, "attention_mask": 0, "mm_token_type_ids": 0}
+    batch = {}
+    for key, value in pads.items():
+        if key in items[0]:
+            batch[key] = torch.stack([torch.nn.functional.pad(x[key], (0, length - len(x[key])), value=value)
+                                      for x in items])
+    for key in ("pixel_values_videos", "video_grid_thw", "pixel_values", "image_grid_thw"):
+        parts = [x[key] for x in items if key in x]
+        if parts:
+            batch[key] = torch.cat(parts)
+    return batch
+
+
+class LengthGroupedBatchSampler(Sampler[list[int]]):
+    """Batches of similar length (low padding) in a seeded random order, sharded over ranks, resumable.
+
+    Each epoch: shuffle (seed + epoch), cut into mega-batches of `batch_size * mega`, sort each by length, cut into
+    batches, shuffle the batch order. Every rank gets the same number of batches (the list is cycled to a multiple of
+    the world size), so no rank waits on a collective the others never reach. `skip` drops batches already consumed
+    in the current epoch (exact mid-epoch resume).
+    """
+
+    def __init__(self, lengths: list[int], batch_size: int, seed: int = 0, mega: int = 32, rank: int = 0,
+                 world_size: int = 1, shuffle: bool = True):
+        self.lengths, self.batch_size, self.seed, self.mega = lengths, batch_size, seed, mega
+        self.rank, self.world_size, self.shuffle = rank, world_size, shuffle
+        self.epoch, self.skip = 0, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def all_batches(self) -> list[list[int]]:
+        order = list(range(len(self.lengths)))
+        rng = random.Random(self.seed + self.epoch)
+        if self.shuffle:
+            rng.shuffle(order)
+        step = self.batch_size * self.mega
+        batches = []
+        for i in range(0, len(order), step):
+            chunk = sorted(order[i:i + step], key=lambda j: -self.lengths[j])
+            batches += [chunk[k:k + self.batch_size] for k in range(0, len(chunk), self.batch_size)]
+        if self.shuffle:
+            rng.shuffle(batches)
+        if batches and len(batches) % self.world_size:
+            batches += batches[: self.world_size - len(batches) % self.world_size]
+        return batches
+
+    def __iter__(self):
+        mine = self.all_batches()[self.rank::self.world_size]
+        yield from mine[self.skip:]
+        self.skip = 0
+
+    def __len__(self) -> int:
+        n = math.ceil(len(self.lengths) / self.batch_size)
+        return max(0, math.ceil(n / self.world_size) - self.skip)

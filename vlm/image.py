@@ -1,0 +1,29 @@
+"""Image loading at the paper's per-image pixel cap (262,144 px, App. A), sides multiples of the 32-px merge unit."""
+
+from __future__ import annotations
+
+import os
+
+from PIL import Image, UnidentifiedImageError
+
+from cader.vlm.sampling import fit_pixels
+
+IMAGE_MAX_PIXELS = 262_144
+
+
+class ImageReadError(RuntimeError):
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        super().__init__(f"image_unreadable: {self.path}: {reason}")
+
+
+def load_image(path: str | os.PathLike, max_pixels: int = IMAGE_MAX_PIXELS) -> Image.Image:
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+    except (FileNotFoundError, UnidentifiedImageError, OSError) as err:
+        raise ImageReadError(path, str(err).splitlines()[0][:200]) from err
+    h, w = fit_pixels(im.height, im.width, max_pixels)
+    if (h, w) != (im.height, im.width):
+        im = im.resize((w, h), Image.Resampling.BICUBIC)
+    return im

@@ -1,0 +1,81 @@
+"""Qwen3-VL chat messages and the one processor call every stage uses.
+
+`encode` is the only place the project turns (messages, frames, images) into model inputs. It always hands the
+processor the decoded frames together with their real metadata (native fps and source frame indices) and
+`do_sample_frames=False`: without the metadata the Qwen3-VL processor assumes 24 fps and writes wrong `<t seconds>`
+tokens, and with its own sampling enabled it would re-sample frames we already chose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from cader.vlm.video import Frames
+
+
+def build_messages(
+    user_text: str,
+    system: str | None = None,
+    video: Frames | None = None,
+    images: Sequence = (),
+    assistant_text: str | None = None,
+) -> list[dict]:
+    """System (optional), one user turn with visual parts before the text, and optionally the assistant target."""
+    messages: list[dict] = []
+    if system:
+        messages.append({"role": "system", "content": [{"type": "text", "text": system}]})
+    content: list[dict] = [{"type": "image"} for _ in images]
+    if video is not None:
+        content.append({"type": "video"})
+    content.append({"type": "text", "text": user_text})
+    messages.append({"role": "user", "content": content})
+    if assistant_text is not None:
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": assistant_text}]})
+    return messages
+
+
+def render(processor, messages: list[dict], *, enable_thinking: bool = False, add_generation_prompt: bool = True) -> str:
+    """The chat-template text (with vision placeholders not yet expanded)."""
+    return processor.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=add_generation_prompt, enable_thinking=enable_thinking
+    )
+
+
+def _video_tensor(video: Frames) -> np.ndarray:
+    # The Qwen3-VL video processor packs frames in temporal pairs; it pads an odd count by repeating the last frame.
+    return np.ascontiguousarray(video.frames.transpose(0, 3, 1, 2))  # (T, C, H, W)
+
+
+def encode(
+    processor,
+    messages: list[dict],
+    *,
+    video: Frames | None = None,
+    images: Sequence = (),
+    enable_thinking: bool = False,
+    add_generation_prompt: bool = True,
+    text: str | None = None,
+):
+    """Chat template + processor -> BatchFeature (input_ids, attention_mask, pixel_values*, *_grid_thw), batch of 1.
+
+    Frames and images arrive already sized to the pixel budget (multiples of 32 px, see `cader.vlm.sampling`), so the
+    processor is told not to resize them again.
+    """
+    if text is None:
+        text = render(processor, messages, enable_thinking=enable_thinking, add_generation_prompt=add_generation_prompt)
+    kwargs: dict = {"text": [text], "return_tensors": "pt"}
+    if video is not None:
+        if len(video) == 0:
+            raise ValueError("cannot encode a video with no frames")
+        kwargs["videos"] = [_video_tensor(video)]
+        kwargs["videos_kwargs"] = {
+            "video_metadata": [video.metadata()],
+            "do_sample_frames": False,
+            "do_resize": False,
+        }
+    if images:
+        kwargs["images"] = list(images)
+        kwargs["images_kwargs"] = {"do_resize": False}
+    return processor(**kwargs)

@@ -1,0 +1,195 @@
+"""A tiny random-weight Qwen3-VL, built from config with an offline tokenizer: the embedded default for tests.
+
+Nothing here downloads. The model uses the same transformers classes, processor and chat template as
+Qwen3-VL-8B-Instruct, only with small sizes, so every code path that runs on it runs on the real model:
+  * text: 2 layers x 64 hidden, 4 heads (2 KV), head_dim 16, interleaved M-RoPE;
+  * vision: 2 blocks x 32 hidden, the real patch size 16, temporal patch 2, spatial merge 2 (32-px merge unit),
+    DeepStack on the last block;
+  * tokenizer: byte-level BPE trained here on a small corpus of the project's own prompts, plus every Qwen3-VL
+    special token at the end of the vocabulary. Option letters A-Z are single bytes, hence single tokens; "Yes" and
+    "No" are forced to single tokens by the training corpus and checked after training.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+
+import torch
+
+from cader.vlm.chat_template import QWEN3_VL_CHAT_TEMPLATE
+
+# Qwen3-VL's special tokens, in their released order (ids are assigned after the BPE vocabulary).
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
+# Added as normal (non-special) tokens, as in the released tokenizer, so they survive decoding.
+ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+
+_VOCAB_SIZE = 1024
+
+
+def _training_corpus() -> list[str]:
+    """Text the tiny tokenizer learns merges from: the project's prompts, answers, numbers and timestamps."""
+    lines = [
+        "You are a video question answering assistant. Watch the video carefully and answer the multiple-choice "
+        "question. Output ONLY a single capital letter corresponding to your answer.",
+        "You are a video temporal grounding assistant. Identify the time window in the video that contains the key "
+        "visual evidence to answer the given multiple-choice question.",
+        "Does this video clip contain relevant visual evidence for answering the question below?",
+        'Question: What colour is the shape that appears in the video? Options: "relevant_windows": [[12.0, 30.5]]',
+        "This is the most relevant segment of the video. After thinking, output your answer in this format:",
+        "<think> The shape is red, so the answer is A. </think> <answer>A</answer>",
+        "red green blue yellow purple orange white black circle square triangle seconds frame video image clip",
+    ]
+    # Yes/No as standalone words many times so BPE merges each into one token.
+    lines += ["Yes", "No", "Yes.", "No.", " Yes", " No"] * 200
+    lines += [f"<{t:.1f} seconds>" for t in range(0, 600, 7)]
+    lines += [" ".join(string.ascii_uppercase)] * 5
+    return lines * 3
+
+
+def build_tokenizer():
+    """Train the byte-level BPE and wrap it as the Qwen2 fast tokenizer class Qwen3-VL ships with."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import Qwen2TokenizerFast
+
+    bpe = Tokenizer(models.BPE(unk_token=None))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=_VOCAB_SIZE,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[],
+        show_progress=False,
+    )
+    bpe.train_from_iterator(_training_corpus(), trainer=trainer)
+    tok = Qwen2TokenizerFast(
+        tokenizer_object=bpe,
+        unk_token=None,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        clean_up_tokenization_spaces=False,
+    )
+    tok.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS})
+    tok.add_tokens(ADDED_TOKENS)
+    tok.chat_template = QWEN3_VL_CHAT_TEMPLATE
+    for word in ["Yes", "No", *string.ascii_uppercase]:
+        ids = tok.encode(word, add_special_tokens=False)
+        if len(ids) != 1:  # a regression here breaks Stage 1 letters and the verifier's P(Yes)
+            raise RuntimeError(f"tiny tokenizer splits {word!r} into {ids}")
+    return tok
+
+
+def tiny_config(tokenizer):
+    """A Qwen3VLConfig with the 8B's structure and tiny sizes; token ids taken from the tokenizer."""
+    from transformers import Qwen3VLConfig
+
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    head_dim = 16
+    text_config = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": head_dim,
+        "max_position_embeddings": 32768,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 5_000_000.0,
+            "mrope_interleaved": True,
+            # temporal / height / width split of head_dim/2 rotary pairs, as [24, 20, 20] does for 128
+            "mrope_section": [4, 2, 2],
+        },
+        "bos_token_id": None,
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+        "tie_word_embeddings": False,
+    }
+    vision_config = {
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 2,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": 64,
+        "num_position_embeddings": 256,
+        "deepstack_visual_indexes": [1],
+    }
+    return Qwen3VLConfig(
+        text_config=text_config,
+        vision_config=vision_config,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+    )
+
+
+def build_processor(tokenizer):
+    """The Qwen3-VL processor (image + video processors + tokenizer + chat template) with the paper's pixel caps."""
+    from transformers import Qwen3VLProcessor
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    image_processor = Qwen2VLImageProcessor(
+        patch_size=16, merge_size=2, temporal_patch_size=2,
+        size={"shortest_edge": 32 * 32, "longest_edge": 262_144},
+        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
+    )  # fmt: skip
+    video_processor = Qwen3VLVideoProcessor(
+        patch_size=16, merge_size=2, temporal_patch_size=2,
+        size={"shortest_edge": 32 * 32, "longest_edge": 65_536 * 4096},
+        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
+        cap_pixels_per_frame=False, max_frames=4096, min_frames=1,
+    )  # fmt: skip
+    return Qwen3VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=QWEN3_VL_CHAT_TEMPLATE,
+    )
+
+
+def make_tiny_model(out_dir: str | Path, seed: int = 0) -> Path:
+    """Build and save the tiny Qwen3-VL (model, processor, tokenizer, chat template) as an HF folder."""
+    from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer()
+    processor = build_processor(tokenizer)
+    config = tiny_config(tokenizer)
+    torch.manual_seed(seed)
+    model = Qwen3VLForConditionalGeneration(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=[tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")],
+        pad_token_id=tokenizer.pad_token_id,
+        do_sample=False,
+    )
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    (out / "cader_tiny.json").write_text(
+        json.dumps({"seed": seed, "parameters": sum(p.numel() for p in model.parameters())}, indent=2) + "\n"
+    )
+    return out
