@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from cader.calibrate.binomial import clopper_pearson_interval, clopper_pearson_upper, wilson_interval  # noqa: E402
+from cader.calibrate.tau import exit_counts_at  # noqa: E402
 from cader.calibrate.temperature import calibration_bins  # noqa: E402
 
 # Paper "Adaptive Routing via Confidence", Table 4: margin intervals (lower inclusive, upper exclusive)
@@ -171,13 +172,7 @@ def plot_reliability(out_dir, confidences: dict[str, np.ndarray], correct, n_bin
 
 
 def _grid_stats(margin: np.ndarray, correct: np.ndarray, taus: np.ndarray):
-    order = np.argsort(margin)
-    m_sorted, wrong = margin[order], ~correct[order]
-    wrong_suffix = np.r_[np.cumsum(wrong[::-1])[::-1], 0]  # errors among samples at or after each position
-    start = np.searchsorted(m_sorted, taus, side="left")  # first sample with M >= tau
-    n_exit = margin.size - start
-    n_err = wrong_suffix[start]
-    return n_exit, n_err
+    return exit_counts_at(margin, correct, taus)
 
 
 def _tau_axis(ax) -> None:

@@ -1,12 +1,12 @@
 """Choosing the early-exit threshold tau on Stage-1 margins (a split disjoint from the temperature fit).
 
-A sample exits after Stage 1 iff M >= tau (Algorithm 1, line 10). Candidate thresholds are the distinct margins
-of the selection split, so the exit set at a candidate is exactly the samples at or above it.
+A sample exits after Stage 1 iff M >= tau (Algorithm 1, line 10). Budget and accuracy modes choose among the
+distinct margins of the selection split; precision mode tests a fixed grid (see below).
 
 Modes
 - precision (default): the largest exit set whose one-sided upper (1 - delta) Clopper-Pearson bound on the error
-  among exits is <= alpha, by fixed-sequence testing from the most to the least confident threshold, stopping at
-  the first failure. Thresholds with fewer than ``min_exits`` exits, or too few for even zero errors to pass
+  among exits is <= alpha, by fixed-sequence testing from the most to the least confident threshold of a fixed
+  grid (PRECISION_GRID, chosen before seeing data), stopping at the first failure. Thresholds with fewer than ``min_exits`` exits, or too few for even zero errors to pass
   (n < log(delta) / log(1 - alpha)), cannot be tested and are skipped before the sequence starts. Each test is
   valid given its exit count (errors among exits ~ Binomial(n, error rate of exits)) and the sequence stops at the
   first non-rejection, so P(chosen set's error rate > alpha) <= delta; tests/test_calibrate_guarantee.py checks
@@ -110,34 +110,65 @@ def min_testable_exits(alpha: float, delta: float) -> int:
     return int(math.ceil(math.log(delta) / math.log1p(-alpha) - 1e-12))
 
 
+def _precision_grid() -> np.ndarray:
+    """Data-independent candidate thresholds, most confident first: 1 - 10^(-k/8) for k = 4..64
+    (0.68 ... 1 - 1e-8), 0.05-steps below, and the paper's Table 4 bin edges (0.9, 0.97, 0.99, 0.995)."""
+    near_one = 1.0 - 10.0 ** (-np.arange(4, 65) / 8.0)
+    return np.unique(np.r_[np.arange(0, 14) * 0.05, near_one, 0.9, 0.97, 0.99, 0.995])[::-1]
+
+
+PRECISION_GRID = _precision_grid()
+
+
+def exit_counts_at(margin: np.ndarray, correct: np.ndarray, taus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(number of exits, number of Stage-1 errors among them) at each tau in ``taus``."""
+    margin = np.asarray(margin, dtype=np.float64)
+    order = np.argsort(margin, kind="stable")
+    m_sorted, wrong = margin[order], ~np.asarray(correct, dtype=bool)[order]
+    wrong_suffix = np.r_[np.cumsum(wrong[::-1])[::-1], 0]  # errors at or after each sorted position
+    start = np.searchsorted(m_sorted, np.asarray(taus, dtype=np.float64), side="left")  # first M >= tau
+    return margin.size - start, wrong_suffix[start]
+
+
 def select_tau_precision(
-    margin: np.ndarray, correct: np.ndarray, alpha: float = 0.05, delta: float = 0.1, min_exits: int = 50
+    margin: np.ndarray,
+    correct: np.ndarray,
+    alpha: float = 0.05,
+    delta: float = 0.1,
+    min_exits: int = 50,
+    candidates: np.ndarray | None = None,
 ) -> TauSelection:
+    """Fixed-sequence testing over ``candidates`` (default PRECISION_GRID, fixed before seeing data).
+
+    A fixed grid keeps the hypotheses data-independent (as fixed-sequence testing assumes) and makes the first
+    tested set larger than one built from the top few samples, so a single early error does not end the search.
+    """
     if not (0.0 < alpha < 1.0 and 0.0 < delta < 1.0):
         raise ValueError(f"alpha and delta must be in (0, 1), got alpha={alpha}, delta={delta}")
-    curve = exit_curve(margin, correct)
+    taus = PRECISION_GRID if candidates is None else np.unique(np.asarray(candidates, np.float64))[::-1]
+    n_exits, n_errors = exit_counts_at(margin, correct, taus)
     need = max(int(min_exits), min_testable_exits(alpha, delta))
-    upper = clopper_pearson_upper(curve.n_errors, curve.n_exits, delta)
-    testable = np.flatnonzero(curve.n_exits >= need)
-    details = {"min_exits": need, "candidates": int(curve.thresholds.size), "tested": 0, "stopped_at": None}
+    upper = clopper_pearson_upper(n_errors, n_exits, delta)
+    testable = np.flatnonzero(n_exits >= need)
+    details = {"min_exits": need, "candidates": int(taus.size), "tested": 0, "stopped_at": None}
     if testable.size == 0:
-        details["reason"] = f"fewer than {need} samples in the selection split"
+        details["reason"] = f"no candidate threshold has {need} or more exits in the selection split"
         return TauSelection(NO_EXIT_TAU, "precision", True, details)
     start = int(testable[0])
     fails = np.flatnonzero(upper[start:] > alpha)
     if fails.size and fails[0] == 0:
-        details.update(tested=1, stopped_at=float(curve.thresholds[start]))
+        details.update(tested=1, stopped_at=float(taus[start]))
         details["reason"] = (
-            f"the first testable exit set ({int(curve.n_exits[start])} exits, "
-            f"{int(curve.n_errors[start])} errors) already has upper bound {upper[start]:.3f} > alpha={alpha}"
+            f"the first testable exit set (tau={taus[start]:.6g}: {int(n_exits[start])} exits, "
+            f"{int(n_errors[start])} errors) already has upper bound {upper[start]:.3f} > alpha={alpha}"
         )
         return TauSelection(NO_EXIT_TAU, "precision", True, details)
-    chosen = start + (int(fails[0]) - 1 if fails.size else curve.thresholds.size - 1 - start)
+    chosen = start + (int(fails[0]) - 1 if fails.size else taus.size - 1 - start)
     details.update(
-        tested=int(fails[0]) + 1 if fails.size else int(curve.thresholds.size - start),
-        stopped_at=float(curve.thresholds[start + int(fails[0])]) if fails.size else None,
+        tested=int(fails[0]) + 1 if fails.size else int(taus.size - start),
+        stopped_at=float(taus[start + int(fails[0])]) if fails.size else None,
     )
-    return TauSelection(float(curve.thresholds[chosen]), "precision", False, details)
+    return TauSelection(float(taus[chosen]), "precision", False, details)
 
 
 def select_tau_budget(margin: np.ndarray, budget: float) -> TauSelection:

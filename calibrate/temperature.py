@@ -25,9 +25,18 @@ ECE_BINS = 15
 
 
 def gold_nll(padded_logits: np.ndarray, gold: np.ndarray, temperature: float) -> float:
-    """Mean negative log-likelihood of the gold option under softmax(z / T)."""
-    logp = log_option_probs_batch(padded_logits, temperature)
-    return float(-np.mean(logp[np.arange(len(gold)), gold]))
+    """Mean negative log-likelihood of the gold option under softmax(z / T).
+
+    -log P_gold = logsumexp_j((z_j - z_gold) / T), evaluated as m + log1p(sum of the non-max terms) so a
+    confidently right sample keeps its tiny positive NLL instead of rounding to 0 (which would leave the
+    search flat and T arbitrary on nearly separable data).
+    """
+    d = (padded_logits - padded_logits[np.arange(len(gold)), gold][:, None]) / temperature
+    top = np.argmax(d, axis=1)
+    m = d[np.arange(len(gold)), top]
+    e = np.exp(d - m[:, None])
+    e[np.arange(len(gold)), top] = 0.0
+    return float(np.mean(m + np.log1p(e.sum(axis=1))))
 
 
 def calibration_bins(confidence: np.ndarray, n_bins: int = ECE_BINS) -> np.ndarray:
@@ -67,9 +76,8 @@ class TemperatureFit:
 
 
 def nll_and_ece(padded_logits: np.ndarray, gold: np.ndarray, temperature: float, n_bins: int = ECE_BINS):
-    logp = log_option_probs_batch(padded_logits, temperature)
-    nll = float(-np.mean(logp[np.arange(len(gold)), gold]))
-    conf = np.exp(np.max(logp, axis=1))
+    nll = gold_nll(padded_logits, gold, temperature)
+    conf = np.exp(np.max(log_option_probs_batch(padded_logits, temperature), axis=1))
     correct = top1_indices(padded_logits) == gold
     return nll, expected_calibration_error(conf, correct, n_bins)
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 import sys
 
-from jsonargparse import ActionConfigFile, ArgumentParser
-
 from cader.evaluate.judge.aggregate import build_report, write_report
 from cader.evaluate.judge.client import RetryPolicy
 from cader.evaluate.judge.compare import compare_files, format_comparison
 from cader.evaluate.judge.pipeline import JUDGMENTS_FILE, judge_predictions, read_judgments
 from cader.evaluate.judge.providers import PROVIDERS, make_provider
 from cader.evaluate.judge.questions import load_predictions, load_questions
+from jsonargparse import ActionConfigFile, ArgumentParser
 
 
 def judge_parser() -> ArgumentParser:

@@ -10,7 +10,7 @@ Pure functions on arrays of per-question scores (1/0 correctness, or any per-que
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.stats import binomtest, rankdata

@@ -9,13 +9,24 @@ agentvidbench, synthetic, synthetic_heldout).
 
 import time
 
+from cader.evaluate.benchmarks.synth_data import describe, make_synthetic_data
 from jsonargparse import CLI
 
-from cader.evaluate.benchmarks.synth_data import describe, make_synthetic_data
 
-
-def main(out: str, seed: int = 0, n_train: int = 96, n_images: int = 24, n_tool: int = 3, n_eval: int = 8,
-         n_heldout: int = 48, width: int = 96, height: int = 64, fps: int = 4) -> None:
+def main(
+    out: str,
+    seed: int = 0,
+    n_train: int = 96,
+    n_images: int = 24,
+    n_tool: int = 3,
+    n_eval: int = 8,
+    n_heldout: int = 48,
+    width: int = 96,
+    height: int = 64,
+    fps: int = 4,
+    eval_min_s: int = 24,
+    eval_max_s: int = 72,
+) -> None:
     """Write DIR/train and DIR/eval.
 
     Args:
@@ -29,10 +40,23 @@ def main(out: str, seed: int = 0, n_train: int = 96, n_images: int = 24, n_tool:
         width: frame width in pixels (even).
         height: frame height in pixels (even).
         fps: native frame rate of every video.
+        eval_min_s: shortest evaluation video in seconds (training videos are 8-16 s).
+        eval_max_s: longest evaluation video in seconds.
     """
     start = time.perf_counter()
-    summary = make_synthetic_data(out, seed=seed, n_train=n_train, n_images=n_images, n_tool=n_tool,
-                                  n_eval=n_eval, n_heldout=n_heldout, width=width, height=height, fps=fps)
+    summary = make_synthetic_data(
+        out,
+        seed=seed,
+        n_train=n_train,
+        n_images=n_images,
+        n_tool=n_tool,
+        n_eval=n_eval,
+        n_heldout=n_heldout,
+        width=width,
+        height=height,
+        fps=fps,
+        eval_duration=(eval_min_s, eval_max_s),
+    )
     print(describe(summary))
     print(f"wrote {out} in {time.perf_counter() - start:.1f} s")
 

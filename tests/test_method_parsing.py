@@ -3,7 +3,6 @@
 import math
 
 import pytest
-
 from cader.evaluate.method.parsing import parse_answer, parse_time, parse_window, split_thinking
 
 LETTERS = ["A", "B", "C", "D"]
@@ -15,7 +14,11 @@ LETTERS = ["A", "B", "C", "D"]
         ('"relevant_windows": [["2100", "2130"]]', (2100.0, 2130.0), "keyed"),
         ('{"relevant_windows": [[2300, 2330]]}', (2300.0, 2330.0), "keyed"),
         ('Sure!\n```json\n{"relevant_windows": [[12.5, 40]]}\n```\nHope it helps', (12.5, 40.0), "keyed"),
-        ("<think>maybe [1, 2]?</think>\n\"relevant_windows\": [['30s', '45 seconds']]", (30.0, 45.0), "keyed"),
+        (
+            "<think>maybe [1, 2]?</think>\n\"relevant_windows\": [['30s', '45 seconds']]",
+            (30.0, 45.0),
+            "keyed",
+        ),
         ('"relevant_windows": [["2:10", "02:40"]]', (130.0, 160.0), "keyed"),
         ("The evidence is at [100, 160].", (100.0, 160.0), "bracket"),
         ("It happens from 1:00 to 1:30 in the clip.", (60.0, 90.0), "prose"),

@@ -1,7 +1,6 @@
 """App. C prompt templates and the CADER config."""
 
 import pytest
-
 from cader.evaluate.method import prompts
 from cader.evaluate.method.config import VARIANTS, CaderConfig
 
@@ -12,8 +11,10 @@ LET = ["A", "B", "C", "D"]
 
 def test_stage1_prompt_verbatim():
     system, user = prompts.stage1_prompt(Q, OPTS, LET)
-    assert system.endswith("Output ONLY a single capital letter corresponding to your answer. No explanation. "
-                           "No punctuation. Nothing else.")
+    assert system.endswith(
+        "Output ONLY a single capital letter corresponding to your answer. No explanation. "
+        "No punctuation. Nothing else."
+    )
     assert user == "Question: What color is the car?\nOptions:\nA. Red\nB. Blue\nC. Green\nD. Yellow\nAnswer:"
 
 
@@ -36,7 +37,9 @@ def test_proposal_first_and_reflection():
 
 def test_verifier_and_final_prompts():
     _, ver = prompts.verifier_prompt(Q, OPTS, LET)
-    assert ver.startswith("Does this video clip contain relevant visual evidence for answering the question below?")
+    assert ver.startswith(
+        "Does this video clip contain relevant visual evidence for answering the question below?"
+    )
     assert ver.endswith("Answer Yes or No only.")
     _, fin = prompts.final_prompt(Q, OPTS, LET, 2300.0, 2330.0)
     assert fin.startswith("This is the most relevant segment of the video (2300s ~ 2330s).")
@@ -74,7 +77,8 @@ def test_config_variants_switch_the_table2_components():
 
 
 @pytest.mark.parametrize(
-    "bad", [{"variant": "nope"}, {"r_min": 9.0}, {"temperature": 0.0}, {"k_reflections": -1}, {"crop_edge": "x"}]
+    "bad",
+    [{"variant": "nope"}, {"r_min": 9.0}, {"temperature": 0.0}, {"k_reflections": -1}, {"crop_edge": "x"}],
 )
 def test_config_rejects_bad_values(bad):
     with pytest.raises(ValueError):

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from cader.evaluate.method.budget import crop_window, dense_rate, is_too_broad
 from cader.evaluate.method.rgr import (
     fuse_segments,

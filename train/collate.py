@@ -227,10 +227,10 @@ class LengthGroupedBatchSampler(Sampler[list[int]]):
         return batches
 
     def __iter__(self):
-        mine = self.all_batches()[self.rank::self.world_size]
-        yield from mine[self.skip:]
-        self.skip = 0
+        skip, self.skip = self.skip, 0
+        yield from self.all_batches()[self.rank::self.world_size][skip:]
 
     def __len__(self) -> int:
         n = math.ceil(len(self.lengths) / self.batch_size)
-        return max(0, math.ceil(n / self.world_size) - self.skip)
+        # the full epoch even while resuming: Lightning counts the skipped batches as already done
+        return math.ceil(n / self.world_size)

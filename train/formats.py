@@ -7,7 +7,7 @@ Formats (LongVT SFT data and its sources, paper supplementary A "Training Data")
 - ``video_r1``      Video-R1 JSON list: ``problem``, ``problem_type``, ``options``, ``process``, ``solution``, ``path``,
                     ``data_type``; prompt = problem + options, target = process + solution.
 - ``longvideo_reason`` JSONL; rows either carry ``messages``/``conversations`` (handled like the chat formats) or
-                    the flat fields ``video``/``path``, ``question``/``problem``, ``options``, ``reasoning``, ``answer``.
+                    the flat fields ``video``/``videos``/``path``, ``question``/``problem``, ``options``, ``reasoning``, ``answer``.
 - ``sharegpt``      LLaMA-Factory sharegpt JSON/JSONL: ``conversations`` (``from``/``value``) or ``messages``
                     (``role``/``content``) with ``<video>``/``<image>`` placeholders, plus ``videos``/``images`` lists,
                     optional ``system`` and ``tools``.
@@ -228,7 +228,11 @@ def _from_longvideo_reason(row: dict, source: str, index: int) -> Sample:
         return _from_openai_row(row, source, index)
     if "conversations" in row:
         return _from_sharegpt(row, source, index)
-    video = row.get("video") or row.get("path") or row.get("video_path")
+    video = row.get("video") or row.get("videos") or row.get("path") or row.get("video_path")
+    if isinstance(video, list):
+        if len(video) != 1:
+            raise ValueError(f"expected one video, got {len(video)}")
+        video = video[0]
     question = row.get("question") or row.get("problem")
     reasoning = row.get("reasoning") or row.get("process") or row.get("cot")
     answer = row.get("answer") if row.get("answer") is not None else row.get("solution")

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-
 from cader.evaluate.backends.base import Backend, BackendError, Generation, LetterLogits, Prompt, YesNo
 from cader.vlm.loading import load_model, load_processor
 from cader.vlm.messages import build_messages, encode
@@ -20,10 +19,14 @@ from cader.vlm.messages import build_messages, encode
 class HFBackend(Backend):
     name = "hf"
 
-    def __init__(self, path: str, *, dtype: str = "auto", device: str = "cpu", attn_implementation: str | None = None):
+    def __init__(
+        self, path: str, *, dtype: str = "auto", device: str = "cpu", attn_implementation: str | None = None
+    ):
         self.path = str(path)
         self.processor = load_processor(self.path)
-        self.model = load_model(self.path, dtype=dtype, device=device, attn_implementation=attn_implementation)
+        self.model = load_model(
+            self.path, dtype=dtype, device=device, attn_implementation=attn_implementation
+        )
         self.tokenizer = self.processor.tokenizer
         self._single_token_ids: dict[str, int] = {}
 

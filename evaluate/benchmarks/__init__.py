@@ -18,16 +18,29 @@ extracted deterministically.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from cader.evaluate.benchmarks import (
-    agentvidbench, longvideobench, lvbench, mlvu, synthetic, videoevalpro, videomme,
+    agentvidbench,
+    longvideobench,
+    lvbench,
+    mlvu,
+    synthetic,
+    videoevalpro,
+    videomme,
 )
 from cader.evaluate.benchmarks.base import LETTERS, BenchmarkError, Sample
 
-__all__ = ["LETTERS", "BenchmarkError", "Sample", "UnknownBenchmarkError", "available", "load_benchmark",
-           "video_path"]
+__all__ = [
+    "LETTERS",
+    "BenchmarkError",
+    "Sample",
+    "UnknownBenchmarkError",
+    "available",
+    "load_benchmark",
+    "video_path",
+]
 
 Loader = Callable[[str | Path], tuple[list[Sample], list[BenchmarkError]]]
 

@@ -18,8 +18,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
-    BenchmarkError, Collector, RowError, Sample, answer_letter, as_float, as_options, evidence_window, find_root,
-    iter_jsonl, letters_for, require,
+    BenchmarkError,
+    Collector,
+    RowError,
+    Sample,
+    answer_letter,
+    as_float,
+    as_options,
+    evidence_window,
+    find_root,
+    iter_jsonl,
+    letters_for,
+    require,
 )
 
 NAME = "agentvidbench"
@@ -58,18 +68,36 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                 raise RowError(f"video_id {row['video_id']!r} is not in videos.jsonl")
             options = as_options(row["options"])
             letters = letters_for(options)
-            meta = {"question_id": row["question_id"], "milestones": row.get("milestones") or [],
-                    "difficulty": row.get("difficulty"), "category": row.get("category"),
-                    "task_type": row.get("category"), "skills": row.get("skills") or [],
-                    "genre": video.get("genre"), "video_id": str(row["video_id"])}
+            meta = {
+                "question_id": row["question_id"],
+                "milestones": row.get("milestones") or [],
+                "difficulty": row.get("difficulty"),
+                "category": row.get("category"),
+                "task_type": row.get("category"),
+                "skills": row.get("skills") or [],
+                "genre": video.get("genre"),
+                "video_id": str(row["video_id"]),
+            }
             if "ecom_required" in row:
                 meta["ecom_required"] = row["ecom_required"]
             window = evidence_window(row)
             if window:
                 meta["evidence_window"] = window
-            out.add(Sample(NAME, str(row["question_id"]), out.rel(root / str(video["path"])), str(row["question"]),
-                           options, letters, answer_letter(row["answer"], options, letters),
-                           as_float(video.get("duration"), "duration"), meta), file, line)
+            out.add(
+                Sample(
+                    NAME,
+                    str(row["question_id"]),
+                    out.rel(root / str(video["path"])),
+                    str(row["question"]),
+                    options,
+                    letters,
+                    answer_letter(row["answer"], options, letters),
+                    as_float(video.get("duration"), "duration"),
+                    meta,
+                ),
+                file,
+                line,
+            )
         except RowError as exc:
             out.error(file, line, str(exc))
     return out.result()

@@ -8,10 +8,12 @@ the runner can record and count them.
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MAX_OPTIONS = len(LETTERS)
@@ -72,7 +74,7 @@ def strip_letter_prefixes(options: list[str]) -> list[str]:
         match = _PREFIX.match(option)
         if not match or (match.group(1) or match.group(2)) != LETTERS[i]:
             return [o.strip() for o in options]
-        stripped.append(option[match.end():].strip())
+        stripped.append(option[match.end() :].strip())
     return stripped
 
 
@@ -126,7 +128,7 @@ def as_float(value: Any, what: str) -> float | None:
         number = float(value)
     except (TypeError, ValueError):
         raise RowError(f"{what} is not a number: {value!r}") from None
-    if number != number or number < 0:
+    if math.isnan(number) or number < 0:
         raise RowError(f"{what} is not a non-negative number: {value!r}")
     return number
 
@@ -145,13 +147,13 @@ def evidence_window(row: dict) -> list[float] | None:
 
 
 def read_json_rows(path: Path) -> list[Any]:
-    """A JSON file holding a list of rows (raises ValueError naming the file on bad JSON)."""
+    """A JSON file holding a list of rows (ValueError on bad JSON, TypeError on a non-list; both name the file)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of rows, got {type(data).__name__}")
+        raise TypeError(f"{path}: expected a JSON list of rows, got {type(data).__name__}")
     return data
 
 
@@ -179,8 +181,10 @@ def find_root(data_root: str | Path, folder: str, *markers: str) -> Path:
     for candidate in (root / folder, root):
         if candidate.is_dir() and any(any(candidate.glob(m)) for m in markers):
             return candidate
-    raise FileNotFoundError(f"none of {list(markers)} under {root / folder} (nor under {root}); "
-                            f"see the loader's docstring for the expected layout")
+    raise FileNotFoundError(
+        f"none of {list(markers)} under {root / folder} (nor under {root}); "
+        f"see the loader's docstring for the expected layout"
+    )
 
 
 class Collector:

@@ -14,8 +14,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
-    LETTERS, BenchmarkError, Collector, RowError, Sample, as_float, as_options, evidence_window, find_root,
-    letters_for, read_json_rows, require,
+    LETTERS,
+    BenchmarkError,
+    Collector,
+    RowError,
+    Sample,
+    as_float,
+    as_options,
+    evidence_window,
+    find_root,
+    letters_for,
+    read_json_rows,
+    require,
 )
 
 NAME = "longvideobench_val"
@@ -28,7 +38,7 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
     file = root / "lvb_val.json"
     try:
         rows = read_json_rows(file)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         out.error(file, None, str(exc))
         return out.result()
     for index, row in enumerate(rows):
@@ -39,14 +49,30 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
             choice = row["correct_choice"]
             if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(options):
                 raise RowError(f"correct_choice {choice!r} is not an index into {len(options)} candidates")
-            meta = {"task_type": row.get("question_category"), "duration_group": row.get("duration_group"),
-                    "level": row.get("level"), "video_id": row.get("video_id")}
+            meta = {
+                "task_type": row.get("question_category"),
+                "duration_group": row.get("duration_group"),
+                "level": row.get("level"),
+                "video_id": row.get("video_id"),
+            }
             window = evidence_window(row)
             if window:
                 meta["evidence_window"] = window
-            out.add(Sample(NAME, str(row["id"]), out.rel(root / "videos" / str(row["video_path"])),
-                           str(row["question"]), options, letters, LETTERS[choice],
-                           as_float(row.get("duration"), "duration"), meta), file, index)
+            out.add(
+                Sample(
+                    NAME,
+                    str(row["id"]),
+                    out.rel(root / "videos" / str(row["video_path"])),
+                    str(row["question"]),
+                    options,
+                    letters,
+                    LETTERS[choice],
+                    as_float(row.get("duration"), "duration"),
+                    meta,
+                ),
+                file,
+                index,
+            )
         except RowError as exc:
             out.error(file, index, str(exc))
     return out.result()

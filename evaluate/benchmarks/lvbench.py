@@ -19,8 +19,17 @@ import re
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
-    LETTERS, BenchmarkError, Collector, RowError, Sample, answer_letter, as_float, find_root, iter_jsonl,
-    letters_for, require,
+    LETTERS,
+    BenchmarkError,
+    Collector,
+    RowError,
+    Sample,
+    answer_letter,
+    as_float,
+    find_root,
+    iter_jsonl,
+    letters_for,
+    require,
 )
 
 NAME = "lvbench"
@@ -48,7 +57,7 @@ def parse_time_reference(value) -> list[float] | None:
     if not match:
         return None
     try:
-        times = [sum(float(p) * 60 ** k for k, p in enumerate(reversed(t.split(":")))) for t in match.groups()]
+        times = [sum(float(p) * 60**k for k, p in enumerate(reversed(t.split(":")))) for t in match.groups()]
     except ValueError:
         return None
     return times if times[0] <= times[1] else None
@@ -81,15 +90,31 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                 stem, options = split_options(str(qa["question"]))
                 letters = letters_for(options)
                 types = qa.get("question_type") or []
-                meta = {"task_type": types[0] if isinstance(types, list) and types else types or None,
-                        "question_type": types, "time_reference": qa.get("time_reference"), "key": row["key"],
-                        "video_type": row.get("type")}
+                meta = {
+                    "task_type": types[0] if isinstance(types, list) and types else types or None,
+                    "question_type": types,
+                    "time_reference": qa.get("time_reference"),
+                    "key": row["key"],
+                    "video_type": row.get("type"),
+                }
                 window = parse_time_reference(qa.get("time_reference"))
                 if window:
                     meta["evidence_window"] = window
-                out.add(Sample(NAME, str(qa["uid"]), video, stem, options, letters,
-                               answer_letter(qa["answer"], options, letters),
-                               None if minutes is None else minutes * 60.0, meta), file, where)
+                out.add(
+                    Sample(
+                        NAME,
+                        str(qa["uid"]),
+                        video,
+                        stem,
+                        options,
+                        letters,
+                        answer_letter(qa["answer"], options, letters),
+                        None if minutes is None else minutes * 60.0,
+                        meta,
+                    ),
+                    file,
+                    where,
+                )
             except RowError as exc:
                 out.error(file, where, str(exc))
     return out.result()

@@ -17,8 +17,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
-    BenchmarkError, Collector, RowError, Sample, answer_letter, as_float, as_options, evidence_window, find_root,
-    letters_for, read_json_rows, require,
+    BenchmarkError,
+    Collector,
+    RowError,
+    Sample,
+    answer_letter,
+    as_float,
+    as_options,
+    evidence_window,
+    find_root,
+    letters_for,
+    read_json_rows,
+    require,
 )
 
 NAME = "mlvu_dev"
@@ -34,7 +44,7 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
             continue
         try:
             rows = read_json_rows(file)
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             out.error(file, None, str(exc))
             continue
         if rows and all(isinstance(r, dict) and "candidates" not in r for r in rows):
@@ -50,9 +60,21 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                 if window:
                     meta["evidence_window"] = window
                 video = root / "MLVU" / "video" / file.stem / str(row["video"])
-                out.add(Sample(NAME, f"{file.stem}-{index}", out.rel(video), str(row["question"]), options,
-                               letters, answer_letter(row["answer"], options, letters),
-                               as_float(row.get("duration"), "duration"), meta), file, index)
+                out.add(
+                    Sample(
+                        NAME,
+                        f"{file.stem}-{index}",
+                        out.rel(video),
+                        str(row["question"]),
+                        options,
+                        letters,
+                        answer_letter(row["answer"], options, letters),
+                        as_float(row.get("duration"), "duration"),
+                        meta,
+                    ),
+                    file,
+                    index,
+                )
             except RowError as exc:
                 out.error(file, index, str(exc))
     return out.result()

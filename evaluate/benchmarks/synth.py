@@ -29,8 +29,26 @@ EVENT_COLOURS: dict[str, tuple[int, int, int]] = {
 }
 # Names used only as distractor options (never shown), so that 26-option questions have 26 distinct colours.
 DISTRACTOR_COLOURS: tuple[str, ...] = (
-    "white", "black", "orange", "purple", "pink", "brown", "grey", "navy", "teal", "olive",
-    "maroon", "lime", "gold", "silver", "beige", "turquoise", "violet", "indigo", "crimson", "coral",
+    "white",
+    "black",
+    "orange",
+    "purple",
+    "pink",
+    "brown",
+    "grey",
+    "navy",
+    "teal",
+    "olive",
+    "maroon",
+    "lime",
+    "gold",
+    "silver",
+    "beige",
+    "turquoise",
+    "violet",
+    "indigo",
+    "crimson",
+    "coral",
 )
 ALL_COLOUR_NAMES: tuple[str, ...] = tuple(EVENT_COLOURS) + DISTRACTOR_COLOURS
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -56,12 +74,12 @@ class VideoSpec:
 
     @property
     def num_frames(self) -> int:
-        return int(round(self.duration * self.fps))
+        return round(self.duration * self.fps)
 
     @property
     def event_frames(self) -> tuple[int, int]:
         """Half-open frame index range of the event."""
-        return int(round(self.t_s * self.fps)), int(round(self.t_e * self.fps))
+        return round(self.t_s * self.fps), round(self.t_e * self.fps)
 
 
 def draw_frame(spec_w: int, spec_h: int, index: int, colour: str | None) -> np.ndarray:
@@ -70,7 +88,7 @@ def draw_frame(spec_w: int, spec_h: int, index: int, colour: str | None) -> np.n
     frame[:] = BACKGROUND
     band = max(4, spec_h // 8)
     x = (index * 3) % max(1, spec_w - band)
-    frame[0:band, x:x + band] = DISTRACTOR
+    frame[0:band, x : x + band] = DISTRACTOR
     if colour is not None:
         rgb = EVENT_COLOURS[colour]
         # a centred block covering half of each dimension: big enough to survive any pixel budget
@@ -91,7 +109,12 @@ def write_video(spec: VideoSpec, path: Path) -> Path:
         stream.width, stream.height = spec.width, spec.height
         stream.pix_fmt = "yuv420p"
         # one thread and fixed options so the same spec always gives the same bytes
-        stream.codec_context.options = {"preset": "veryfast", "crf": "20", "threads": "1", "g": str(4 * spec.fps)}
+        stream.codec_context.options = {
+            "preset": "veryfast",
+            "crf": "20",
+            "threads": "1",
+            "g": str(4 * spec.fps),
+        }
         for i in range(spec.num_frames):
             colour = spec.colour if start <= i < end else None
             frame = av.VideoFrame.from_ndarray(draw_frame(spec.width, spec.height, i, colour), format="rgb24")
@@ -116,17 +139,32 @@ def write_image(colour: str, path: Path, width: int = 96, height: int = 64, inde
     return path
 
 
-def random_spec(rng: np.random.Generator, name: str, duration_range: tuple[int, int],
-                event_len_range: tuple[int, int] = (3, 6), fps: int = 4,
-                colours: tuple[str, ...] = tuple(EVENT_COLOURS), width: int = 96, height: int = 64) -> VideoSpec:
+def random_spec(
+    rng: np.random.Generator,
+    name: str,
+    duration_range: tuple[int, int],
+    event_len_range: tuple[int, int] = (3, 6),
+    fps: int = 4,
+    colours: tuple[str, ...] = tuple(EVENT_COLOURS),
+    width: int = 96,
+    height: int = 64,
+) -> VideoSpec:
     """A spec with whole-second duration and event bounds, the event kept off the very first/last second."""
     duration = int(rng.integers(duration_range[0], duration_range[1] + 1))
     length = int(rng.integers(event_len_range[0], event_len_range[1] + 1))
     length = min(length, max(1, duration - 2))
     t_s = int(rng.integers(1, duration - length))  # at least 1 s of background before and after
     colour = colours[int(rng.integers(len(colours)))]
-    return VideoSpec(name=name, duration=float(duration), fps=fps, t_s=float(t_s), t_e=float(t_s + length),
-                     colour=colour, width=width, height=height)
+    return VideoSpec(
+        name=name,
+        duration=float(duration),
+        fps=fps,
+        t_s=float(t_s),
+        t_e=float(t_s + length),
+        colour=colour,
+        width=width,
+        height=height,
+    )
 
 
 def colour_options(rng: np.random.Generator, answer: str, n_options: int) -> tuple[list[str], str]:
@@ -147,7 +185,7 @@ def colour_options(rng: np.random.Generator, answer: str, n_options: int) -> tup
 
 def timestamp(seconds: float) -> str:
     """``MM:SS`` (or ``H:MM:SS`` past an hour) as used in time references."""
-    s = int(round(seconds))
+    s = round(seconds)
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m:02d}:{sec:02d}"
@@ -155,11 +193,15 @@ def timestamp(seconds: float) -> str:
 
 def cot_text(spec: VideoSpec, letter: str) -> str:
     """A short, correct chain of thought plus answer in the target format ``<think>..</think><answer>X</answer>``."""
-    return (f"<think>The video is mostly a grey background. Between {spec.t_s:.0f}s and {spec.t_e:.0f}s a large "
-            f"{spec.colour} shape appears in the centre of the frame, so the shape is {spec.colour}, which is "
-            f"option {letter}.</think><answer>{letter}</answer>")
+    return (
+        f"<think>The video is mostly a grey background. Between {spec.t_s:.0f}s and {spec.t_e:.0f}s a large "
+        f"{spec.colour} shape appears in the centre of the frame, so the shape is {spec.colour}, which is "
+        f"option {letter}.</think><answer>{letter}</answer>"
+    )
 
 
 def image_cot_text(colour: str, letter: str) -> str:
-    return (f"<think>The image shows a grey background with a large {colour} shape in the centre, so the answer "
-            f"is option {letter}.</think><answer>{letter}</answer>")
+    return (
+        f"<think>The image shows a grey background with a large {colour} shape in the centre, so the answer "
+        f"is option {letter}.</think><answer>{letter}</answer>"
+    )

@@ -11,26 +11,41 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from cader.evaluate.benchmarks.synth_eval import write_eval_sets
 from cader.evaluate.benchmarks.synth_train import write_json, write_training_mix
 
 
-def make_synthetic_data(out: str | Path, seed: int = 0, n_train: int = 96, n_images: int = 24, n_tool: int = 3,
-                        n_eval: int = 8, n_heldout: int = 48, width: int = 96, height: int = 64,
-                        fps: int = 4, eval_duration: tuple[int, int] = (24, 72)) -> dict:
+def make_synthetic_data(
+    out: str | Path,
+    seed: int = 0,
+    n_train: int = 96,
+    n_images: int = 24,
+    n_tool: int = 3,
+    n_eval: int = 8,
+    n_heldout: int = 48,
+    width: int = 96,
+    height: int = 64,
+    fps: int = 4,
+    eval_duration: tuple[int, int] = (24, 72),
+) -> dict:
     """Write train/ and eval/ under ``out``; return a summary (also written to ``out/summary.json``)."""
     if width % 2 or height % 2:
         raise ValueError(f"width and height must be even for yuv420 video, got {width}x{height}")
     if min(n_train, n_eval, n_heldout) < 1 or min(n_images, n_tool) < 0:
         raise ValueError("n_train, n_eval and n_heldout must be >= 1; n_images and n_tool >= 0")
+    if not 12 <= eval_duration[0] <= eval_duration[1]:
+        raise ValueError(f"eval durations must satisfy 12 <= min <= max seconds, got {eval_duration}")
     out = Path(out)
     train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     train = write_training_mix(out / "train", train_rng, n_train, n_images, n_tool, width, height, fps)
-    evals = write_eval_sets(out / "eval", eval_rng, n_eval, n_heldout, tuple(eval_duration), width, height, fps)
-    summary = {"seed": seed, "train": {k: {"total": v["total"], "tool_call": v["tool_call"]}
-                                       for k, v in train["sources"].items()},
-               "eval": {k: v["expected_samples"] for k, v in evals["benchmarks"].items()}}
+    evals = write_eval_sets(
+        out / "eval", eval_rng, n_eval, n_heldout, tuple(eval_duration), width, height, fps
+    )
+    summary = {
+        "seed": seed,
+        "train": {k: {"total": v["total"], "tool_call": v["tool_call"]} for k, v in train["sources"].items()},
+        "eval": {k: v["expected_samples"] for k, v in evals["benchmarks"].items()},
+    }
     write_json(out / "summary.json", summary)
     return summary
 

@@ -10,11 +10,10 @@ The layouts themselves are documented in each loader's module docstring.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
-
 from cader.evaluate.benchmarks.synth import (
     COLOUR_QUESTION,
     LETTERS,
@@ -27,8 +26,15 @@ from cader.evaluate.benchmarks.synth import (
 from cader.evaluate.benchmarks.synth_train import write_json, write_jsonl, write_parquet
 
 TIME_QUESTION = "When does the coloured shape appear in the video?"
-MLVU_TASKS = (("1_plotQA", "plotQA"), ("2_needle", "findNeedle"), ("3_ego", "ego"), ("4_count", "count"),
-              ("5_order", "order"), ("6_anomaly_reco", "anomaly_reco"), ("7_topic_reasoning", "topic_reasoning"))
+MLVU_TASKS = (
+    ("1_plotQA", "plotQA"),
+    ("2_needle", "findNeedle"),
+    ("3_ego", "ego"),
+    ("4_count", "count"),
+    ("5_order", "order"),
+    ("6_anomaly_reco", "anomaly_reco"),
+    ("7_topic_reasoning", "topic_reasoning"),
+)
 MLVU_GENERATION_TASKS = (("8_sub_scene", "subPlot"), ("9_summary", "summary"))
 GENRES = ("Vlog", "Tutorial", "Sports", "Gaming", "News", "E-commerce live stream")
 SKILLS = ("temporal/event localization", "attribute recognition", "visual search")
@@ -43,8 +49,14 @@ class Truth:
         self.samples: dict[str, dict] = {}
 
     def add(self, sample_id: str, letter: str, video: str, spec: VideoSpec) -> None:
-        self.samples[sample_id] = {"answer": letter, "video": video, "evidence_window": [spec.t_s, spec.t_e],
-                                   "colour": spec.colour, "duration": spec.duration, "fps": spec.fps}
+        self.samples[sample_id] = {
+            "answer": letter,
+            "video": video,
+            "evidence_window": [spec.t_s, spec.t_e],
+            "colour": spec.colour,
+            "duration": spec.duration,
+            "fps": spec.fps,
+        }
 
     def entry(self) -> dict:
         return {"folder": self.folder, "expected_samples": len(self.samples), "samples": self.samples}
@@ -53,7 +65,7 @@ class Truth:
 def time_options(rng: np.random.Generator, spec: VideoSpec, n: int) -> tuple[list[str], str]:
     """``n`` "MM:SS-MM:SS" windows of the event's length, one of them the true one; returns (options, letter)."""
     length = spec.t_e - spec.t_s
-    starts = [s for s in range(0, int(spec.duration - length) + 1) if s != int(spec.t_s)]
+    starts = [s for s in range(int(spec.duration - length) + 1) if s != int(spec.t_s)]
     chosen = [starts[i] for i in rng.permutation(len(starts))[: n - 1]] + [int(spec.t_s)]
     chosen = [chosen[i] for i in rng.permutation(len(chosen))]
     options = [f"{timestamp(s)}-{timestamp(s + length)}" for s in chosen]
@@ -75,11 +87,22 @@ def write_videomme(root: Path, rng, n: int, new_spec: Callable) -> dict:
         write_video(spec, root / "data" / f"{video_key}.mp4")
         options, letter = colour_options(rng, spec.colour, 4)
         question_id = f"{video_id}-1"
-        rows.append({"video_id": video_id, "duration": category, "domain": "Life Record", "sub_category": "Daily Life",
-                     "url": f"https://www.youtube.com/watch?v={video_key}", "videoID": video_key,
-                     "question_id": question_id, "task_type": "Attribute Perception", "question": COLOUR_QUESTION,
-                     "options": [f"{LETTERS[k]}. {o}" for k, o in enumerate(options)], "answer": letter,
-                     "evidence_window": [spec.t_s, spec.t_e]})
+        rows.append(
+            {
+                "video_id": video_id,
+                "duration": category,
+                "domain": "Life Record",
+                "sub_category": "Daily Life",
+                "url": f"https://www.youtube.com/watch?v={video_key}",
+                "videoID": video_key,
+                "question_id": question_id,
+                "task_type": "Attribute Perception",
+                "question": COLOUR_QUESTION,
+                "options": [f"{LETTERS[k]}. {o}" for k, o in enumerate(options)],
+                "answer": letter,
+                "evidence_window": [spec.t_s, spec.t_e],
+            }
+        )
         if category == "long":
             truth.add(question_id, letter, f"videomme/data/{video_key}.mp4", spec)
     write_parquet(root / "videomme" / "test-00000-of-00001.parquet", rows)
@@ -96,16 +119,36 @@ def write_mlvu(root: Path, rng, n: int, new_spec: Callable) -> dict:
         write_video(spec, root / "MLVU" / "video" / stem / name)
         options, letter = colour_options(rng, spec.colour, 4)
         row_index = len(per_task[stem])
-        per_task[stem].append({"video": name, "duration": spec.duration, "question": COLOUR_QUESTION,
-                               "candidates": options, "answer": options[LETTERS.index(letter)],
-                               "question_type": qtype, "evidence_window": [spec.t_s, spec.t_e]})
+        per_task[stem].append(
+            {
+                "video": name,
+                "duration": spec.duration,
+                "question": COLOUR_QUESTION,
+                "candidates": options,
+                "answer": options[LETTERS.index(letter)],
+                "question_type": qtype,
+                "evidence_window": [spec.t_s, spec.t_e],
+            }
+        )
         truth.add(f"{stem}-{row_index}", letter, f"mlvu/MLVU/video/{stem}/{name}", spec)
     for stem, rows in per_task.items():
         write_json(root / "MLVU" / "json" / f"{stem}.json", rows)
-    for stem, qtype in MLVU_GENERATION_TASKS:  # open-ended tasks: not multiple choice, the loader skips the files
-        write_json(root / "MLVU" / "json" / f"{stem}.json",
-                   [{"video": f"{qtype}_000.mp4", "duration": 30.0, "question": "Describe the video.",
-                     "answer": "A grey background with a coloured shape.", "question_type": qtype}])
+    for (
+        stem,
+        qtype,
+    ) in MLVU_GENERATION_TASKS:  # open-ended tasks: not multiple choice, the loader skips the files
+        write_json(
+            root / "MLVU" / "json" / f"{stem}.json",
+            [
+                {
+                    "video": f"{qtype}_000.mp4",
+                    "duration": 30.0,
+                    "question": "Describe the video.",
+                    "answer": "A grey background with a coloured shape.",
+                    "question_type": qtype,
+                }
+            ],
+        )
     return truth.entry()
 
 
@@ -117,13 +160,26 @@ def write_longvideobench(root: Path, rng, n: int, new_spec: Callable) -> dict:
         write_video(spec, root / "videos" / f"{video_id}.mp4")
         options, letter = colour_options(rng, spec.colour, 4 + i % 2)  # LongVideoBench has 4 or 5 candidates
         sample_id = f"{video_id}_0"
-        rows.append({"video_id": video_id, "question": COLOUR_QUESTION, "question_wo_referring_query": COLOUR_QUESTION,
-                     "candidates": options, "correct_choice": LETTERS.index(letter), "position": [],
-                     "topic_category": "NP-News-Programs", "question_category": ("S2A", "T2A", "E2O")[i % 3],
-                     "level": "L1-Perception", "id": sample_id, "video_path": f"{video_id}.mp4",
-                     "subtitle_path": f"{video_id}_en.json", "duration_group": 600,
-                     "starting_timestamp_for_subtitles": 0, "duration": spec.duration,
-                     "evidence_window": [spec.t_s, spec.t_e]})
+        rows.append(
+            {
+                "video_id": video_id,
+                "question": COLOUR_QUESTION,
+                "question_wo_referring_query": COLOUR_QUESTION,
+                "candidates": options,
+                "correct_choice": LETTERS.index(letter),
+                "position": [],
+                "topic_category": "NP-News-Programs",
+                "question_category": ("S2A", "T2A", "E2O")[i % 3],
+                "level": "L1-Perception",
+                "id": sample_id,
+                "video_path": f"{video_id}.mp4",
+                "subtitle_path": f"{video_id}_en.json",
+                "duration_group": 600,
+                "starting_timestamp_for_subtitles": 0,
+                "duration": spec.duration,
+                "evidence_window": [spec.t_s, spec.t_e],
+            }
+        )
         truth.add(sample_id, letter, f"longvideobench/videos/{video_id}.mp4", spec)
     write_json(root / "lvb_val.json", rows)
     return truth.entry()
@@ -138,16 +194,35 @@ def write_lvbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
         write_video(spec, root / "videos" / f"{key}.mp4")
         qa = []
         for question, (options, letter), qtype in (
-                (COLOUR_QUESTION, colour_options(rng, spec.colour, 4), "key information retrieval"),
-                (TIME_QUESTION, time_options(rng, spec, 4), "temporal grounding")):
+            (COLOUR_QUESTION, colour_options(rng, spec.colour, 4), "key information retrieval"),
+            (TIME_QUESTION, time_options(rng, spec, 4), "temporal grounding"),
+        ):
             uid += 1
             text = question + "".join(f"\n({LETTERS[k]}) {o}" for k, o in enumerate(options))
-            qa.append({"uid": str(uid), "question": text, "answer": letter, "question_type": [qtype],
-                       "time_reference": f"{timestamp(spec.t_s)}-{timestamp(spec.t_e)}"})
+            qa.append(
+                {
+                    "uid": str(uid),
+                    "question": text,
+                    "answer": letter,
+                    "question_type": [qtype],
+                    "time_reference": f"{timestamp(spec.t_s)}-{timestamp(spec.t_e)}",
+                }
+            )
             truth.add(str(uid), letter, f"lvbench/videos/{key}.mp4", spec)
-        rows.append({"key": key, "type": "synthetic", "qa": qa,
-                     "video_info": {"start": 0, "end": spec.duration, "duration_minutes": spec.duration / 60,
-                                    "fps": float(spec.fps), "resolution": {"width": spec.width, "height": spec.height}}})
+        rows.append(
+            {
+                "key": key,
+                "type": "synthetic",
+                "qa": qa,
+                "video_info": {
+                    "start": 0,
+                    "end": spec.duration,
+                    "duration_minutes": spec.duration / 60,
+                    "fps": float(spec.fps),
+                    "resolution": {"width": spec.width, "height": spec.height},
+                },
+            }
+        )
     write_jsonl(root / "video_info.meta.jsonl", rows)
     return truth.entry()
 
@@ -159,11 +234,20 @@ def write_videoevalpro(root: Path, rng, n: int, new_spec: Callable) -> dict:
         name = f"vep_{i:03d}.mp4"
         write_video(spec, root / "videos" / name)
         options, letter = colour_options(rng, spec.colour, 4)
-        rows.append({"video": name, "question": COLOUR_QUESTION, "options": options, "answer": letter,
-                     "answer_text": options[LETTERS.index(letter)], "meta": {"duration": spec.duration},
-                     "source": ("Video-MME", "MLVU", "LVBench", "LongVideoBench")[i % 4],
-                     "qa_subtype": "attribute", "qa_type": "Local Perception",
-                     "evidence_window": [spec.t_s, spec.t_e]})
+        rows.append(
+            {
+                "video": name,
+                "question": COLOUR_QUESTION,
+                "options": options,
+                "answer": letter,
+                "answer_text": options[LETTERS.index(letter)],
+                "meta": {"duration": spec.duration},
+                "source": ("Video-MME", "MLVU", "LVBench", "LongVideoBench")[i % 4],
+                "qa_subtype": "attribute",
+                "qa_type": "Local Perception",
+                "evidence_window": [spec.t_s, spec.t_e],
+            }
+        )
         truth.add(f"{i:05d}", letter, f"videoevalpro/videos/{name}", spec)
     write_parquet(root / "data" / "test-00000-of-00001.parquet", rows)
     return truth.entry()
@@ -176,18 +260,39 @@ def write_agentvidbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
         video_id = f"v{i + 1:03d}"
         write_video(spec, root / "videos" / f"{video_id}.mp4")
         genre = GENRES[i % len(GENRES)]
-        videos.append({"video_id": video_id, "path": f"videos/{video_id}.mp4", "duration": spec.duration,
-                       "genre": genre, "source": "synthetic"})
+        videos.append(
+            {
+                "video_id": video_id,
+                "path": f"videos/{video_id}.mp4",
+                "duration": spec.duration,
+                "genre": genre,
+                "source": "synthetic",
+            }
+        )
         options, letter = colour_options(rng, spec.colour, 26)
-        row = {"question_id": i + 1, "video_id": video_id, "question": COLOUR_QUESTION, "options": options,
-               "answer": letter,
-               "milestones": [
-                   {"id": "M1", "type": "temporal localization",
-                    "description": f"Finds the moment the shape appears ({timestamp(spec.t_s)}-{timestamp(spec.t_e)})."},
-                   {"id": "M2", "type": "attribute recognition",
-                    "description": f"Identifies the shape's colour as {spec.colour}."}],
-               "difficulty": DIFFICULTIES[i % len(DIFFICULTIES)], "category": genre,
-               "skills": list(SKILLS[: 1 + i % len(SKILLS)]), "evidence_window": [spec.t_s, spec.t_e]}
+        row = {
+            "question_id": i + 1,
+            "video_id": video_id,
+            "question": COLOUR_QUESTION,
+            "options": options,
+            "answer": letter,
+            "milestones": [
+                {
+                    "id": "M1",
+                    "type": "temporal localization",
+                    "description": f"Finds the moment the shape appears ({timestamp(spec.t_s)}-{timestamp(spec.t_e)}).",
+                },
+                {
+                    "id": "M2",
+                    "type": "attribute recognition",
+                    "description": f"Identifies the shape's colour as {spec.colour}.",
+                },
+            ],
+            "difficulty": DIFFICULTIES[i % len(DIFFICULTIES)],
+            "category": genre,
+            "skills": list(SKILLS[: 1 + i % len(SKILLS)]),
+            "evidence_window": [spec.t_s, spec.t_e],
+        }
         if i % 3 != 2:  # every third question leaves ecom_required out (= unknown)
             row["ecom_required"] = genre == "E-commerce live stream"
         questions.append(row)
@@ -205,17 +310,33 @@ def write_synthetic_split(root: Path, rng, n: int, new_spec: Callable, split: st
         write_video(spec, root / rel)
         options, letter = colour_options(rng, spec.colour, 4)
         sample_id = f"{split}-{i:04d}"
-        rows.append({"id": sample_id, "video": rel, "duration": spec.duration, "question": COLOUR_QUESTION,
-                     "options": options, "answer": letter, "evidence_window": [spec.t_s, spec.t_e],
-                     "colour": spec.colour})
+        rows.append(
+            {
+                "id": sample_id,
+                "video": rel,
+                "duration": spec.duration,
+                "question": COLOUR_QUESTION,
+                "options": options,
+                "answer": letter,
+                "evidence_window": [spec.t_s, spec.t_e],
+                "colour": spec.colour,
+            }
+        )
         truth.add(sample_id, letter, f"synthetic/{rel}", spec)
     write_jsonl(root / f"{split}.jsonl", rows)
     return truth.entry()
 
 
-def write_eval_sets(eval_dir: Path, rng: np.random.Generator, n_eval: int, n_heldout: int,
-                    duration_range: tuple[int, int] = (24, 72), width: int = 96, height: int = 64,
-                    fps: int = 4) -> dict:
+def write_eval_sets(
+    eval_dir: Path,
+    rng: np.random.Generator,
+    n_eval: int,
+    n_heldout: int,
+    duration_range: tuple[int, int] = (24, 72),
+    width: int = 96,
+    height: int = 64,
+    fps: int = 4,
+) -> dict:
     """Write every benchmark under ``eval_dir``; return (and write) the manifest."""
 
     def new_spec(name: str) -> VideoSpec:
@@ -229,7 +350,9 @@ def write_eval_sets(eval_dir: Path, rng: np.random.Generator, n_eval: int, n_hel
         "videoevalpro_mcq": write_videoevalpro(eval_dir / "videoevalpro", rng, n_eval, new_spec),
         "agentvidbench": write_agentvidbench(eval_dir / "agentvidbench", rng, n_eval, new_spec),
         "synthetic": write_synthetic_split(eval_dir / "synthetic", rng, n_eval, new_spec, "test"),
-        "synthetic_heldout": write_synthetic_split(eval_dir / "synthetic", rng, n_heldout, new_spec, "heldout"),
+        "synthetic_heldout": write_synthetic_split(
+            eval_dir / "synthetic", rng, n_heldout, new_spec, "heldout"
+        ),
     }
     manifest = {"data_root": ".", "evidence_key": "evidence_window", "benchmarks": benchmarks}
     write_json(eval_dir / "manifest.json", manifest)

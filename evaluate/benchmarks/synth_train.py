@@ -29,7 +29,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from cader.evaluate.benchmarks.synth import (
     COLOUR_QUESTION,
     EVENT_COLOURS,
@@ -45,13 +44,23 @@ from cader.evaluate.benchmarks.synth import (
 
 FORMATS = ("longvt", "video_r1", "longvideo_reason", "sharegpt")
 SYSTEM_TEXT = "You are a helpful assistant."
-TOOLS_SPEC = {"type": "function", "function": {
-    "name": "crop_video", "description": "Return the clip of the video between two times (seconds).",
-    "parameters": {"type": "object", "properties": {"start_time": {"type": "number"}, "end_time": {"type": "number"}},
-                   "required": ["start_time", "end_time"]}}}
+TOOLS_SPEC = {
+    "type": "function",
+    "function": {
+        "name": "crop_video",
+        "description": "Return the clip of the video between two times (seconds).",
+        "parameters": {
+            "type": "object",
+            "properties": {"start_time": {"type": "number"}, "end_time": {"type": "number"}},
+            "required": ["start_time", "end_time"],
+        },
+    },
+}
 
 
-def prompt_with_options(question: str, options: list[str], letters: str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ") -> str:
+def prompt_with_options(
+    question: str, options: list[str], letters: str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+) -> str:
     lines = "\n".join(f"{letters[i]}. {o}" for i, o in enumerate(options))
     return f"{question}\nOptions:\n{lines}\nAnswer with the option's letter from the given choices."
 
@@ -87,30 +96,42 @@ def write_parquet(path: Path, rows: list[dict]) -> None:
 
 # ---------------------------------------------------------------- one sample per format
 
+
 def _parts_text(text: str) -> dict:
     return {"type": "text", "text": text}
 
 
-def _longvt_messages(media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None,
-                     spec: VideoSpec | None) -> list[dict]:
-    media_part = ({"type": "video_url", "video_url": {"url": media}} if is_video
-                  else {"type": "image_url", "image_url": {"url": media}})
+def _longvt_messages(
+    media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
+) -> list[dict]:
+    media_part = (
+        {"type": "video_url", "video_url": {"url": media}}
+        if is_video
+        else {"type": "image_url", "image_url": {"url": media}}
+    )
     system = SYSTEM_TEXT
     if tool_kind == 0:
         system += f"\n# Tools\n<tools>\n{json.dumps(TOOLS_SPEC)}\n</tools>"
-    messages = [{"role": "system", "content": [_parts_text(system)]},
-                {"role": "user", "content": [media_part, _parts_text(prompt)]}]
+    messages = [
+        {"role": "system", "content": [_parts_text(system)]},
+        {"role": "user", "content": [media_part, _parts_text(prompt)]},
+    ]
     if tool_kind is not None:
         messages.append({"role": "assistant", "content": [_parts_text(tool_call_text(spec))]})
         if tool_kind != 1:  # kind 1 keeps only the <tool_call> marker
-            messages.append({"role": "tool", "content": [_parts_text("<tool_response>"), media_part,
-                                                         _parts_text("</tool_response>")]})
+            messages.append(
+                {
+                    "role": "tool",
+                    "content": [_parts_text("<tool_response>"), media_part, _parts_text("</tool_response>")],
+                }
+            )
     messages.append({"role": "assistant", "content": [_parts_text(target)]})
     return messages
 
 
-def _sharegpt_row(media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None,
-                  spec: VideoSpec | None) -> dict:
+def _sharegpt_row(
+    media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
+) -> dict:
     tag = "<video>" if is_video else "<image>"
     messages = [{"role": "user", "content": f"{tag}{prompt}"}]
     if tool_kind == 0:
@@ -118,35 +139,59 @@ def _sharegpt_row(media: str, is_video: bool, prompt: str, target: str, tool_kin
     if tool_kind is not None:
         messages.append({"role": "assistant", "content": tool_call_text(spec)})
         if tool_kind != 1:
-            messages.append({"role": "tool", "content": "<tool_response>The clip shows the event.</tool_response>"})
+            messages.append(
+                {"role": "tool", "content": "<tool_response>The clip shows the event.</tool_response>"}
+            )
     messages.append({"role": "assistant", "content": target})
-    return {"messages": messages, "videos": [media] if is_video else [], "images": [] if is_video else [media]}
+    return {
+        "messages": messages,
+        "videos": [media] if is_video else [],
+        "images": [] if is_video else [media],
+    }
 
 
-def _conversations_row(media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None,
-                       spec: VideoSpec | None) -> dict:
+def _conversations_row(
+    media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
+) -> dict:
     tag = "<video>" if is_video else "<image>"
     turns = [{"from": "human", "value": f"{tag}{prompt}"}]
     row: dict = {}
     if tool_kind is not None:
         call = {"name": "crop_video", "arguments": {"start_time": spec.t_s, "end_time": spec.t_e}}
-        turns += [{"from": "function_call", "value": json.dumps(call)},
-                  {"from": "observation", "value": "The clip shows the event."}]
+        turns += [
+            {"from": "function_call", "value": json.dumps(call)},
+            {"from": "observation", "value": "The clip shows the event."},
+        ]
         row["tools"] = json.dumps([TOOLS_SPEC["function"]])
     turns.append({"from": "gpt", "value": target})
-    row = {"conversations": turns, "videos": [media] if is_video else [], "images": [] if is_video else [media],
-           "tools": row.get("tools", "")}
+    row = {
+        "conversations": turns,
+        "videos": [media] if is_video else [],
+        "images": [] if is_video else [media],
+        "tools": row.get("tools", ""),
+    }
     return row
 
 
 # ---------------------------------------------------------------- the whole mix
 
-def write_training_mix(train_dir: Path, rng: np.random.Generator, n_train: int, n_images: int,
-                       n_tool: int, width: int = 96, height: int = 64, fps: int = 4) -> dict:
+
+def write_training_mix(
+    train_dir: Path,
+    rng: np.random.Generator,
+    n_train: int,
+    n_images: int,
+    n_tool: int,
+    width: int = 96,
+    height: int = 64,
+    fps: int = 4,
+) -> dict:
     """Write videos/images and the four formats; return the manifest (also written to manifest.json)."""
     media_dir = train_dir / "media"
-    specs = [random_spec(rng, f"train_{i:04d}", (8, 16), (3, 5), fps=fps, width=width, height=height)
-             for i in range(n_train)]
+    specs = [
+        random_spec(rng, f"train_{i:04d}", (8, 16), (3, 5), fps=fps, width=width, height=height)
+        for i in range(n_train)
+    ]
     for spec in specs:
         write_video(spec, media_dir / "videos" / f"{spec.name}.mp4")
     colours = tuple(EVENT_COLOURS)
@@ -197,28 +242,53 @@ def write_training_mix(train_dir: Path, rng: np.random.Generator, n_train: int, 
             numerical = is_video and tool_kind is None and counts[fmt]["total"] % 8 == 0
             if numerical:
                 seconds = int(spec.t_e - spec.t_s)
-                problem, opts, solution = ("For how many seconds is the coloured shape visible?", [],
-                                           f"<answer>{seconds}</answer>")
-                process = (f"<think>The shape appears at {spec.t_s:.0f}s and disappears at {spec.t_e:.0f}s, "
-                           f"so it is visible for {seconds} seconds.</think>")
+                problem, opts, solution = (
+                    "For how many seconds is the coloured shape visible?",
+                    [],
+                    f"<answer>{seconds}</answer>",
+                )
+                process = (
+                    f"<think>The shape appears at {spec.t_s:.0f}s and disappears at {spec.t_e:.0f}s, "
+                    f"so it is visible for {seconds} seconds.</think>"
+                )
             else:
                 problem, opts = question, [f"{'ABCD'[i]}. {o}" for i, o in enumerate(options)]
                 think, answer = target.split("<answer>")
                 process, solution = think, f"<answer>{answer}"
             if tool_kind is not None:
-                process = (tool_call_text(spec) if tool_kind != 2 else
-                           "<think>Checking.</think><tool_response>clip</tool_response>") + process
-            rows[fmt].append({"problem_id": index, "problem": problem, "data_type": "video" if is_video else "image",
-                              "problem_type": "numerical" if numerical else "multiple choice", "options": opts,
-                              "process": process, "solution": solution, "path": f"./{media}",
-                              "data_source": "synthetic_colour"})
+                process = (
+                    tool_call_text(spec)
+                    if tool_kind != 2
+                    else "<think>Checking.</think><tool_response>clip</tool_response>"
+                ) + process
+            rows[fmt].append(
+                {
+                    "problem_id": index,
+                    "problem": problem,
+                    "data_type": "video" if is_video else "image",
+                    "problem_type": "numerical" if numerical else "multiple choice",
+                    "options": opts,
+                    "process": process,
+                    "solution": solution,
+                    "path": f"./{media}",
+                    "data_source": "synthetic_colour",
+                }
+            )
         elif fmt == "longvideo_reason":
             reasoning = target.split("</think>")[0].removeprefix("<think>")
             if tool_kind is not None:
-                reasoning = (tool_call_text(spec) if tool_kind != 2 else
-                             "<tool_response>The clip shows the event.</tool_response>") + "\n" + reasoning
-            rows[fmt].append({"id": uid, "videos": media, "problem": prompt, "reasoning": reasoning,
-                              "answer": letter})
+                reasoning = (
+                    (
+                        tool_call_text(spec)
+                        if tool_kind != 2
+                        else "<tool_response>The clip shows the event.</tool_response>"
+                    )
+                    + "\n"
+                    + reasoning
+                )
+            rows[fmt].append(
+                {"id": uid, "videos": media, "problem": prompt, "reasoning": reasoning, "answer": letter}
+            )
         else:
             maker = _conversations_row if counts[fmt]["total"] % 2 == 0 else _sharegpt_row
             row = maker(media, is_video, prompt, target, tool_kind, spec)
@@ -231,14 +301,31 @@ def write_training_mix(train_dir: Path, rng: np.random.Generator, n_train: int, 
     write_json(train_dir / "sharegpt.json", rows["sharegpt"])
     write_json(train_dir / "sharegpt_conversations.json", conversation_rows)
 
-    files = {"longvt": ["longvt_sft.parquet", "longvt_sft_json.parquet"], "video_r1": ["video_r1_cot.json"],
-             "longvideo_reason": ["longvideo_reason.jsonl"],
-             "sharegpt": ["sharegpt.json", "sharegpt_conversations.json"]}
-    formats = {"longvt": "longvt_parquet", "video_r1": "video_r1_json", "longvideo_reason": "longvideo_reason_jsonl",
-               "sharegpt": "sharegpt"}
-    manifest = {"media_root": ".", "target_format": "<think>...</think><answer>X</answer>", "sources": {
-        name: {"format": formats[name], "files": files[name], "total": counts[name]["total"],
-               "tool_call": counts[name]["tool_call"], "clean": counts[name]["total"] - counts[name]["tool_call"]}
-        for name in FORMATS}}
+    files = {
+        "longvt": ["longvt_sft.parquet", "longvt_sft_json.parquet"],
+        "video_r1": ["video_r1_cot.json"],
+        "longvideo_reason": ["longvideo_reason.jsonl"],
+        "sharegpt": ["sharegpt.json", "sharegpt_conversations.json"],
+    }
+    formats = {
+        "longvt": "longvt_parquet",
+        "video_r1": "video_r1_json",
+        "longvideo_reason": "longvideo_reason_jsonl",
+        "sharegpt": "sharegpt",
+    }
+    manifest = {
+        "media_root": ".",
+        "target_format": "<think>...</think><answer>X</answer>",
+        "sources": {
+            name: {
+                "format": formats[name],
+                "files": files[name],
+                "total": counts[name]["total"],
+                "tool_call": counts[name]["tool_call"],
+                "clean": counts[name]["total"] - counts[name]["tool_call"],
+            }
+            for name in FORMATS
+        },
+    }
     write_json(train_dir / "manifest.json", manifest)
     return manifest

@@ -16,8 +16,18 @@ from functools import partial
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
-    BenchmarkError, Collector, RowError, Sample, answer_letter, as_float, as_options, evidence_window, find_root,
-    iter_jsonl, letters_for, require,
+    BenchmarkError,
+    Collector,
+    RowError,
+    Sample,
+    answer_letter,
+    as_float,
+    as_options,
+    evidence_window,
+    find_root,
+    iter_jsonl,
+    letters_for,
+    require,
 )
 
 FOLDER = "synthetic"
@@ -40,9 +50,21 @@ def load_split(data_root: str | Path, name: str) -> tuple[list[Sample], list[Ben
             window = evidence_window(row)
             if window:
                 meta["evidence_window"] = window
-            out.add(Sample(name, str(row["id"]), out.rel(root / str(row["video"])), str(row["question"]), options,
-                           letters, answer_letter(row["answer"], options, letters),
-                           as_float(row.get("duration"), "duration"), meta), file, line)
+            out.add(
+                Sample(
+                    name,
+                    str(row["id"]),
+                    out.rel(root / str(row["video"])),
+                    str(row["question"]),
+                    options,
+                    letters,
+                    answer_letter(row["answer"], options, letters),
+                    as_float(row.get("duration"), "duration"),
+                    meta,
+                ),
+                file,
+                line,
+            )
         except RowError as exc:
             out.error(file, line, str(exc))
     return out.result()

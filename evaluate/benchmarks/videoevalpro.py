@@ -17,8 +17,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
-    BenchmarkError, Collector, RowError, Sample, answer_letter, as_float, as_options, evidence_window, find_root,
-    iter_jsonl, letters_for, read_parquet_rows, require, strip_letter_prefixes,
+    BenchmarkError,
+    Collector,
+    RowError,
+    Sample,
+    answer_letter,
+    as_float,
+    as_options,
+    evidence_window,
+    find_root,
+    iter_jsonl,
+    letters_for,
+    read_parquet_rows,
+    require,
+    strip_letter_prefixes,
 )
 
 NAME = "videoevalpro_mcq"
@@ -26,8 +38,12 @@ FOLDER = "videoevalpro"
 
 
 def _annotation_files(root: Path) -> list[Path]:
-    files = [p for pattern in ("*.parquet", "*.jsonl") for p in root.rglob(pattern)
-             if "videos" not in p.relative_to(root).parts]
+    files = [
+        p
+        for pattern in ("*.parquet", "*.jsonl")
+        for p in root.rglob(pattern)
+        if "videos" not in p.relative_to(root).parts
+    ]
     return sorted(files)
 
 
@@ -62,14 +78,30 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                 options = strip_letter_prefixes(as_options(row["options"]))
                 letters = letters_for(options)
                 extra = row.get("meta") if isinstance(row.get("meta"), dict) else {}
-                meta = {"task_type": row.get("qa_type"), "qa_subtype": row.get("qa_subtype"),
-                        "source": row.get("source"), "answer_text": row.get("answer_text")}
+                meta = {
+                    "task_type": row.get("qa_type"),
+                    "qa_subtype": row.get("qa_subtype"),
+                    "source": row.get("source"),
+                    "answer_text": row.get("answer_text"),
+                }
                 window = evidence_window(row)
                 if window:
                     meta["evidence_window"] = window
-                out.add(Sample(NAME, f"{prefix}{index:05d}", out.rel(root / "videos" / str(row["video"])),
-                               str(row["question"]), options, letters, _gold(row, options, letters),
-                               as_float(extra.get("duration"), "meta.duration"), meta), file, index)
+                out.add(
+                    Sample(
+                        NAME,
+                        f"{prefix}{index:05d}",
+                        out.rel(root / "videos" / str(row["video"])),
+                        str(row["question"]),
+                        options,
+                        letters,
+                        _gold(row, options, letters),
+                        as_float(extra.get("duration"), "meta.duration"),
+                        meta,
+                    ),
+                    file,
+                    index,
+                )
             except RowError as exc:
                 out.error(file, index, str(exc))
     return out.result()

@@ -15,8 +15,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
-    BenchmarkError, Collector, RowError, Sample, answer_letter, as_options, evidence_window, find_root,
-    letters_for, read_parquet_rows, require, strip_letter_prefixes,
+    BenchmarkError,
+    Collector,
+    RowError,
+    Sample,
+    answer_letter,
+    as_options,
+    evidence_window,
+    find_root,
+    letters_for,
+    read_parquet_rows,
+    require,
+    strip_letter_prefixes,
 )
 
 NAME = "videomme_long"
@@ -42,15 +52,32 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                     continue
                 options = strip_letter_prefixes(as_options(row["options"]))
                 letters = letters_for(options)
-                meta = {"task_type": row.get("task_type"), "domain": row.get("domain"),
-                        "sub_category": row.get("sub_category"), "video_id": row.get("video_id"),
-                        "videoID": row["videoID"], "duration_category": row["duration"]}
+                meta = {
+                    "task_type": row.get("task_type"),
+                    "domain": row.get("domain"),
+                    "sub_category": row.get("sub_category"),
+                    "video_id": row.get("video_id"),
+                    "videoID": row["videoID"],
+                    "duration_category": row["duration"],
+                }
                 window = evidence_window(row)
                 if window:
                     meta["evidence_window"] = window
-                out.add(Sample(NAME, str(row["question_id"]), out.rel(_video_file(root, str(row["videoID"]))),
-                               str(row["question"]), options, letters,
-                               answer_letter(row["answer"], options, letters), None, meta), file, index)
+                out.add(
+                    Sample(
+                        NAME,
+                        str(row["question_id"]),
+                        out.rel(_video_file(root, str(row["videoID"]))),
+                        str(row["question"]),
+                        options,
+                        letters,
+                        answer_letter(row["answer"], options, letters),
+                        None,
+                        meta,
+                    ),
+                    file,
+                    index,
+                )
             except RowError as exc:
                 out.error(file, index, str(exc))
     return out.result()

@@ -118,11 +118,11 @@ def _table(title: str, rows: dict[str, dict]) -> list[str]:
 def render_markdown(report: dict) -> str:
     lines = [f"# AgentVidBench judge report: {report['system']} (judge: {report['judge_model']})", ""]
     lines += _table("Overall", {"all": report})
-    lines += [f"- accuracy counts {len(report['missing_predictions'])} missing and "
-              f"{len(report['failed_predictions'])} failed predictions as wrong",
-              f"- trajectory metrics over {report['n_judged']} judged questions; "
-              f"{len(report['failed_judgments'])} judgments failed, {len(report['unjudged'])} never judged; "
-              f"Traj with those as 0: {_fmt(report['traj_unjudged_as_zero'])}", ""]
+    lines += [(f"- accuracy counts {len(report['missing_predictions'])} missing and "
+               f"{len(report['failed_predictions'])} failed predictions as wrong"),
+              (f"- trajectory metrics over {report['n_judged']} judged questions; "
+               f"{len(report['failed_judgments'])} judgments failed, {len(report['unjudged'])} never judged; "
+               f"Traj with those as 0: {_fmt(report['traj_unjudged_as_zero'])}"), ""]
     for name in ("difficulty", "category", "skill"):
         lines += _table(f"By {name}", report["slices"][name])
     lines += ["### Failure tags per 100 judged questions", "", "| tag | per 100 |", "|---|---|"]

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from cader.evaluate.judge.cache import JudgeCache
-from cader.evaluate.judge.prompt import (SYSTEM_PROMPT_WITH_SCHEMA, build_repair_prompt, build_user_prompt,
-                                         prompt_hash, sweep_required)
+from cader.evaluate.judge.prompt import (
+    SYSTEM_PROMPT_WITH_SCHEMA,
+    build_repair_prompt,
+    build_user_prompt,
+    prompt_hash,
+    sweep_required,
+)
 from cader.evaluate.judge.providers import Provider, ProviderError
 from cader.evaluate.judge.questions import Question
 from cader.evaluate.judge.render import render_prediction

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
-
 from cader.evaluate.judge.aggregate import is_correct
 from cader.evaluate.judge.pipeline import read_judgments
 from cader.evaluate.judge.questions import load_predictions, load_questions, prediction_key

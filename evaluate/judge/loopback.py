@@ -21,17 +21,17 @@ import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Sequence
 
 from cader.evaluate.judge.schema import FAILURE_TAGS, MILESTONE_STATUSES
 
 ACTIONS = ("valid", "fenced", "prose", "malformed", "wrong_milestones", "bad_score", "unknown_tag", "p4_null",
            "429", "500", "hang")
-_QID = re.compile(r"^QUESTION_ID: (.*)$", re.M)
-_SWEEP = re.compile(r"^SWEEP_REQUIRED: (\w+)$", re.M)
-_IDS = re.compile(r"entries with IDs (.*) in this order\.", re.M)
+_QID = re.compile(r"^QUESTION_ID: (.*)$", re.MULTILINE)
+_SWEEP = re.compile(r"^SWEEP_REQUIRED: (\w+)$", re.MULTILINE)
+_IDS = re.compile(r"entries with IDs (.*) in this order\.", re.MULTILINE)
 
 
 def parse_prompt(user_text: str) -> tuple[str, str, list[str]]:
@@ -105,8 +105,9 @@ class LoopbackJudgeServer:
     def total_calls(self) -> int:
         return sum(self.calls.values())
 
-    def start(self) -> "LoopbackJudgeServer":
-        self._thread = threading.Thread(target=self._server.serve_forever, name="loopback-judge", daemon=True)
+    def start(self) -> LoopbackJudgeServer:
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="loopback-judge", daemon=True)
         self._thread.start()
         return self
 
@@ -114,7 +115,7 @@ class LoopbackJudgeServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "LoopbackJudgeServer":
+    def __enter__(self) -> LoopbackJudgeServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -48,7 +48,7 @@ class _JsonlAppender:
 
     def __init__(self, path: Path):
         needs_newline = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
-        self._handle = open(path, "a", encoding="utf-8")
+        self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held open for the whole run)
         if needs_newline:  # a killed run left a torn line: terminate it so the next record starts clean
             self._handle.write("\n")
         self._lock = threading.Lock()
@@ -98,7 +98,7 @@ def judge_predictions(provider: Provider, questions: dict[str, Question], predic
             for future in as_completed(futures):
                 try:
                     row = future.result()
-                except Exception as error:  # a bug or odd record must not sink the other judgments
+                except Exception as error:  # noqa: BLE001 (a bug or odd record must not sink the other judgments)
                     row = _crash_row(questions[futures[future]], framework, provider.model, error)
                 appender.write(row)
                 counts["failed" if row["error"] else "judged"] += 1

@@ -8,7 +8,7 @@ Output Schema", App. D.5) is appended to the system prompt so the judge knows th
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 # App. D.5, "Trajectory judge system prompt" (verbatim).
 SYSTEM_PROMPT = """\

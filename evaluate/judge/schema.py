@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Literal, Optional, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
@@ -23,7 +24,7 @@ MAX_FAILURE_TAGS = 8
 AXES = {"task_understanding": "P1", "gt_evidence_coverage": "P2", "evidence_grounding": "P3",
         "evidence_completeness": "P4", "reasoning_faithfulness": "P5"}
 
-Score = Optional[StrictInt]
+Score = StrictInt | None
 Status = Literal["covered", "partial", "incorrect", "missing"]
 Tag = Literal[FAILURE_TAGS]  # type: ignore[valid-type]
 
@@ -51,7 +52,7 @@ class MilestoneCoverage(BaseModel):
 class JudgeOutput(BaseModel):
     model_config = ConfigDict(extra="ignore")
     process_scores: ProcessScores
-    axis_rationales: dict[str, Optional[str]] = Field(default_factory=dict)
+    axis_rationales: dict[str, str | None] = Field(default_factory=dict)
     milestone_coverage: list[MilestoneCoverage]
     failure_tags: list[Tag] = Field(default_factory=list)
     summary: str = ""

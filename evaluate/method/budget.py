@@ -13,13 +13,17 @@ from __future__ import annotations
 import math
 
 
-def is_too_broad(start: float, end: float, duration: float, max_seconds: float = 1200.0, max_fraction: float = 0.2) -> bool:
+def is_too_broad(
+    start: float, end: float, duration: float, max_seconds: float = 1200.0, max_fraction: float = 0.2
+) -> bool:
     """Breadth-aware fallback: width > max_seconds or width > max_fraction * duration (strictly greater)."""
     width = end - start
     return width > max_seconds or width > max_fraction * duration
 
 
-def crop_window(start: float, end: float, duration: float, min_crop: float = 10.0, edge: str = "clip") -> tuple[float, float]:
+def crop_window(
+    start: float, end: float, duration: float, min_crop: float = 10.0, edge: str = "clip"
+) -> tuple[float, float]:
     """The crop of a proposed window: at least `min_crop` seconds, expanded symmetrically about its midpoint.
 
     edge="clip": the expanded window is cut at 0 and `duration` (it may end up shorter than min_crop at an edge).
@@ -39,7 +43,9 @@ def crop_window(start: float, end: float, duration: float, min_crop: float = 10.
     return max(0.0, lo), min(duration, hi)
 
 
-def dense_rate(crop_duration: float, n_budget: float = 512.0, r_min: float = 1.0, r_max: float = 8.0) -> float:
+def dense_rate(
+    crop_duration: float, n_budget: float = 512.0, r_min: float = 1.0, r_max: float = 8.0
+) -> float:
     """Eq. 4: r2 = clip(N_budget / D_crop, r_min, r_max). A zero-length crop gets the densest rate."""
     if crop_duration <= 0 or not math.isfinite(crop_duration):
         return float(r_max)

@@ -46,7 +46,9 @@ class CaderConfig:
     # Stage 2: reflection and RGR
     k_reflections: int = 2  # K, at most K + 1 crop-and-verify cycles
     f_min: float = 0.4  # Eq. 5: f = min(1.0, P_yes + f_min)
-    f_max: float = 1.0  # the 1.0 cap of Eq. 5 (equal to r1 in the paper, so explored regions are never denser)
+    f_max: float = (
+        1.0  # the 1.0 cap of Eq. 5 (equal to r1 in the paper, so explored regions are never denser)
+    )
     # Backbone budgets (Stage 1 "follows the backbone's internal visual-frame/token budget").
     max_frames: int = 768
     max_pixels: int = 65_536
@@ -64,7 +66,16 @@ class CaderConfig:
             raise ValueError(f"crop_edge must be one of {CROP_EDGE_MODES}, got {self.crop_edge!r}")
         if self.p_yes_mode not in P_YES_MODES:
             raise ValueError(f"p_yes_mode must be one of {P_YES_MODES}, got {self.p_yes_mode!r}")
-        positive = ("r1", "temperature", "min_crop", "n_budget", "r_min", "r_max", "f_max", "breadth_max_seconds")
+        positive = (
+            "r1",
+            "temperature",
+            "min_crop",
+            "n_budget",
+            "r_min",
+            "r_max",
+            "f_max",
+            "breadth_max_seconds",
+        )
         for name in positive:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):

@@ -41,7 +41,7 @@ def split_thinking(text: str) -> tuple[str, str]:
 
 
 def parse_time(token: str) -> float:
-    """"130" -> 130.0, "2:10" -> 130.0, "01:02:03.5" -> 3723.5; NaN when unreadable."""
+    """ "130" -> 130.0, "2:10" -> 130.0, "01:02:03.5" -> 3723.5; NaN when unreadable."""
     token = token.strip()
     try:
         if ":" in token:

@@ -49,9 +49,7 @@ GROUNDING_REFLECTION_USER = (
 )
 
 # ---- C.3 Verifier --------------------------------------------------------------------------------------------
-VERIFIER_SYSTEM = (
-    "You are a video question answering assistant. Watch the video carefully and answer the multiple-choice question."
-)
+VERIFIER_SYSTEM = "You are a video question answering assistant. Watch the video carefully and answer the multiple-choice question."
 VERIFIER_USER = (
     "Does this video clip contain relevant visual evidence for answering the question below?\n"
     "Question: {question}\nOptions:\n{options}\nAnswer Yes or No only."
@@ -72,7 +70,7 @@ def format_seconds(t: float) -> str:
     if not math.isfinite(t):
         raise ValueError(f"time must be finite, got {t}")
     text = f"{round(float(t), 1):.1f}"
-    return text[:-2] if text.endswith(".0") else text
+    return text.removesuffix(".0")
 
 
 def _strip_own_letter(letter: str, text: str) -> str:
@@ -83,7 +81,9 @@ def _strip_own_letter(letter: str, text: str) -> str:
 def format_options(options: Sequence[str], letters: Sequence[str]) -> str:
     if len(options) != len(letters):
         raise ValueError(f"{len(options)} options but {len(letters)} letters")
-    return "\n".join(f"{letter}. {_strip_own_letter(letter, str(text)).strip()}" for letter, text in zip(letters, options))
+    return "\n".join(
+        f"{letter}. {_strip_own_letter(letter, str(text)).strip()}" for letter, text in zip(letters, options)
+    )
 
 
 def stage1_prompt(question: str, options: Sequence[str], letters: Sequence[str]) -> tuple[str, str]:

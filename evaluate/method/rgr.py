@@ -10,9 +10,9 @@ the video is sampled at the base rate r1, and all frame times are sorted (Eq. 9,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 import numpy as np
-
 from cader.vlm.sampling import count_times, frames_at_rate, uniform_times
 
 Segment = tuple[float, float, float]  # (start, end, fps)
@@ -31,7 +31,7 @@ def fuse_segments(scored: Sequence[Segment]) -> list[Segment]:
     """
     breakpoints = sorted({float(t) for s, e, _ in scored for t in (s, e)})
     fused: list[Segment] = []
-    for b_s, b_e in zip(breakpoints[:-1], breakpoints[1:]):
+    for b_s, b_e in pairwise(breakpoints):
         covering = [k for k, (s, e, _) in enumerate(scored) if s <= b_s and e >= b_e]
         if not covering:
             continue
@@ -56,7 +56,9 @@ def unexplored_intervals(fused: Sequence[Segment], duration: float) -> list[tupl
     return [(s, e) for s, e in gaps if e > s]
 
 
-def rgr_frame_counts(fused: Sequence[Segment], duration: float, r1: float = 1.0) -> tuple[list[int], list[int]]:
+def rgr_frame_counts(
+    fused: Sequence[Segment], duration: float, r1: float = 1.0
+) -> tuple[list[int], list[int]]:
     """(n_i for each explored sub-interval (Eq. 8), frames for each unexplored interval at r1)."""
     explored = [frames_at_rate(s, e, f) for s, e, f in fused]
     unexplored = [frames_at_rate(s, e, r1) for s, e in unexplored_intervals(fused, duration)]

@@ -34,7 +34,10 @@ class Cost:
         self.seconds = round(time.perf_counter() - self._t0, 3)
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in ("forwards", "frames_decoded", "prompt_tokens", "completion_tokens", "seconds")}
+        return {
+            k: getattr(self, k)
+            for k in ("forwards", "frames_decoded", "prompt_tokens", "completion_tokens", "seconds")
+        }
 
 
 @dataclass
@@ -62,7 +65,9 @@ def run_stage1(
     cost: Cost,
 ) -> Stage1Outcome:
     system, user = stage1_prompt(question, options, letters)
-    (scores,) = backend.letter_logits([Prompt(user, system=system, video=frames, enable_thinking=False)], letters)
+    (scores,) = backend.letter_logits(
+        [Prompt(user, system=system, video=frames, enable_thinking=False)], letters
+    )
     cost.forwards += 1
     cost.prompt_tokens += scores.prompt_tokens
     # Raises InvalidLogits (NaN/inf, too many options): the runner records the sample as failed.

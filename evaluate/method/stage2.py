@@ -47,8 +47,19 @@ def _window(a: float, b: float) -> list[float]:
 class Stage2Run:
     """One sample's Stage 2. `reader` needs `duration`, `sample_uniform` and `sample_times` (a VideoReader)."""
 
-    def __init__(self, main: Backend, verifier: Backend, reader, question: str, options: Sequence[str],
-                 letters: Sequence[str], f1: Frames, a1: str, cfg: CaderConfig, cost: Cost):  # fmt: skip
+    def __init__(
+        self,
+        main: Backend,
+        verifier: Backend,
+        reader,
+        question: str,
+        options: Sequence[str],
+        letters: Sequence[str],
+        f1: Frames,
+        a1: str,
+        cfg: CaderConfig,
+        cost: Cost,
+    ):
         self.main, self.verifier, self.reader = main, verifier, reader
         self.question, self.options, self.letters = question, list(options), list(letters)
         self.f1, self.a1, self.cfg, self.cost = f1, a1, cfg, cost
@@ -57,7 +68,13 @@ class Stage2Run:
         self.cycles = 0
 
     def record(self, pred: str, accepted: list[float] | None, fallback: str | None) -> dict:
-        return {"pred": pred, "accepted": accepted, "cycles": self.cycles, "fallback": fallback, "steps": self.steps}
+        return {
+            "pred": pred,
+            "accepted": accepted,
+            "cycles": self.cycles,
+            "fallback": fallback,
+            "steps": self.steps,
+        }
 
     def run(self) -> dict:
         try:
@@ -67,7 +84,9 @@ class Stage2Run:
 
     # ---- model calls -------------------------------------------------------------------------------------
     def _generate(self, system: str, user: str, video: Frames, max_new_tokens: int):
-        (out,) = self.main.generate([Prompt(user, system=system, video=video, enable_thinking=True)], max_new_tokens)
+        (out,) = self.main.generate(
+            [Prompt(user, system=system, video=video, enable_thinking=True)], max_new_tokens
+        )
         self.cost.forwards += 1
         self.cost.prompt_tokens += out.prompt_tokens
         self.cost.completion_tokens += out.completion_tokens
@@ -97,31 +116,50 @@ class Stage2Run:
             )
             out = self._generate(system, user, f_cur, cfg.max_new_tokens_propose)
             parsed = parse_window(out.text, self.duration)
-            step = {"phase": "propose", "iteration": iteration, "context": context, "n_frames": len(f_cur),
-                    "tried": [_window(*w) for w in tried], "raw_output": out.text, "parsed": parsed.to_dict(),
-                    "window": _window(*parsed.window) if parsed.window else None}  # fmt: skip
+            step = {
+                "phase": "propose",
+                "iteration": iteration,
+                "context": context,
+                "n_frames": len(f_cur),
+                "tried": [_window(*w) for w in tried],
+                "raw_output": out.text,
+                "parsed": parsed.to_dict(),
+                "window": _window(*parsed.window) if parsed.window else None,
+            }
             self.steps.append(step)
             if parsed.window is None:
                 return self.record(self.a1, None, "unparseable_proposal")
             t_s, t_e = parsed.window
-            step["too_broad"] = is_too_broad(t_s, t_e, self.duration, cfg.breadth_max_seconds, cfg.breadth_max_fraction)
+            step["too_broad"] = is_too_broad(
+                t_s, t_e, self.duration, cfg.breadth_max_seconds, cfg.breadth_max_fraction
+            )
             if step["too_broad"]:
                 return self.record(self.a1, None, "too_broad")  # line 19: cached Stage-1 prediction
 
             c_s, c_e = crop_window(t_s, t_e, self.duration, cfg.min_crop, cfg.crop_edge)
             r2 = dense_rate(c_e - c_s, cfg.n_budget, cfg.r_min, cfg.r_max)
-            clip = self.reader.sample_uniform(r2, start=c_s, end=c_e, max_frames=cfg.max_frames, max_pixels=cfg.max_pixels)
+            clip = self.reader.sample_uniform(
+                r2, start=c_s, end=c_e, max_frames=cfg.max_frames, max_pixels=cfg.max_pixels
+            )
             self.cost.frames_decoded += len(clip)
             self.cycles += 1
-            verify = {"phase": "verify", "iteration": iteration, "window": _window(t_s, t_e),
-                      "crop": _window(c_s, c_e), "r2": _r(r2), "n_frames": len(clip)}  # fmt: skip
+            verify = {
+                "phase": "verify",
+                "iteration": iteration,
+                "window": _window(t_s, t_e),
+                "crop": _window(c_s, c_e),
+                "r2": _r(r2),
+                "n_frames": len(clip),
+            }
             self.steps.append(verify)
             if cfg.uses_verifier:
                 p_yes, p_yes_vocab, p_no_vocab = self._p_yes(clip)
                 f = relevance_fps(p_yes, cfg.f_min, cfg.f_max)
                 scored.append((t_s, t_e, f))
                 accepted = p_yes >= cfg.delta
-                verify.update(p_yes=p_yes, p_yes_vocab=p_yes_vocab, p_no_vocab=p_no_vocab, f=_r(f), accepted=accepted)
+                verify.update(
+                    p_yes=p_yes, p_yes_vocab=p_yes_vocab, p_no_vocab=p_no_vocab, f=_r(f), accepted=accepted
+                )
             else:  # w/o Verifier: every proposed segment is accepted unchecked
                 accepted = True
                 verify.update(p_yes=None, accepted=True, skipped=True)
@@ -137,20 +175,26 @@ class Stage2Run:
     def _resample(self, scored, iteration: int) -> tuple[Frames, str]:
         cfg = self.cfg
         if not cfg.uses_rgr:  # w/o RGR: propose again on the uniform Stage-1 frames
-            self.steps.append({"phase": "resample", "iteration": iteration, "mode": "uniform_f1",
-                               "n_frames": len(self.f1)})  # fmt: skip
+            self.steps.append(
+                {"phase": "resample", "iteration": iteration, "mode": "uniform_f1", "n_frames": len(self.f1)}
+            )
             return self.f1, "F1"
         fused = fuse_segments(scored)
         times = rgr_times(scored, self.duration, cfg.r1)
         capped = cap_times(times, cfg.max_frames)
         frames = self.reader.sample_times(capped, max_pixels=cfg.max_pixels)
         self.cost.frames_decoded += len(frames)
-        self.steps.append({
-            "phase": "resample", "iteration": iteration, "mode": "rgr",
-            "fps_map": [[_r(s), _r(e), _r(f)] for s, e, f in fused],
-            "unexplored": [_window(s, e) for s, e in unexplored_intervals(fused, self.duration)],
-            "n_frames_planned": int(len(times)), "n_frames": len(frames),
-        })  # fmt: skip
+        self.steps.append(
+            {
+                "phase": "resample",
+                "iteration": iteration,
+                "mode": "rgr",
+                "fps_map": [[_r(s), _r(e), _r(f)] for s, e, f in fused],
+                "unexplored": [_window(s, e) for s, e in unexplored_intervals(fused, self.duration)],
+                "n_frames_planned": len(times),
+                "n_frames": len(frames),
+            }
+        )
         return frames, "rgr"
 
     def _answer(self, clip: Frames, c_s: float, c_e: float, accepted: list[float]) -> dict:
@@ -159,13 +203,31 @@ class Stage2Run:
         parsed = parse_answer(out.text, self.letters)
         # No letter at all: the cached Stage-1 answer (the paper only names the single-letter fallback).
         pred = parsed.letter or self.a1
-        self.steps.append({"phase": "answer", "window": _window(c_s, c_e), "n_frames": len(clip),
-                           "raw_output": out.text, "parsed": parsed.to_dict(), "pred": pred,
-                           "fallback_to_stage1": parsed.letter is None})  # fmt: skip
+        self.steps.append(
+            {
+                "phase": "answer",
+                "window": _window(c_s, c_e),
+                "n_frames": len(clip),
+                "raw_output": out.text,
+                "parsed": parsed.to_dict(),
+                "pred": pred,
+                "fallback_to_stage1": parsed.letter is None,
+            }
+        )
         return self.record(pred, accepted, None)
 
 
-def run_stage2(main: Backend, verifier: Backend, reader, question: str, options: Sequence[str],
-               letters: Sequence[str], f1: Frames, a1: str, cfg: CaderConfig, cost: Cost) -> dict:  # fmt: skip
+def run_stage2(
+    main: Backend,
+    verifier: Backend,
+    reader,
+    question: str,
+    options: Sequence[str],
+    letters: Sequence[str],
+    f1: Frames,
+    a1: str,
+    cfg: CaderConfig,
+    cost: Cost,
+) -> dict:
     """The "stage2" object of predictions.jsonl for one sample. Raises Stage2Failure (with the partial record)."""
     return Stage2Run(main, verifier, reader, question, options, letters, f1, a1, cfg, cost).run()

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
-from jsonargparse import CLI
-
 from cader.evaluate.judge.client import RetryPolicy
-from cader.evaluate.judge.loopback import LoopbackJudgeServer
 from cader.evaluate.judge.pipeline import judge_predictions, read_judgments
 from cader.evaluate.judge.providers import make_provider
 from cader.evaluate.judge.questions import load_predictions, load_questions
 from cader.evaluate.judge.synthetic import synthetic_benchmark
+from jsonargparse import CLI
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -38,23 +39,41 @@ def _timed_run(base_url: str, root: Path, out: str, concurrency: int) -> tuple[f
     return elapsed, counts["judged"], sum(1 for r in rows.values() if r.get("error"))
 
 
+@contextmanager
+def loopback_process(delay: float, root: Path):
+    """The loopback judge in its own process, as a real judge server would be (it must not share our GIL)."""
+    url_file = root / "judge_url"
+    proc = subprocess.Popen([sys.executable, "-m", "cader.evaluate.judge.loopback", "--delay", str(delay),
+                             "--url_file", str(url_file)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not url_file.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("loopback judge server did not start")
+            time.sleep(0.05)
+        yield url_file.read_text().strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def main(n: int = 200, delay: float = 0.05, concurrency: int = 16) -> dict:
     """Time judging `n` synthetic trajectories with a judge that takes `delay` seconds per call."""
     os.environ.setdefault("OPENAI_API_KEY", "loopback-dummy-key")
     questions, predictions = synthetic_benchmark(n, seed=0)
-    with tempfile.TemporaryDirectory() as tmp, LoopbackJudgeServer(delay=delay) as server:
+    with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         _write_jsonl(root / "questions.jsonl", questions)
         _write_jsonl(root / "predictions.jsonl", predictions)
-        parallel_s, parallel_ok, parallel_err = _timed_run(server.base_url, root, "parallel", concurrency)
-        serial_s, serial_ok, serial_err = _timed_run(server.base_url, root, "serial", 1)
-        peak = server.max_in_flight
+        with loopback_process(delay, root) as base_url:
+            parallel_s, parallel_ok, parallel_err = _timed_run(base_url, root, "parallel", concurrency)
+            serial_s, serial_ok, serial_err = _timed_run(base_url, root, "serial", 1)
     result = {"n": n, "delay_s": delay, "concurrency": concurrency, "parallel_s": round(parallel_s, 3),
               "serial_s": round(serial_s, 3), "speedup": round(serial_s / parallel_s, 2),
-              "judged": [parallel_ok, serial_ok], "errors": [parallel_err, serial_err], "peak_in_flight": peak}
+              "judged": [parallel_ok, serial_ok], "errors": [parallel_err, serial_err]}
     print(f"{n} trajectories, judge delay {delay * 1000:.0f} ms/call: concurrency {concurrency}: {parallel_s:.2f} s, "
           f"concurrency 1: {serial_s:.2f} s, speedup {serial_s / parallel_s:.1f}x (goal >= 8x); "
-          f"judged {parallel_ok}/{serial_ok}, errors {parallel_err}/{serial_err}, peak in flight {peak}")
+          f"judged {parallel_ok}/{serial_ok}, errors {parallel_err}/{serial_err}")
     return result
 
 

@@ -1,0 +1,340 @@
+"""report.json + report.md from predictions.jsonl: accuracy and the paper's tables, regenerated from the records.
+
+- Accuracy per benchmark and overall (failed samples count as wrong; mlvu_dev also gets M-Avg, the macro mean over
+  task types). Stage-1 accuracy (A1) alongside.
+- Table 3: Stage-2 trigger rate / Stage-1 exit rate per benchmark.
+- Table 4: counts per margin bin (>= .995, [.99, .995), [.97, .99), [.90, .97), < .90) with Stage-1 accuracy per bin.
+- Table 5: Stage-1 vs final accuracy on M < tau, split at 0.90.
+- Table 7: Stage-1 vs final accuracy by reflection depth (crop-and-verify cycles 1, 2, 3, ...).
+- Figure 4: net gain (Stage-1 errors corrected minus Stage-1 successes overturned) for samples whose first
+  proposal scored P_yes >= 0.9.
+- Fallbacks, cycles histogram, cost totals, failures by reason with the list of failed samples.
+- Optional paired comparison against another run (`cader.evaluate.stats`, imported lazily).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+MARGIN_BINS = [
+    (">=0.995", 0.995, float("inf")),
+    ("[0.99,0.995)", 0.99, 0.995),
+    ("[0.97,0.99)", 0.97, 0.99),
+    ("[0.90,0.97)", 0.90, 0.97),
+    ("<0.90", float("-inf"), 0.90),
+]
+MACRO_BENCHMARKS = {"mlvu_dev"}  # reported as M-Avg in the paper (Table 1)
+HIGH_P_YES = 0.9  # Figure 4
+
+
+def _pct(num: int, den: int) -> float | None:
+    return round(100.0 * num / den, 2) if den else None
+
+
+def _stage1_correct(r: dict) -> bool | None:
+    s1 = r.get("stage1")
+    if not s1 or r.get("answer") is None:
+        return None
+    return s1.get("pred") == r["answer"]
+
+
+def _benchmark_summary(records: Sequence[dict]) -> dict:
+    n = len(records)
+    scored = [r for r in records if r.get("answer") is not None]
+    failed = [r for r in records if r.get("error")]
+    ok = [r for r in records if not r.get("error")]
+    correct = sum(bool(r.get("correct")) for r in scored)
+    s1 = [_stage1_correct(r) for r in ok]
+    s1 = [x for x in s1 if x is not None]
+    stage2 = [r for r in ok if r.get("route") == "stage2"]
+    summary = {
+        "n": n,
+        "n_scored": len(scored),
+        "accuracy": _pct(correct, len(scored)),
+        "stage1_accuracy": _pct(sum(s1), len(s1)),
+        "failures": len(failed),
+        "stage2_trigger_rate": _pct(len(stage2), len(ok)),
+        "stage1_exit_rate": _pct(len(ok) - len(stage2), len(ok)),
+    }
+    by_task = defaultdict(list)
+    for r in scored:
+        by_task[str((r.get("meta") or {}).get("task_type", "all"))].append(bool(r.get("correct")))
+    if len(by_task) > 1 or records and records[0].get("benchmark") in MACRO_BENCHMARKS:
+        per_task = {t: _pct(sum(v), len(v)) for t, v in sorted(by_task.items())}
+        summary["per_task_type"] = per_task
+        summary["m_avg"] = round(sum(per_task.values()) / len(per_task), 2) if per_task else None
+    return summary
+
+
+def _margin_table(records: Sequence[dict]) -> list[dict]:
+    rows = []
+    for name, lo, hi in MARGIN_BINS:
+        inside = [r for r in records if r.get("stage1") and lo <= r["stage1"]["margin"] < hi]
+        s1 = [x for x in map(_stage1_correct, inside) if x is not None]
+        rows.append({"bin": name, "n": len(inside), "stage1_accuracy": _pct(sum(s1), len(s1))})
+    return rows
+
+
+def _low_confidence_table(records: Sequence[dict]) -> list[dict]:
+    rows = []
+    for name, test in (("[0.90,tau)", lambda m, t: 0.90 <= m < t), ("<0.90", lambda m, t: m < min(0.90, t))):
+        band = [
+            r
+            for r in records
+            if r.get("stage1")
+            and not r.get("error")
+            and r.get("answer") is not None
+            and test(r["stage1"]["margin"], r["stage1"].get("tau", 0.97))
+        ]
+        s1 = sum(bool(_stage1_correct(r)) for r in band)
+        final = sum(bool(r.get("correct")) for r in band)
+        rows.append(
+            {
+                "band": name,
+                "n": len(band),
+                "stage1_accuracy": _pct(s1, len(band)),
+                "final_accuracy": _pct(final, len(band)),
+                "gain": round(_pct(final, len(band)) - _pct(s1, len(band)), 2) if band else None,
+            }
+        )
+    return rows
+
+
+def _stage2_records(records):
+    return [r for r in records if r.get("stage2") and not r.get("error") and r.get("answer") is not None]
+
+
+def _depth_table(records: Sequence[dict]) -> list[dict]:
+    by_depth = defaultdict(list)
+    for r in _stage2_records(records):
+        if r["stage2"].get("cycles", 0) >= 1:
+            by_depth[r["stage2"]["cycles"]].append(r)
+    rows = []
+    for depth in sorted(by_depth):
+        group = by_depth[depth]
+        s1 = sum(bool(_stage1_correct(r)) for r in group)
+        final = sum(bool(r.get("correct")) for r in group)
+        rows.append(
+            {
+                "depth": depth,
+                "reflections": depth - 1,
+                "n": len(group),
+                "stage1_accuracy": _pct(s1, len(group)),
+                "final_accuracy": _pct(final, len(group)),
+                "gain": round(_pct(final, len(group)) - _pct(s1, len(group)), 2),
+            }
+        )
+    return rows
+
+
+def _net_gain(records: Sequence[dict]) -> dict:
+    corrected = overturned = n = 0
+    for r in _stage2_records(records):
+        verifies = [s for s in r["stage2"].get("steps", []) if s.get("phase") == "verify"]
+        if not verifies or verifies[0].get("p_yes") is None or verifies[0]["p_yes"] < HIGH_P_YES:
+            continue
+        n += 1
+        before, after = bool(_stage1_correct(r)), bool(r.get("correct"))
+        corrected += (not before) and after
+        overturned += before and not after
+    return {"n": n, "corrected": corrected, "overturned": overturned, "net_gain": corrected - overturned}
+
+
+def _failure_reason(error: str) -> str:
+    return error.split(":", 1)[0].strip() or "unknown"
+
+
+def build_report(
+    records: Sequence[dict], load_errors: Sequence[str] = (), config: dict | None = None
+) -> dict:
+    by_bench = defaultdict(list)
+    for r in records:
+        by_bench[r.get("benchmark", "?")].append(r)
+    ok = [r for r in records if not r.get("error")]
+    stage2 = [r for r in ok if r.get("stage2")]
+    costs = Counter()
+    for r in records:
+        for key, value in (r.get("cost") or {}).items():
+            costs[key] += value
+    answer_fallbacks = sum(
+        any(s.get("fallback_to_stage1") for s in r["stage2"].get("steps", [])) for r in stage2
+    )
+    failed = [r for r in records if r.get("error")]
+    report = {
+        "n": len(records),
+        "overall": _benchmark_summary(records),
+        "benchmarks": {b: _benchmark_summary(rs) for b, rs in sorted(by_bench.items())},
+        "table3_trigger": {
+            b: {
+                "total": len(rs),
+                **{
+                    k: _benchmark_summary(rs)[k]
+                    for k in ("stage2_trigger_rate", "stage1_exit_rate", "accuracy")
+                },
+            }
+            for b, rs in sorted(by_bench.items())
+        },
+        "table4_margin_bins": {b: _margin_table(rs) for b, rs in sorted(by_bench.items())},
+        "table5_low_confidence": {b: _low_confidence_table(rs) for b, rs in sorted(by_bench.items())},
+        "table7_depth": {b: _depth_table(rs) for b, rs in sorted(by_bench.items())},
+        "figure4_net_gain": {b: _net_gain(rs) for b, rs in sorted(by_bench.items())},
+        "fallbacks": dict(Counter(r["stage2"].get("fallback") or "none" for r in stage2)),
+        "answer_parse_fallbacks": answer_fallbacks,
+        "cycles_histogram": {
+            str(k): v for k, v in sorted(Counter(r["stage2"].get("cycles", 0) for r in stage2).items())
+        },
+        "cost": {
+            "total": {k: round(v, 3) for k, v in costs.items()},
+            "per_sample": {k: round(v / len(records), 3) for k, v in costs.items()} if records else {},
+        },
+        "failures": {
+            "count": len(failed),
+            "by_reason": dict(Counter(_failure_reason(r["error"]) for r in failed)),
+            "samples": [
+                {"benchmark": r.get("benchmark"), "sample_id": r.get("sample_id"), "error": r["error"]}
+                for r in failed
+            ],
+        },
+        "load_errors": {"count": len(load_errors), "errors": list(load_errors)},
+    }
+    if config is not None:
+        report["config"] = config
+    return report
+
+
+def compare_runs(records: Sequence[dict], other: Sequence[dict]) -> dict | None:
+    """Paired comparison on the samples both runs scored (None when cader.evaluate.stats is not available)."""
+    try:
+        from cader.evaluate.stats import mcnemar_exact, paired_bootstrap_diff
+    except ImportError:
+        return None
+    mine = {(r["benchmark"], str(r["sample_id"])): bool(r.get("correct")) for r in records if r.get("answer")}
+    theirs = {(r["benchmark"], str(r["sample_id"])): bool(r.get("correct")) for r in other if r.get("answer")}
+    keys = sorted(mine.keys() & theirs.keys())
+    if not keys:
+        return {"n": 0}
+    a = [float(mine[k]) for k in keys]
+    b = [float(theirs[k]) for k in keys]
+    return {"n": len(keys), "bootstrap": paired_bootstrap_diff(a, b), "mcnemar": mcnemar_exact(a, b)}
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join("-" if c is None else str(c) for c in cells) + " |"
+
+
+def render_markdown(report: dict) -> str:
+    lines = ["# CADER evaluation report", ""]
+    cfg = report.get("config") or {}
+    if cfg:
+        lines += [
+            (
+                f"Variant `{cfg.get('variant')}`, T = {cfg.get('temperature')}, tau = {cfg.get('tau')}, "
+                f"delta = {cfg.get('delta')}, K = {cfg.get('k_reflections')}."
+            ),
+            "",
+        ]
+    lines += [
+        "## Accuracy",
+        "",
+        _row(["benchmark", "n", "accuracy", "M-Avg", "stage-1 acc", "failures"]),
+        _row(["---"] * 6),
+    ]
+    for name, s in list(report["benchmarks"].items()) + [("overall", report["overall"])]:
+        lines.append(_row([name, s["n"], s["accuracy"], s.get("m_avg"), s["stage1_accuracy"], s["failures"]]))
+    lines += [
+        "",
+        "## Table 3: Stage-2 trigger rate",
+        "",
+        _row(["benchmark", "total", "S2 trig. %", "S1 exit %", "acc"]),
+        _row(["---"] * 5),
+    ]
+    for name, t in report["table3_trigger"].items():
+        lines.append(_row([name, t["total"], t["stage2_trigger_rate"], t["stage1_exit_rate"], t["accuracy"]]))
+    lines += ["", "## Table 4: margin bins (count / Stage-1 accuracy)", ""]
+    benches = list(report["table4_margin_bins"])
+    lines += [_row(["margin"] + benches), _row(["---"] * (len(benches) + 1))]
+    for i, (name, _, _) in enumerate(MARGIN_BINS):
+        cells = [
+            f"{report['table4_margin_bins'][b][i]['n']} / {report['table4_margin_bins'][b][i]['stage1_accuracy']}"
+            for b in benches
+        ]
+        lines.append(_row([name] + cells))
+    lines += [
+        "",
+        "## Table 5: low-confidence samples (M < tau)",
+        "",
+        _row(["benchmark", "band", "n", "stage-1", "final", "gain"]),
+        _row(["---"] * 6),
+    ]
+    for b, rows in report["table5_low_confidence"].items():
+        for r in rows:
+            lines.append(_row([b, r["band"], r["n"], r["stage1_accuracy"], r["final_accuracy"], r["gain"]]))
+    lines += [
+        "",
+        "## Table 7: by reflection depth",
+        "",
+        _row(["benchmark", "depth", "n", "stage-1", "final", "gain"]),
+        _row(["---"] * 6),
+    ]
+    for b, rows in report["table7_depth"].items():
+        for r in rows:
+            lines.append(_row([b, r["depth"], r["n"], r["stage1_accuracy"], r["final_accuracy"], r["gain"]]))
+    lines += [
+        "",
+        f"## Figure 4: net gain on first proposals with P_yes >= {HIGH_P_YES}",
+        "",
+        _row(["benchmark", "n", "corrected", "overturned", "net"]),
+        _row(["---"] * 5),
+    ]
+    for b, g in report["figure4_net_gain"].items():
+        lines.append(_row([b, g["n"], g["corrected"], g["overturned"], g["net_gain"]]))
+    lines += [
+        "",
+        "## Stage 2",
+        "",
+        f"- fallbacks: {json.dumps(report['fallbacks'])}",
+        f"- final answers with no parseable letter (Stage-1 answer kept): {report['answer_parse_fallbacks']}",
+        f"- crop-and-verify cycles: {json.dumps(report['cycles_histogram'])}",
+        "",
+        "## Cost",
+        "",
+        f"- total: {json.dumps(report['cost']['total'])}",
+        f"- per sample: {json.dumps(report['cost']['per_sample'])}",
+        "",
+        "## Failures",
+        "",
+        f"{report['failures']['count']} failed samples: {json.dumps(report['failures']['by_reason'])}",
+    ]
+    lines += [f"- {f['benchmark']}/{f['sample_id']}: {f['error']}" for f in report["failures"]["samples"]]
+    lines += ["", f"{report['load_errors']['count']} benchmark rows could not be loaded."]
+    lines += [f"- {e}" for e in report["load_errors"]["errors"]]
+    if report.get("comparison"):
+        c = report["comparison"]
+        lines += ["", "## Paired comparison", "", f"```json\n{json.dumps(c, indent=1)}\n```"]
+    return "\n".join(lines) + "\n"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_report(
+    out_dir: str | Path,
+    records: Sequence[dict],
+    load_errors: Sequence[str] = (),
+    config: dict | None = None,
+    compare_to: Sequence[dict] | None = None,
+) -> dict:
+    out_dir = Path(out_dir)
+    report = build_report(records, load_errors, config)
+    if compare_to is not None:
+        report["comparison"] = compare_runs(records, compare_to)
+    _write_atomic(out_dir / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    _write_atomic(out_dir / "report.md", render_markdown(report))
+    return report

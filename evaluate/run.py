@@ -1,0 +1,164 @@
+"""Run CADER on one benchmark and write predictions.jsonl, report.json and report.md (DESIGN.md sections 2-3).
+
+    python evaluate/run.py --config configs/eval/cader.yaml --model PATH --verifier PATH --benchmark NAME \
+        --data_root DIR --out DIR [--calibration FILE | --temperature T --tau TAU] [--variant V] [--limit N] \
+        [--shard I/N]
+    python evaluate/run.py --merge true --out DIR        # join shard files, then write the report
+
+Every CADER constant (r1, temperature, tau, delta, k_reflections, f_min, n_budget, r_min, r_max, min_crop,
+breadth limits, frame/pixel budgets, ...) is also a flag; see cader.evaluate.method.config.CaderConfig.
+--calibration (calibration.json from calibrate/fit.py) sets temperature and tau, overriding the flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import typing
+from pathlib import Path
+
+from cader.evaluate.method.config import VARIANTS, CaderConfig
+from cader.evaluate.report import write_report
+from cader.evaluate.runner import (
+    merge_shards,
+    parse_shard,
+    predictions_path,
+    read_records,
+    run_samples,
+    select_samples,
+)
+from jsonargparse import ActionConfigFile, ArgumentParser
+
+log = logging.getLogger("cader.evaluate.run")
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", action=ActionConfigFile)
+    parser.add_argument("--model", type=str | None, default=None, help="main VLM: HF folder or hub id")
+    parser.add_argument("--verifier", type=str | None, default=None, help="verifier VLM (default: --model)")
+    parser.add_argument("--benchmark", type=str | None, default=None)
+    parser.add_argument("--data_root", type=str | None, default=None)
+    parser.add_argument("--out", type=str, required=True)
+    parser.add_argument(
+        "--calibration", type=str | None, default=None, help="calibration.json (sets T and tau)"
+    )
+    parser.add_argument("--limit", type=int | None, default=None)
+    parser.add_argument("--shard", type=str | None, default=None, help="I/N, 0 <= I < N")
+    parser.add_argument(
+        "--merge", type=bool, default=False, help="merge shard files in --out, write the report"
+    )
+    parser.add_argument("--compare", type=str | None, default=None, help="another run's predictions.jsonl")
+    parser.add_argument("--backend", type=str, default="hf", choices=["hf", "vllm"])
+    parser.add_argument("--device", type=str, default="cpu")
+    parser.add_argument("--dtype", type=str, default="auto")
+    parser.add_argument("--attn_implementation", type=str | None, default=None)
+    parser.add_argument("--progress", type=bool, default=True)
+    hints = typing.get_type_hints(CaderConfig)
+    for f in dataclasses.fields(CaderConfig):
+        kwargs = {"choices": list(VARIANTS)} if f.name == "variant" else {}
+        parser.add_argument(f"--{f.name}", type=hints[f.name], default=f.default, **kwargs)
+    return parser
+
+
+def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementation: str | None):
+    if kind == "vllm":
+        from cader.evaluate.backends.vllm import VLLMBackend
+
+        return VLLMBackend(path, dtype=dtype)
+    from cader.evaluate.backends.hf import HFBackend
+
+    return HFBackend(path, dtype=dtype, device=device, attn_implementation=attn_implementation)
+
+
+def _write_json_atomic(path: Path, payload) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(CaderConfig)}
+    if args.calibration:
+        from cader.calibrate.calibration_file import load_calibration
+
+        values["temperature"], values["tau"] = load_calibration(args.calibration)
+        log.info("calibration %s: T = %s, tau = %s", args.calibration, values["temperature"], values["tau"])
+    cfg = CaderConfig(**values)
+    config_record = {
+        **cfg.to_dict(),
+        "model": args.model,
+        "verifier": args.verifier or args.model,
+        "benchmark": args.benchmark,
+        "calibration": args.calibration,
+    }
+    compare = read_records(args.compare) if args.compare else None
+    load_errors_file = out / "load_errors.json"
+
+    if args.merge:
+        target, n = merge_shards(out)
+        log.info("merged %d records into %s", n, target)
+        errors = json.loads(load_errors_file.read_text()) if load_errors_file.exists() else []
+        write_report(out, read_records(target), errors, config_record, compare)
+        return 0
+
+    for name in ("model", "benchmark", "data_root"):
+        if not getattr(args, name):
+            print(f"error: --{name} is required (unless --merge)", file=sys.stderr)
+            return 2
+    from cader.evaluate.benchmarks import load_benchmark
+
+    samples, errors = load_benchmark(args.benchmark, args.data_root)
+    load_errors = [str(e) for e in errors]
+    for message in load_errors:
+        log.warning("skipped benchmark row: %s", message)
+    _write_json_atomic(load_errors_file, load_errors)
+    shard = parse_shard(args.shard)
+    chosen = select_samples(samples, args.limit, shard)
+    log.info(
+        "%s: %d samples loaded, %d selected, %d rows unusable",
+        args.benchmark,
+        len(samples),
+        len(chosen),
+        len(load_errors),
+    )
+
+    main_backend = make_backend(args.backend, args.model, args.device, args.dtype, args.attn_implementation)
+    verifier_path = args.verifier or args.model
+    if verifier_path == args.model or not cfg.uses_verifier or not cfg.runs_stage2:
+        verifier_backend = main_backend  # one copy when they are the same model (or the verifier is unused)
+    else:
+        verifier_backend = make_backend(
+            args.backend, verifier_path, args.device, args.dtype, args.attn_implementation
+        )
+
+    target = predictions_path(out, shard)
+    counts = run_samples(
+        chosen, args.data_root, target, main_backend, verifier_backend, cfg, progress=args.progress
+    )
+    log.info(
+        "wrote %s: %d new records (%d failed), %d already there",
+        target,
+        counts["ran"],
+        counts["failed"],
+        counts["done_before"],
+    )
+    if shard is None:
+        report = write_report(out, read_records(target), load_errors, config_record, compare)
+        log.info(
+            "accuracy %s%% over %d samples; report in %s", report["overall"]["accuracy"], report["n"], out
+        )
+    else:
+        log.info("shard done; run with --merge true --out %s once every shard has finished", out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

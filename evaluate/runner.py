@@ -1,0 +1,230 @@
+"""Run CADER over a benchmark: one predictions.jsonl record per sample, appended and flushed as each finishes.
+
+- Resume: ids already in the output file are skipped; a torn last line (killed mid-write) is cut off first.
+- Shards: `--shard I/N` (0 <= I < N) takes every N-th sample starting at I and writes
+  `predictions.shard-I-of-N.jsonl`; `merge_shards` joins them (deduplicated) into predictions.jsonl.
+- Failures: a sample that cannot be run is still written, with `error` set, `pred` null and `correct` false, and
+  whatever stage records were produced before the failure.
+- Each video is opened once per sample (one VideoReader) and reused by Stage 1, the crops and RGR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from cader.calibrate.margin import InvalidLogits
+from cader.evaluate.backends.base import Backend
+from cader.evaluate.method.config import CaderConfig
+from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
+from cader.evaluate.method.stage2 import Stage2Failure, run_stage2
+from cader.vlm.video import VideoReader, VideoReadError
+from tqdm import tqdm
+
+PREDICTIONS = "predictions.jsonl"
+
+
+class SampleError(ValueError):
+    """A sample that cannot be asked (bad options/letters, bad duration)."""
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """ "I/N" -> (I, N) with 0 <= I < N."""
+    if text in (None, ""):
+        return None
+    try:
+        index, count = (int(part) for part in str(text).split("/"))
+    except ValueError:
+        raise ValueError(f"--shard must look like I/N (e.g. 0/4), got {text!r}") from None
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"--shard {text}: need 0 <= I < N (shards are numbered from 0)")
+    return index, count
+
+
+def predictions_path(out_dir: str | Path, shard: tuple[int, int] | None) -> Path:
+    if shard is None:
+        return Path(out_dir) / PREDICTIONS
+    return Path(out_dir) / f"predictions.shard-{shard[0]}-of-{shard[1]}.jsonl"
+
+
+def select_samples(samples: Sequence, limit: int | None = None, shard: tuple[int, int] | None = None) -> list:
+    """The first `limit` samples (in benchmark order), then this shard's share of them."""
+    chosen = list(samples[:limit] if limit is not None else samples)
+    if shard is not None:
+        chosen = chosen[shard[0] :: shard[1]]
+    return chosen
+
+
+def record_key(record: dict) -> tuple[str, str]:
+    return str(record.get("benchmark")), str(record.get("sample_id"))
+
+
+def read_records(path: str | Path) -> list[dict]:
+    """All complete records of a predictions file (a torn last line is ignored)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # only a torn final line can be partial: every write ends with a newline and a flush
+    return records
+
+
+def repair_torn_tail(path: Path) -> None:
+    """Cut a partial last line left by a kill mid-write, so the next append starts on a fresh line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as handle:
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return
+        handle.seek(0)
+        data = handle.read()
+        handle.truncate(data.rfind(b"\n") + 1)
+
+
+def base_record(sample) -> dict:
+    record = {
+        "benchmark": sample.benchmark,
+        "sample_id": str(sample.sample_id),
+        "video": sample.video,
+        "duration": sample.duration,
+        "question": sample.question,
+        "options": list(sample.options),
+        "letters": list(sample.letters),
+        "answer": sample.answer,
+    }
+    if "question_id" in sample.meta:
+        record["question_id"] = sample.meta["question_id"]
+    record["meta"] = dict(sample.meta)
+    return record
+
+
+def check_sample(sample) -> None:
+    letters = list(sample.letters)
+    if len(letters) != len(sample.options):
+        raise SampleError(f"{len(sample.options)} options but {len(letters)} letters")
+    if not 2 <= len(letters) <= 26:
+        raise SampleError(f"need 2..26 options (A..Z), got {len(letters)}")
+    if len(set(letters)) != len(letters) or not all(len(x) == 1 and "A" <= x <= "Z" for x in letters):
+        raise SampleError(f"letters must be distinct capitals A..Z, got {letters}")
+
+
+def process_sample(
+    sample, video_file: str | Path, main: Backend, verifier: Backend, cfg: CaderConfig
+) -> dict:
+    """Run CADER on one sample and return its predictions.jsonl record (never raises for a per-sample problem)."""
+    record = base_record(sample)
+    record.update(stage1=None, route=None, stage2=None, pred=None, correct=False)
+    cost = Cost()
+    error = None
+    try:
+        check_sample(sample)
+        reader = VideoReader(video_file)
+        if not reader.duration > 0:
+            raise VideoReadError(video_file, f"zero duration ({reader.duration})")
+        record["duration"] = round(float(reader.duration), 3)
+        f1 = sample_stage1_frames(reader, cfg, cost)
+        s1 = run_stage1(main, f1, sample.question, sample.options, sample.letters, cfg, cost)
+        record["stage1"] = s1.record
+        to_stage2 = cfg.runs_stage2 and (cfg.routes_all or not s1.exits)
+        record["route"] = "stage2" if to_stage2 else "exit"
+        pred = s1.pred
+        if to_stage2:
+            record["stage2"] = run_stage2(
+                main,
+                verifier,
+                reader,
+                sample.question,
+                sample.options,
+                sample.letters,
+                f1,
+                s1.pred,
+                cfg,
+                cost,
+            )
+            pred = record["stage2"]["pred"]
+        record["pred"] = pred
+        record["correct"] = None if sample.answer is None else pred == sample.answer
+    except VideoReadError as err:
+        error = str(err)  # "video_unreadable: <path>: <reason>"
+    except InvalidLogits as err:
+        error = f"invalid_logits: {err.reason}: {err}"
+    except SampleError as err:
+        error = f"bad_sample: {err}"
+    except Stage2Failure as err:
+        record["stage2"] = err.partial
+        error = f"stage2_failed: {err}"
+    except Exception as err:  # noqa: BLE001 - a model/processor crash on one sample is recorded, the run goes on
+        error = f"{'stage1' if record['stage1'] is None else 'stage2'}_failed: {type(err).__name__}: {err}"
+    if error is not None:
+        record["pred"], record["correct"] = None, False
+    cost.stop()
+    record["cost"] = cost.to_dict()
+    record["error"] = error
+    return record
+
+
+def run_samples(
+    samples: Iterable,
+    data_root: str | Path,
+    out_file: str | Path,
+    main: Backend,
+    verifier: Backend,
+    cfg: CaderConfig,
+    video_path=None,
+    progress: bool = True,
+) -> dict:
+    """Process every sample not yet in `out_file`; returns counts {"done_before", "ran", "failed"}."""
+    if video_path is None:
+        from cader.evaluate.benchmarks import video_path
+    out_file = Path(out_file)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    repair_torn_tail(out_file)
+    done = {record_key(r) for r in read_records(out_file)}
+    todo = [s for s in samples if (s.benchmark, str(s.sample_id)) not in done]
+    counts = {"done_before": len(done), "ran": 0, "failed": 0}
+    with out_file.open("a", encoding="utf-8") as handle:
+        bar = tqdm(
+            todo, desc=f"cader[{cfg.variant}]", unit="sample", disable=not progress, dynamic_ncols=True
+        )
+        for sample in bar:
+            record = process_sample(sample, video_path(sample, data_root), main, verifier, cfg)
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+            counts["ran"] += 1
+            counts["failed"] += record["error"] is not None
+            bar.set_postfix(failed=counts["failed"])
+    return counts
+
+
+def merge_shards(out_dir: str | Path) -> tuple[Path, int]:
+    """Join predictions.shard-*-of-N.jsonl (and an existing predictions.jsonl) into predictions.jsonl.
+
+    Duplicates (same benchmark + sample_id) keep the first record seen. Written atomically.
+    """
+    out_dir = Path(out_dir)
+    target = out_dir / PREDICTIONS
+    sources = ([target] if target.exists() else []) + sorted(out_dir.glob("predictions.shard-*-of-*.jsonl"))
+    seen, merged = set(), []
+    for source in sources:
+        for record in read_records(source):
+            if record_key(record) not in seen:
+                seen.add(record_key(record))
+                merged.append(record)
+    tmp = target.with_suffix(".jsonl.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for record in merged:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    os.replace(tmp, target)
+    return target, len(merged)

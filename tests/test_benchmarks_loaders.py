@@ -1,0 +1,129 @@
+"""Every benchmark loader on the generated synthetic layouts: counts, letters, answers, windows, ids."""
+
+import json
+from collections import Counter
+
+import pytest
+from cader.evaluate.benchmarks import LETTERS, available, load_benchmark, video_path
+from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+
+N_EVAL = 7
+
+
+@pytest.fixture(scope="module")
+def eval_root(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    make_synthetic_data(
+        out, seed=11, n_train=1, n_images=0, n_tool=0, n_eval=N_EVAL, n_heldout=5, eval_duration=(12, 20)
+    )
+    return out / "eval"
+
+
+@pytest.fixture(scope="module")
+def manifest(eval_root):
+    return json.loads((eval_root / "manifest.json").read_text())["benchmarks"]
+
+
+def test_registry_lists_every_benchmark():
+    assert available() == sorted(
+        [
+            "videomme_long",
+            "mlvu_dev",
+            "longvideobench_val",
+            "lvbench",
+            "videoevalpro_mcq",
+            "agentvidbench",
+            "synthetic",
+            "synthetic_heldout",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "videomme_long",
+        "mlvu_dev",
+        "longvideobench_val",
+        "lvbench",
+        "videoevalpro_mcq",
+        "agentvidbench",
+        "synthetic",
+        "synthetic_heldout",
+    ],
+)
+def test_loader_reproduces_the_generated_truth(name, eval_root, manifest):
+    samples, errors = load_benchmark(name, eval_root)
+    truth = manifest[name]["samples"]
+    assert errors == []
+    assert len(samples) == manifest[name]["expected_samples"] == len(truth)
+    assert len({s.sample_id for s in samples}) == len(samples)
+    for s in samples:
+        expected = truth[s.sample_id]
+        assert s.benchmark == name
+        assert s.letters == list(LETTERS[: len(s.options)])
+        assert s.answer == expected["answer"] and s.answer in s.letters
+        assert s.video == expected["video"] and video_path(s, eval_root).is_file()
+        assert s.meta["evidence_window"] == pytest.approx(expected["evidence_window"])
+        assert s.meta["task_type"]
+        assert s.meta["source_file"] and "row" in s.meta
+        if name != "videomme_long":  # Video-MME states only a duration category
+            assert s.duration == pytest.approx(expected["duration"])
+        if s.meta["task_type"] != "temporal grounding":  # LVBench time questions answer with a window
+            assert s.options[LETTERS.index(s.answer)] == expected["colour"]
+
+
+def test_loading_is_deterministic(eval_root):
+    for name in available():
+        assert load_benchmark(name, eval_root)[0] == load_benchmark(name, eval_root)[0]
+
+
+def test_videomme_keeps_only_long_videos(eval_root):
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(eval_root / "videomme" / "videomme" / "test-00000-of-00001.parquet").to_pylist()
+    assert Counter(r["duration"] for r in table) == {"long": N_EVAL, "short": 1, "medium": 1}
+    samples, _ = load_benchmark("videomme_long", eval_root)
+    assert all(s.meta["duration_category"] == "long" for s in samples)
+    assert all(not s.options[0].startswith("A.") for s in samples)  # "A. " prefixes stripped
+
+
+def test_mlvu_task_types_cover_all_multiple_choice_tasks(eval_root):
+    samples, _ = load_benchmark("mlvu_dev", eval_root)
+    assert {s.meta["task_type"] for s in samples} == {
+        "plotQA",
+        "findNeedle",
+        "ego",
+        "count",
+        "order",
+        "anomaly_reco",
+        "topic_reasoning",
+    }
+    assert not any(s.sample_id.startswith(("8_", "9_")) for s in samples)  # generation tasks skipped
+
+
+def test_lvbench_splits_options_from_question_and_parses_time_reference(eval_root):
+    samples, _ = load_benchmark("lvbench", eval_root)
+    assert all("(A)" not in s.question and len(s.options) == 4 for s in samples)
+    assert {s.meta["task_type"] for s in samples} == {"key information retrieval", "temporal grounding"}
+    timed = [s for s in samples if s.meta["task_type"] == "temporal grounding"]
+    for s in timed:  # the correct option is the evidence window written as MM:SS-MM:SS
+        start, end = s.meta["evidence_window"]
+        assert s.options[LETTERS.index(s.answer)] == f"00:{int(start):02d}-00:{int(end):02d}"
+
+
+def test_agentvidbench_has_26_letters_and_keeps_unknown_ecom_absent(eval_root):
+    samples, _ = load_benchmark("agentvidbench", eval_root)
+    assert all(s.letters == list(LETTERS) for s in samples)
+    assert any("ecom_required" not in s.meta for s in samples)
+    assert any("ecom_required" in s.meta for s in samples)
+    assert all(
+        s.meta["milestones"] and s.meta["difficulty"] and isinstance(s.meta["question_id"], int)
+        for s in samples
+    )
+
+
+def test_data_root_may_point_at_the_benchmark_folder(eval_root):
+    samples, _ = load_benchmark("longvideobench_val", eval_root / "longvideobench")
+    assert len(samples) == N_EVAL
+    assert video_path(samples[0], eval_root / "longvideobench").is_file()

@@ -1,0 +1,117 @@
+"""Reading predictions.jsonl: bad rows are named by file and line and counted; unusable files fail clearly."""
+
+import json
+
+import numpy as np
+import pytest
+
+from cader.calibrate.records import (
+    PredictionFileError,
+    PredictionRowError,
+    read_prediction_file,
+    read_predictions,
+    split_fit_select,
+)
+from cader.calibrate.synthetic import synthetic_prediction_rows
+
+
+def _write(path, rows):
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(row if isinstance(row, str) else json.dumps(row))
+            fh.write("\n")
+    return path
+
+
+def _good(n=3, bench="synthetic", **kw):
+    return synthetic_prediction_rows(bench, n, seed=1, **kw)
+
+
+def test_reads_good_rows(tmp_path):
+    rows = _good(5)
+    loaded = read_prediction_file(_write(tmp_path / "p.jsonl", rows))
+    assert len(loaded.records) == 5 and not loaded.problems and loaded.rows_read == 5
+    rec = loaded.records[2]
+    assert rec.line == 3 and rec.letters == ["A", "B", "C", "D"]
+    np.testing.assert_array_equal(rec.logits, rows[2]["stage1"]["logits"])
+    assert rec.letters[rec.gold] == rows[2]["answer"]
+    assert rec.stage2_correct is None
+
+
+def test_malformed_rows_are_named_counted_and_skipped(tmp_path):
+    rows = _good(8)
+    nan_row = json.dumps(rows[1]).replace(str(rows[1]["stage1"]["logits"][0]), "NaN", 1)
+    no_logits = dict(rows[2], stage1=None)
+    failed = dict(rows[3], error="video_unreadable: videos/3.mp4", pred=None, correct=False)
+    short = dict(rows[4], stage1=dict(rows[4]["stage1"], logits=[1.0, 2.0]))
+    bad_answer = dict(rows[5], answer="Q")
+    path = _write(tmp_path / "p.jsonl", [rows[0], nan_row, no_logits, failed, short, "", bad_answer, "{not json", rows[6]])
+    loaded = read_prediction_file(path)
+    assert [r.line for r in loaded.records] == [1, 9]
+    assert dict(loaded.skipped) == {
+        "non_finite": 1, "missing_logits": 1, "row_error": 1, "length_mismatch": 1, "empty_line": 1,
+        "answer_not_in_letters": 1, "bad_json": 1,
+    }
+    text = [str(p) for p in loaded.problems]
+    assert text[0].startswith(f"{path}:2: ") and "NaN" in text[0] and "synthetic-1" in text[0]
+    assert text[1].startswith(f"{path}:3: ") and "stage1.logits" in text[1]
+    assert any(t.startswith(f"{path}:6: empty line") for t in text)
+    assert any(t.startswith(f"{path}:8: ") and "JSON" in t for t in text)
+
+
+def test_strict_raises_on_the_first_bad_row(tmp_path):
+    rows = _good(3)
+    path = _write(tmp_path / "p.jsonl", [rows[0], dict(rows[1], stage1={"logits": [1.0, None, 0.0, 0.0]})])
+    with pytest.raises(PredictionRowError, match=r"p\.jsonl:2: "):
+        read_prediction_file(path, strict=True)
+
+
+def test_empty_missing_and_logit_free_files_fail_clearly(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(PredictionFileError, match="empty.jsonl: empty"):
+        read_prediction_file(empty)
+    with pytest.raises(PredictionFileError, match="nope.jsonl: no such"):
+        read_prediction_file(tmp_path / "nope.jsonl")
+    no_logits = _write(tmp_path / "nolog.jsonl", [dict(r, stage1={"pred": "A"}) for r in _good(3)])
+    with pytest.raises(PredictionFileError, match=r"nolog\.jsonl: no usable row.*nolog\.jsonl:1: .*stage1\.logits"):
+        read_predictions([no_logits])
+    with pytest.raises(PredictionFileError):
+        read_predictions([])
+
+
+def test_stage2_outcomes_and_duplicate_merge(tmp_path):
+    s1_rows = _good(4)
+    s2_rows = _good(4, stage2_accuracy=0.5)
+    a = _write(tmp_path / "a.jsonl", s1_rows)
+    b = _write(tmp_path / "b.jsonl", s2_rows)
+    loaded = read_predictions([a, b])
+    assert len(loaded.records) == 4 and loaded.skipped["duplicate"] == 4
+    for rec, row in zip(loaded.records, s2_rows):
+        assert rec.source == str(a)
+        assert rec.stage2_correct == (row["stage2"]["pred"] == row["answer"])
+    # a Stage-2 fallback keeps the Stage-1 answer: the final pred stands in for stage2.pred
+    fallback = dict(s2_rows[0], stage2=dict(s2_rows[0]["stage2"], pred=None, fallback="too_broad"), pred="A")
+    rec = read_prediction_file(_write(tmp_path / "c.jsonl", [fallback])).records[0]
+    assert rec.stage2_correct == (fallback["answer"] == "A")
+
+
+def _records(tmp_path, sizes):
+    paths = [_write(tmp_path / f"{b}.jsonl", synthetic_prediction_rows(b, n, seed=i)) for i, (b, n) in enumerate(sizes)]
+    return paths, read_predictions(paths).records
+
+
+def test_split_is_disjoint_stratified_and_reproducible(tmp_path):
+    paths, records = _records(tmp_path, [("bench_a", 40), ("bench_b", 21)])
+    fit, sel = split_fit_select(records, seed=3)
+    assert set(fit).isdisjoint(sel) and len(fit) + len(sel) == len(records)
+    bench = np.array([r.benchmark for r in records])
+    assert (bench[fit] == "bench_a").sum() == 20 and (bench[fit] == "bench_b").sum() == 10
+    again_fit, _ = split_fit_select(records, seed=3)
+    np.testing.assert_array_equal(fit, again_fit)
+    other_fit, _ = split_fit_select(records, seed=4)
+    assert set(other_fit) != set(fit)
+    # reading the files in the other order gives the same samples in each half
+    reversed_records = read_predictions(paths[::-1]).records
+    rev_fit, _ = split_fit_select(reversed_records, seed=3)
+    assert {records[i].key for i in fit} == {reversed_records[i].key for i in rev_fit}

@@ -1,0 +1,291 @@
+"""Runner (resume, shards, merge, failures) and report, with real videos and a scripted backend (test double)."""
+
+import json
+
+import pytest
+from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
+from cader.evaluate.benchmarks.base import Sample
+from cader.evaluate.method.config import CaderConfig
+from cader.evaluate.report import build_report, render_markdown, write_report
+from cader.evaluate.runner import (
+    merge_shards,
+    parse_shard,
+    predictions_path,
+    read_records,
+    repair_torn_tail,
+    run_samples,
+    select_samples,
+)
+
+LETTERS = ["A", "B", "C", "D"]
+
+
+class Scripted(Backend):
+    """Stage-1 logits by sample question; proposals/answers/P_yes fixed."""
+
+    def __init__(
+        self,
+        logits_by_question,
+        proposal='"relevant_windows": [[20, 30]]',
+        answer="<answer>B</answer>",
+        p_yes=0.95,
+    ):
+        self.logits_by_question, self.proposal, self.answer, self.p = (
+            logits_by_question,
+            proposal,
+            answer,
+            p_yes,
+        )
+        self.calls = 0
+
+    def letter_logits(self, prompts, letters):
+        self.calls += 1
+        out = []
+        for p in prompts:
+            question = p.user.split("\n")[0].removeprefix("Question: ")
+            value = self.logits_by_question[question]
+            if isinstance(value, Exception):
+                raise value
+            out.append(LetterLogits(value, 5))
+        return out
+
+    def yes_no(self, prompts):
+        return [YesNo(self.p, 1 - self.p, 5) for _ in prompts]
+
+    def generate(self, prompts, max_new_tokens):
+        text = self.answer if "most relevant segment" in prompts[0].user else self.proposal
+        return [Generation(text, 5, 3) for _ in prompts]
+
+
+def make_samples(video, n=6):
+    samples = []
+    for i in range(n):
+        samples.append(
+            Sample(
+                "bench",
+                f"s{i}",
+                video,
+                f"q{i}",
+                ["a", "b", "c", "d"],
+                LETTERS,
+                "B",
+                60.0,
+                {"task_type": "t" + str(i % 2)},
+            )
+        )
+    return samples
+
+
+CONFIDENT = [0.0, 40.0, 0.0, 0.0]  # B with margin ~1 -> exit
+UNSURE = [0.0, 0.1, 0.0, 0.0]  # low margin -> stage 2
+
+
+@pytest.fixture
+def video_root(barcode_video):
+    return barcode_video.parent, barcode_video.name
+
+
+def logits_map(n):
+    return {f"q{i}": (CONFIDENT if i % 2 == 0 else UNSURE) for i in range(n)}
+
+
+def run(samples, root, out, backend, **cfg):
+    cfg = CaderConfig(max_frames=8, max_pixels=2048, **cfg)
+    return run_samples(
+        samples, root, out, backend, backend, cfg, video_path=lambda s, r: r / s.video, progress=False
+    )
+
+
+def test_run_resume_and_routes(tmp_path, video_root):
+    root, name = video_root
+    samples = make_samples(name)
+    backend = Scripted(logits_map(6))
+    out = tmp_path / "predictions.jsonl"
+    counts = run(samples[:3], root, out, backend)
+    assert counts == {"done_before": 0, "ran": 3, "failed": 0}
+    counts = run(samples, root, out, backend)  # rerun: the first three are skipped
+    assert counts == {"done_before": 3, "ran": 3, "failed": 0}
+    records = read_records(out)
+    assert [r["sample_id"] for r in records] == [f"s{i}" for i in range(6)]
+    assert [r["route"] for r in records] == ["exit", "stage2"] * 3
+    s2 = records[1]["stage2"]
+    assert s2["accepted"] == [20.0, 30.0] and s2["pred"] == "B" and records[1]["correct"] is True
+    assert s2["steps"][1]["r2"] == 8.0 and records[1]["duration"] == 60.0
+    assert records[1]["cost"]["forwards"] == 4 and records[1]["cost"]["frames_decoded"] == 8 + 8
+    assert records[0]["stage2"] is None and records[0]["cost"]["forwards"] == 1
+
+
+def test_variants_route_as_table2(tmp_path, video_root):
+    root, name = video_root
+    samples = make_samples(name, 2)
+    recs = {}
+    for variant in ("no_stage2", "uniform_stage2"):
+        out = tmp_path / variant / "p.jsonl"
+        run(samples, root, out, Scripted(logits_map(2)), variant=variant)
+        recs[variant] = read_records(out)
+    assert [r["route"] for r in recs["no_stage2"]] == ["exit", "exit"]
+    assert [r["route"] for r in recs["uniform_stage2"]] == ["stage2", "stage2"]
+
+
+def test_failures_are_recorded_and_run_continues(tmp_path, video_root):
+    root, name = video_root
+    (root / "empty.mp4").write_bytes(b"")
+    (root / "corrupt.mp4").write_bytes(b"not a video at all" * 10)
+    samples = make_samples(name, 3)
+    samples[0].video = "missing.mp4"
+    samples.append(Sample("bench", "empty", "empty.mp4", "q0", ["a", "b"], ["A", "B"], "A"))
+    samples.append(Sample("bench", "corrupt", "corrupt.mp4", "q0", ["a", "b"], ["A", "B"], "A"))
+    samples.append(
+        Sample("bench", "many", name, "q0", ["x"] * 27, [chr(65 + i) for i in range(26)] + ["A"], "A")
+    )
+    samples.append(Sample("bench", "nan", name, "qnan", ["a", "b", "c", "d"], LETTERS, "A"))
+    samples.append(Sample("bench", "crash", name, "qcrash", ["a", "b", "c", "d"], LETTERS, "A"))
+    logits = logits_map(3) | {"qnan": [float("nan"), 0, 0, 0], "qcrash": RuntimeError("CUDA out of memory")}
+    out = tmp_path / "p.jsonl"
+    counts = run(samples, root, out, Scripted(logits))
+    records = {r["sample_id"]: r for r in read_records(out)}
+    assert counts["ran"] == 8 and counts["failed"] == 6 and len(records) == 8
+    for sid in ("s0", "empty", "corrupt"):
+        assert records[sid]["error"].startswith("video_unreadable:") and records[sid]["pred"] is None
+        assert records[sid]["correct"] is False
+    assert "missing.mp4" in records["s0"]["error"]
+    assert records["many"]["error"].startswith("bad_sample:")
+    assert records["nan"]["error"].startswith("invalid_logits: non_finite")
+    assert records["crash"]["error"] == "stage1_failed: RuntimeError: CUDA out of memory"
+    assert records["s1"]["error"] is None
+    report = build_report(list(records.values()))
+    assert report["failures"]["count"] == 6
+    assert report["failures"]["by_reason"] == {
+        "video_unreadable": 3,
+        "bad_sample": 1,
+        "invalid_logits": 1,
+        "stage1_failed": 1,
+    }
+    assert report["overall"]["accuracy"] == pytest.approx(100 * 2 / 8)
+
+
+def test_stage2_failure_keeps_stage1_and_partial_steps(tmp_path, video_root):
+    root, name = video_root
+
+    class BadVerifier(Scripted):
+        def yes_no(self, prompts):
+            raise ValueError("verifier exploded")
+
+    out = tmp_path / "p.jsonl"
+    run(make_samples(name, 2)[1:], root, out, BadVerifier(logits_map(2)))
+    (record,) = read_records(out)
+    assert record["error"] == "stage2_failed: ValueError: verifier exploded"
+    assert record["stage1"]["pred"] == "B" and [s["phase"] for s in record["stage2"]["steps"]] == [
+        "propose",
+        "verify",
+    ]
+    assert record["pred"] is None and record["correct"] is False
+
+
+def test_killed_mid_write_then_rerun_has_no_duplicates_or_loss(tmp_path, video_root):
+    root, name = video_root
+    samples = make_samples(name, 4)
+    out = tmp_path / "p.jsonl"
+    run(samples[:2], root, out, Scripted(logits_map(4)))
+    with out.open("a") as handle:  # a record torn by a kill
+        handle.write('{"benchmark": "bench", "sample_id": "s2", "pred": "B", "cor')
+    repair_torn_tail(out)
+    assert out.read_text().endswith("\n") and len(read_records(out)) == 2
+    with out.open("a") as handle:
+        handle.write('{"benchmark": "bench", "sample_id": "s2", "pred": "B", "cor')
+    run(samples, root, out, Scripted(logits_map(4)))
+    ids = [r["sample_id"] for r in read_records(out)]
+    assert sorted(ids) == ["s0", "s1", "s2", "s3"]
+    assert all(json.loads(line) for line in out.read_text().splitlines())
+
+
+def test_shards_and_merge(tmp_path, video_root):
+    root, name = video_root
+    samples = make_samples(name, 5)
+    assert [s.sample_id for s in select_samples(samples, limit=4, shard=(1, 2))] == ["s1", "s3"]
+    for i in range(2):
+        shard = parse_shard(f"{i}/2")
+        run(
+            select_samples(samples, shard=shard),
+            root,
+            predictions_path(tmp_path, shard),
+            Scripted(logits_map(5)),
+        )
+    assert (tmp_path / "predictions.shard-0-of-2.jsonl").exists()
+    target, n = merge_shards(tmp_path)
+    assert n == 5 and sorted(r["sample_id"] for r in read_records(target)) == [f"s{i}" for i in range(5)]
+    assert merge_shards(tmp_path)[1] == 5  # idempotent
+
+
+@pytest.mark.parametrize("bad", ["2/2", "x", "1/0", "-1/3"])
+def test_parse_shard_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_shard(bad)
+
+
+def _rec(bench, sid, margin, s1, final, route="stage2", cycles=1, p_yes=0.95, task="t", fallback=None):
+    stage2 = None
+    if route == "stage2":
+        stage2 = {
+            "pred": final,
+            "cycles": cycles,
+            "fallback": fallback,
+            "steps": [{"phase": "verify", "p_yes": p_yes}],
+        }
+    return {
+        "benchmark": bench,
+        "sample_id": sid,
+        "answer": "A",
+        "meta": {"task_type": task},
+        "stage1": {"pred": s1, "margin": margin, "tau": 0.97},
+        "route": route,
+        "stage2": stage2,
+        "pred": final,
+        "correct": final == "A",
+        "error": None,
+        "cost": {"forwards": 1 if route == "exit" else 4, "frames_decoded": 10},
+    }
+
+
+def test_report_tables_by_hand(tmp_path):
+    records = [
+        _rec("mlvu_dev", "1", 0.999, "A", "A", route="exit", task="x"),
+        _rec("mlvu_dev", "2", 0.98, "B", "B", route="exit", task="x"),
+        _rec("mlvu_dev", "3", 0.95, "B", "A", task="y"),  # corrected, P_yes .95
+        _rec("mlvu_dev", "4", 0.5, "A", "B", cycles=3, p_yes=0.2, task="y", fallback=None),  # overturned
+        _rec("mlvu_dev", "5", 0.2, "B", "B", cycles=3, p_yes=0.1, task="y", fallback="not_accepted"),
+    ]
+    report = build_report(records)
+    bench = report["benchmarks"]["mlvu_dev"]
+    assert bench["accuracy"] == 40.0 and bench["stage1_accuracy"] == 40.0
+    assert bench["per_task_type"] == {"x": 50.0, "y": pytest.approx(100 / 3, abs=0.01)}
+    assert bench["m_avg"] == pytest.approx((50 + 33.33) / 2, abs=0.01)
+    assert bench["stage2_trigger_rate"] == 60.0 and bench["stage1_exit_rate"] == 40.0
+    bins = {
+        row["bin"]: (row["n"], row["stage1_accuracy"]) for row in report["table4_margin_bins"]["mlvu_dev"]
+    }
+    assert bins == {
+        ">=0.995": (1, 100.0),
+        "[0.99,0.995)": (0, None),
+        "[0.97,0.99)": (1, 0.0),
+        "[0.90,0.97)": (1, 0.0),
+        "<0.90": (2, 50.0),
+    }
+    t5 = {row["band"]: row for row in report["table5_low_confidence"]["mlvu_dev"]}
+    assert (t5["[0.90,tau)"]["stage1_accuracy"], t5["[0.90,tau)"]["final_accuracy"]) == (0.0, 100.0)
+    assert (t5["<0.90"]["n"], t5["<0.90"]["stage1_accuracy"], t5["<0.90"]["final_accuracy"]) == (2, 50.0, 0.0)
+    depth = {row["depth"]: row["n"] for row in report["table7_depth"]["mlvu_dev"]}
+    assert depth == {1: 1, 3: 2}
+    assert report["figure4_net_gain"]["mlvu_dev"] == {"n": 1, "corrected": 1, "overturned": 0, "net_gain": 1}
+    assert report["fallbacks"] == {"none": 2, "not_accepted": 1}
+    assert report["cycles_histogram"] == {"1": 1, "3": 2}
+    assert report["cost"]["total"]["forwards"] == 2 + 12
+    md = render_markdown(report)
+    assert "Table 4" in md and "| mlvu_dev | 5 | 40.0 |" in md
+    write_report(
+        tmp_path, records, ["bench: f.json, row 3: no options"], {"variant": "full"}, compare_to=records
+    )
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["load_errors"]["count"] == 1 and (tmp_path / "report.md").read_text().startswith("# CADER")
+    if saved.get("comparison") is not None:  # stats helper present
+        assert saved["comparison"]["n"] == 5

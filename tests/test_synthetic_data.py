@@ -1,0 +1,227 @@
+"""scripts/make_synthetic_data.py and cader.evaluate.benchmarks.synth*: files parse, counts, videos, determinism."""
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from cader.evaluate.benchmarks.synth import BACKGROUND, EVENT_COLOURS, VideoSpec, colour_options, write_video
+from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+from datasets import load_dataset
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = {
+    "n_train": 8,
+    "n_images": 4,
+    "n_tool": 3,
+    "n_eval": 7,
+    "n_heldout": 6,
+    "eval_min_s": 12,
+    "eval_max_s": 20,
+}
+LIB = {**{k: v for k, v in SMALL.items() if not k.startswith("eval_")}, "eval_duration": (12, 20)}
+TOOL_MARKERS = re.compile(r"<tool_call>|<tool_response>|<tools>")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synthetic")
+    make_synthetic_data(out, seed=3, **LIB)
+    return out
+
+
+def _load(path: Path, cache: Path):
+    kind = "parquet" if path.suffix == ".parquet" else "json"
+    return load_dataset(kind, data_files=str(path), split="train", cache_dir=str(cache))
+
+
+def test_every_generated_table_parses_with_datasets(data, tmp_path):
+    tables = [
+        p
+        for p in data.rglob("*")
+        if p.suffix in (".json", ".jsonl", ".parquet") and p.name not in ("manifest.json", "summary.json")
+    ]
+    assert len(tables) >= 20
+    for path in tables:
+        assert len(_load(path, tmp_path)) >= 1, path
+
+
+def _is_tool_row(row: dict) -> bool:
+    """Independent re-implementation of the tool-call criterion the training loader must apply."""
+    text = json.dumps(row)
+    roles = re.findall(r'"(?:role|from)": "(\w+)"', text)
+    return (
+        bool(TOOL_MARKERS.search(text))
+        or bool({"tool", "function_call", "observation"} & set(roles))
+        or bool(row.get("tools"))
+    )
+
+
+def test_training_manifest_counts_match_files_and_tool_rows(data, tmp_path):
+    train = data / "train"
+    manifest = json.loads((train / "manifest.json").read_text())
+    assert set(manifest["sources"]) == {"longvt", "video_r1", "longvideo_reason", "sharegpt"}
+    for name, source in manifest["sources"].items():
+        rows = [r for f in source["files"] for r in _load(train / f, tmp_path)]
+        assert len(rows) == source["total"], name
+        assert sum(_is_tool_row(r) for r in rows) == source["tool_call"] == SMALL["n_tool"], name
+        assert source["clean"] == source["total"] - source["tool_call"] > 0
+
+
+def test_longvt_rows_have_openai_parts_and_some_are_json_strings(data, tmp_path):
+    structured = _load(data / "train" / "longvt_sft.parquet", tmp_path)
+    as_string = _load(data / "train" / "longvt_sft_json.parquet", tmp_path)
+    assert isinstance(as_string[0]["messages"], str)
+    messages = structured[0]["messages"]
+    kinds = {part["type"] for m in messages for part in m["content"]}
+    assert "text" in kinds and kinds & {"video_url", "image_url"}
+    for row in list(structured) + [dict(r, messages=json.loads(r["messages"])) for r in as_string]:
+        for m in row["messages"]:
+            for part in m["content"]:
+                if part["type"] in ("video_url", "image_url"):
+                    assert (data / "train" / part[part["type"]]["url"]).exists()
+        if not _is_tool_row(row):
+            final = row["messages"][-1]
+            assert final["role"] == "assistant"
+            assert re.fullmatch(
+                r"<think>.+</think><answer>[A-D]</answer>", final["content"][0]["text"], re.DOTALL
+            )
+
+
+def test_video_r1_and_longvideo_reason_fields(data, tmp_path):
+    r1 = _load(data / "train" / "video_r1_cot.json", tmp_path)
+    assert {"problem", "problem_type", "options", "process", "solution", "path", "data_type"} <= set(
+        r1.column_names
+    )
+    assert {"video", "image"} == set(r1["data_type"])
+    for row in r1:
+        assert (data / "train" / row["path"]).exists()
+        assert re.fullmatch(r"<answer>.+</answer>", row["solution"])
+        assert "<think>" in row["process"]
+        if row["problem_type"] == "multiple choice":
+            letter = re.search(r"<answer>(.)</answer>", row["solution"]).group(1)
+            assert letter in "ABCD"[: len(row["options"])]
+    reason = _load(data / "train" / "longvideo_reason.jsonl", tmp_path)
+    for row in reason:
+        assert (data / "train" / row["videos"]).exists()
+        assert row["answer"] in "ABCD" and f"{row['answer']}. " in row["problem"]
+
+
+def test_sharegpt_placeholders_match_media(data, tmp_path):
+    for name, key in (("sharegpt.json", "messages"), ("sharegpt_conversations.json", "conversations")):
+        for row in _load(data / "train" / name, tmp_path):
+            text = json.dumps(row[key])
+            assert text.count("<video>") == len(row["videos"]) and text.count("<image>") == len(row["images"])
+            for media in row["videos"] + row["images"]:
+                assert (data / "train" / media).exists()
+
+
+def _decode(path: Path) -> list[tuple[float, np.ndarray]]:
+    with av.open(str(path)) as container:
+        return [(float(f.time), f.to_ndarray(format="rgb24")) for f in container.decode(video=0)]
+
+
+def _centre(frame: np.ndarray) -> np.ndarray:
+    h, w, _ = frame.shape
+    return frame[h // 2, w // 2].astype(int)
+
+
+def test_videos_show_the_colour_only_inside_the_evidence_window(data):
+    manifest = json.loads((data / "eval" / "manifest.json").read_text())
+    checked = 0
+    for bench in ("synthetic", "lvbench", "agentvidbench"):
+        for truth in manifest["benchmarks"][bench]["samples"].values():
+            frames = _decode(data / "eval" / truth["video"])
+            assert len(frames) == round(truth["duration"] * truth["fps"])
+            assert frames[-1][0] == pytest.approx(truth["duration"] - 1 / truth["fps"])
+            t_s, t_e = truth["evidence_window"]
+            colour = np.array(EVENT_COLOURS[truth["colour"]])
+            for t, frame in frames:
+                distance_to_colour = np.abs(_centre(frame) - colour).max()
+                if t_s <= t < t_e:
+                    assert distance_to_colour < 25, (truth["video"], t)
+                else:
+                    assert np.abs(_centre(frame) - np.array(BACKGROUND)).max() < 25, (truth["video"], t)
+            checked += 1
+    assert checked >= 7 + 7 + 6
+
+
+def test_training_images_show_their_answer_colour(data, tmp_path):
+    for row in _load(data / "train" / "video_r1_cot.json", tmp_path):
+        if row["data_type"] != "image":
+            continue
+        letter = re.search(r"<answer>(.)</answer>", row["solution"]).group(1)
+        colour = row["options"]["ABCD".index(letter)].split(". ", 1)[1]
+        pixel = _centre(np.asarray(Image.open(data / "train" / row["path"]).convert("RGB")))
+        assert np.abs(pixel - np.array(EVENT_COLOURS[colour])).max() < 25
+
+
+def test_write_video_frame_count_and_times(tmp_path):
+    spec = VideoSpec("x", duration=5.0, fps=8, t_s=2.0, t_e=3.0, colour="blue", width=32, height=32)
+    frames = _decode(write_video(spec, tmp_path / "x.mp4"))
+    assert [t for t, _ in frames] == pytest.approx([i / 8 for i in range(40)])
+    coloured = [t for t, f in frames if np.abs(_centre(f) - np.array(EVENT_COLOURS["blue"])).max() < 25]
+    assert coloured == pytest.approx([2.0 + i / 8 for i in range(8)])
+
+
+def test_colour_options_contain_answer_once_and_respect_limits():
+    rng = np.random.default_rng(0)
+    for n in (2, 4, 6, 26):
+        options, letter = colour_options(rng, "green", n)
+        assert len(set(options)) == n and options.count("green") == 1
+        assert options["ABCDEFGHIJKLMNOPQRSTUVWXYZ".index(letter)] == "green"
+    with pytest.raises(ValueError):
+        colour_options(rng, "green", 27)
+
+
+def test_cli_is_deterministic_by_seed_and_fast(data, tmp_path):
+    args = [f"--{k}={v}" for k, v in SMALL.items()]
+    start = time.perf_counter()
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "make_synthetic_data.py"),
+            "--out",
+            str(tmp_path / "a"),
+            "--seed",
+            "3",
+            *args,
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
+    assert time.perf_counter() - start < 30
+    tables = sorted(
+        p.relative_to(data) for p in data.rglob("*") if p.suffix in (".json", ".jsonl", ".parquet")
+    )
+    assert tables == sorted(
+        p.relative_to(tmp_path / "a")
+        for p in (tmp_path / "a").rglob("*")
+        if p.suffix in (".json", ".jsonl", ".parquet")
+    )
+    for rel in tables:
+        assert (data / rel).read_bytes() == (tmp_path / "a" / rel).read_bytes(), rel
+    make_synthetic_data(tmp_path / "b", seed=4, **LIB)
+    assert (data / "eval" / "manifest.json").read_bytes() != (
+        tmp_path / "b" / "eval" / "manifest.json"
+    ).read_bytes()
+
+
+def test_rejects_odd_frame_sizes(tmp_path):
+    with pytest.raises(ValueError, match="even"):
+        make_synthetic_data(tmp_path, width=95)
+
+
+def test_default_size_is_fast_and_small(tmp_path):
+    start = time.perf_counter()
+    summary = make_synthetic_data(tmp_path)
+    assert time.perf_counter() - start < 30
+    assert sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()) < 10 * 2**20
+    assert summary["eval"]["synthetic_heldout"] == 48 and summary["train"]["longvt"]["tool_call"] == 3

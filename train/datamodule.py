@@ -1,0 +1,184 @@
+"""LightningDataModule over the CoT mix: read sources, drop tool-call samples, budget every sample, batch by length.
+
+Every sample that does not make it into training is counted per source and reason, and its id is written to
+`<default_root_dir>/data_report.json` (bad input is never dropped silently).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import lightning as L
+from torch.utils.data import DataLoader, Dataset
+
+from cader.train.budget import BudgetConfig
+from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
+from cader.train.formats import FormatError, read_source
+from cader.train.toolfree import filter_tool_free
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Source:
+    name: str
+    format: str                      # longvt | video_r1 | longvideo_reason | sharegpt
+    path: str
+    media_root: str = ""             # media paths in the rows are relative to this (default: the file's folder)
+    ratio: float | None = None       # keep round(ratio * n) samples (< 1 subsamples, > 1 repeats), seeded
+
+
+class PlannedDataset(Dataset):
+    """Encodes planned samples lazily; a sample that fails at decode time is replaced by the next one (counted)."""
+
+    def __init__(self, items: list[PlannedSample], encoder: SampleEncoder):
+        self.items, self.encoder = items, encoder
+        self.failures: Counter = Counter()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int):
+        for k in range(min(len(self.items), 16)):
+            item = self.items[(index + k) % len(self.items)]
+            try:
+                return self.encoder.encode(item)
+            except SkipSample as err:
+                self.failures[err.reason] += 1
+                log.warning("skipping %s at decode time: %s", item.sample.sample_id, err)
+        raise RuntimeError(f"16 consecutive samples from index {index} failed to decode; see the warnings above")
+
+
+class BatchCollator:
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, items):
+        return pad_batch(items, self.pad_id)
+
+
+class ResumableLoader(DataLoader):
+    """DataLoader whose state (epoch, batches consumed) Lightning saves in checkpoints, for exact mid-epoch resume.
+
+    `consumed` is set by the LightningModule at the start of each training batch; on load the batch sampler skips
+    that many batches of the same epoch.
+    """
+
+    consumed = 0
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.batch_sampler.epoch, "consumed": self.consumed}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.batch_sampler.set_epoch(state["epoch"])
+        self.batch_sampler.skip = self.consumed = state["consumed"]
+
+
+class SFTDataModule(L.LightningDataModule):
+    def __init__(self, sources: list[Source], processor_path: str = "", batch_size: int = 1, num_workers: int = 0,
+                 seed: int = 0, mega_batch: int = 32, max_length: int = 10_240, fps: float = 1.0,
+                 max_frames: int = 4_096, video_max_pixels: int = 65_536, image_max_pixels: int = 262_144,
+                 min_frames: int = 4, min_pixels: int = 16_384, min_target_tokens: int = 32,
+                 report_dir: str | None = None):
+        """
+        Args:
+            sources: the mix (name, format, path, media_root, optional ratio).
+            processor_path: HF folder or hub id of the processor (linked to model.model_path by sft.py).
+            batch_size: per-device micro-batch.
+            max_length ... min_target_tokens: the token budget (paper supplementary A; see cader.train.budget).
+            report_dir: where data_report.json goes (default: the trainer's default_root_dir).
+        """
+        super().__init__()
+        self.sources = [s if isinstance(s, Source) else Source(**s) for s in sources]
+        self.processor_path, self.batch_size, self.num_workers = processor_path, batch_size, num_workers
+        self.seed, self.mega_batch, self.report_dir = seed, mega_batch, report_dir
+        self.budget = BudgetConfig(max_length=max_length, fps=fps, max_frames=max_frames,
+                                   video_max_pixels=video_max_pixels, image_max_pixels=image_max_pixels,
+                                   min_frames=min_frames, min_pixels=min_pixels, min_target_tokens=min_target_tokens)
+        self.items: list[PlannedSample] | None = None
+        self.report: dict = {}
+        self.processor = None
+        self._loader: ResumableLoader | None = None
+
+    def _load_processor(self):
+        from cader.vlm.loading import load_processor
+
+        if self.processor is None:
+            self.processor = load_processor(self.processor_path, video_max_pixels=self.budget.video_max_pixels,
+                                            image_max_pixels=self.budget.image_max_pixels)
+        return self.processor
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.items is not None:
+            return
+        encoder = SampleEncoder(self._load_processor(), self.budget)
+        self.encoder = encoder
+        rng = random.Random(self.seed)
+        items, report = [], {}
+        for src in self.sources:
+            path = Path(src.path)
+            if not path.is_file():
+                raise FileNotFoundError(f"source {src.name!r}: {path} not found")
+            media_root = src.media_root or str(path.parent)
+            samples, errors = [], []
+            for row in read_source(src.format, path, src.name):
+                (errors if isinstance(row, FormatError) else samples).append(row)
+            kept, tool_dropped = filter_tool_free(samples)
+            skipped: dict[str, list[str]] = defaultdict(list)
+            for err in errors:
+                skipped["format"].append(str(err))
+            planned = []
+            for sample in kept:
+                try:
+                    planned.append(encoder.plan(sample, media_root))
+                except SkipSample as err:
+                    skipped[err.reason].append(err.detail)
+            planned = _apply_ratio(planned, src.ratio, rng)
+            budget_steps = Counter(step.split()[0] for p in planned for step in p.plan.steps)
+            report[src.name] = {"rows": len(samples) + len(errors), "tool_calls_dropped": tool_dropped[src.name],
+                                "skipped": {k: len(v) for k, v in skipped.items()}, "skipped_ids": dict(skipped),
+                                "budget_reductions": dict(budget_steps), "train_samples": len(planned)}
+            log.info("source %s: %d rows, %d tool-call samples dropped, skipped %s, %d to train (budget: %s)",
+                     src.name, report[src.name]["rows"], tool_dropped[src.name], report[src.name]["skipped"],
+                     len(planned), dict(budget_steps))
+            items += planned
+        if not items:
+            raise ValueError(f"no trainable samples in the mix: {json.dumps({k: v['skipped'] for k, v in report.items()})}")
+        self.items, self.report = items, report
+        self._write_report()
+
+    def _write_report(self) -> None:
+        out_dir = self.report_dir or (self.trainer.default_root_dir if self.trainer is not None else None)
+        if out_dir is None or (self.trainer is not None and self.trainer.global_rank != 0):
+            return
+        os.makedirs(out_dir, exist_ok=True)
+        tmp = Path(out_dir) / "data_report.json.tmp"
+        tmp.write_text(json.dumps({"sources": self.report, "budget": asdict(self.budget)}, indent=1))
+        os.replace(tmp, Path(out_dir) / "data_report.json")
+
+    @property
+    def lengths(self) -> list[int]:
+        return [p.num_tokens for p in self.items]
+
+    def train_dataloader(self) -> ResumableLoader:
+        rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
+        sampler = LengthGroupedBatchSampler(self.lengths, self.batch_size, seed=self.seed, mega=self.mega_batch,
+                                            rank=rank, world_size=world)
+        self._loader = ResumableLoader(PlannedDataset(self.items, self.encoder), batch_sampler=sampler,
+                                       collate_fn=BatchCollator(self.encoder.pad_id), num_workers=self.num_workers,
+                                       persistent_workers=False)
+        return self._loader
+
+
+def _apply_ratio(items: list, ratio: float | None, rng: random.Random) -> list:
+    if ratio is None or ratio == 1.0 or not items:
+        return items
+    target = max(1, round(ratio * len(items)))
+    if target <= len(items):
+        return sorted(rng.sample(items, target), key=items.index)
+    return items * (target // len(items)) + rng.sample(items, target % len(items))

@@ -1,0 +1,149 @@
+"""LightningModule for full-parameter (or LoRA) SFT of Qwen3-VL (paper supplementary A, Table 6)."""
+from __future__ import annotations
+
+import logging
+import time
+
+import lightning as L
+import torch
+
+from cader.train.schedule import lr_factor, warmup_steps
+
+log = logging.getLogger(__name__)
+
+# LoRA on the language model's projections only (the vision tower's `qkv`/`proj` names are left alone)
+DEFAULT_LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+
+
+class SFTModule(L.LightningModule):
+    def __init__(self, model_path: str, lr: float = 1e-5, weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.999),
+                 warmup_ratio: float = 0.1, gradient_checkpointing: bool = False, freeze_vision_tower: bool = False,
+                 freeze_merger: bool = False, freeze_language_model: bool = False, lora_r: int = 0,
+                 lora_alpha: int = 16, lora_dropout: float = 0.0, lora_targets: str | list[str] = DEFAULT_LORA_TARGETS,
+                 dtype: str = "float32", vision_guard: bool = True, seed: int = 0):
+        """
+        Args:
+            model_path: HF folder or hub id (Qwen3-VL-8B-Instruct for the paper recipe).
+            lr, warmup_ratio: Table 6 (1e-5, 0.1); cosine decay to 0 over the real number of optimizer steps.
+            gradient_checkpointing: recompute activations in backward (needed at 10,240 tokens on the 8B model).
+            freeze_vision_tower / freeze_merger / freeze_language_model: keep those parameters fixed.
+            lora_r: 0 = full-parameter SFT (the paper); > 0 trains LoRA adapters (merged into the weights on export).
+            dtype: weights' dtype at load; use the trainer's precision ("bf16-true"/"bf16-mixed") for bf16 on GPU.
+            vision_guard: run the vision tower on a dummy input for every modality missing from a batch, so all
+                ranks call it the same number of times per step (ZeRO-3 gathers parameters collectively and hangs
+                when one rank skips the tower).
+        """
+        super().__init__()
+        self.save_hyperparameters()
+        from cader.vlm.loading import load_model
+
+        torch.manual_seed(seed)
+        self.model = load_model(model_path, dtype=dtype).train()
+        self._apply_freezing()
+        if lora_r > 0:
+            from peft import LoraConfig, get_peft_model
+
+            config = LoraConfig(r=lora_r, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
+                                target_modules=lora_targets, bias="none")
+            self.model = get_peft_model(self.model, config)
+        if gradient_checkpointing:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if lora_r > 0 or freeze_language_model:
+                self.model.enable_input_require_grads()
+        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        total = sum(p.numel() for p in self.model.parameters())
+        log.info("trainable parameters: %d / %d", trainable, total)
+        self._last_time, self._grad_norm = None, None
+
+    # ---- model surgery ----
+    def _core(self):
+        """Qwen3VLModel (holds .visual and .language_model) under the ForConditionalGeneration wrapper."""
+        return self.model.model
+
+    def _apply_freezing(self) -> None:
+        core = self._core()
+        visual = core.visual
+        mergers = [visual.merger, *getattr(visual, "deepstack_merger_list", [])]
+        merger_params = {id(p) for m in mergers for p in m.parameters()}
+        if self.hparams.freeze_vision_tower:
+            for p in visual.parameters():
+                if id(p) not in merger_params:
+                    p.requires_grad_(False)
+        if self.hparams.freeze_merger:
+            for m in mergers:
+                m.requires_grad_(False)
+        if self.hparams.freeze_language_model:
+            core.language_model.requires_grad_(False)
+            self.model.lm_head.requires_grad_(False)
+
+    def _visual(self):
+        model = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        return model.model.visual
+
+    def _dummy_vision_loss(self, batch) -> torch.Tensor:
+        """0 * (vision tower on a 2x2-patch dummy) for each modality absent from the batch."""
+        visual = self._visual()
+        cfg = visual.config
+        missing = [k for k in ("pixel_values", "pixel_values_videos") if k not in batch]
+        zero = torch.zeros((), device=self.device)
+        for _ in missing:
+            dim = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size ** 2
+            merge = cfg.spatial_merge_size
+            pixels = torch.zeros(merge * merge, dim, device=self.device, dtype=visual.dtype)
+            grid = torch.tensor([[1, merge, merge]], device=self.device)
+            out = visual(pixels, grid_thw=grid, return_dict=True)
+            feats = [out.pooler_output, *(out.deepstack_features or [])]
+            zero = zero + sum(f.float().sum() for f in feats) * 0.0
+        return zero
+
+    # ---- training ----
+    def forward(self, **batch):
+        return self.model(**batch)
+
+    def training_step(self, batch, batch_idx):
+        out = self.model(**batch)
+        loss = out.loss
+        if self.hparams.vision_guard:
+            loss = loss + self._dummy_vision_loss(batch)
+        mask = batch["attention_mask"]
+        real = int(mask.sum())
+        now = time.perf_counter()
+        if self._last_time is not None:
+            self.log("tokens_per_s", real * self.trainer.world_size / max(now - self._last_time, 1e-9),
+                     on_step=True, prog_bar=False, rank_zero_only=True)
+        self._last_time = now
+        self.log("train_loss", loss.detach(), on_step=True, prog_bar=True, batch_size=mask.shape[0])
+        self.log("padded_fraction", 1.0 - real / mask.numel(), on_step=True, batch_size=mask.shape[0])
+        self.log("lr", self.optimizers().param_groups[0]["lr"], on_step=True, prog_bar=True)
+        return loss
+
+    def on_train_batch_start(self, batch, batch_idx):
+        # position in the epoch for exact resume (ResumableLoader.state_dict); set before checkpoint callbacks run
+        loader = self.trainer.train_dataloader
+        if hasattr(loader, "consumed"):
+            loader.consumed = batch_idx + 1
+
+    def on_before_optimizer_step(self, optimizer):
+        grads = [p.grad.detach().float().norm() for p in self.parameters() if p.grad is not None]
+        if grads:
+            self.log("grad_norm", torch.stack(grads).norm(), on_step=True)
+
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        engine = getattr(self.trainer.strategy, "deepspeed_engine", None)
+        if engine is not None and engine.is_gradient_accumulation_boundary():
+            norm = engine.get_global_grad_norm()
+            if norm is not None:
+                self.log("grad_norm", float(norm), on_step=True)
+
+    def configure_optimizers(self):
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        decay = [p for p in params if p.ndim >= 2]
+        no_decay = [p for p in params if p.ndim < 2]
+        groups = [{"params": decay, "weight_decay": self.hparams.weight_decay},
+                  {"params": no_decay, "weight_decay": 0.0}]
+        optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))
+        total = int(self.trainer.estimated_stepping_batches)
+        warm = warmup_steps(total, self.hparams.warmup_ratio)
+        log.info("optimizer steps %d, warmup %d", total, warm)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total, warm))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
