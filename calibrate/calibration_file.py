@@ -60,7 +60,9 @@ def validate_calibration(payload: dict, where: str = "calibration.json") -> dict
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
         raise CalibrationFileError(f"{where}: temperature must be a finite number > 0, got {t!r}")
     if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not (0.0 <= tau <= NO_EXIT_TAU):
-        raise CalibrationFileError(f"{where}: tau must be a number in [0, 1] (or {NO_EXIT_TAU!r} = no exit), got {tau!r}")
+        raise CalibrationFileError(
+            f"{where}: tau must be a number in [0, 1] (or {NO_EXIT_TAU!r} = no exit), got {tau!r}"
+        )
     if payload["mode"] not in MODES:
         raise CalibrationFileError(f"{where}: mode must be one of {MODES}, got {payload['mode']!r}")
     for key in ("fit", "select"):

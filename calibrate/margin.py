@@ -72,7 +72,9 @@ def validate_temperature(temperature: float) -> float:
     return t
 
 
-def log_option_probs(logits: Sequence[float] | np.ndarray, temperature: float = PAPER_TEMPERATURE) -> np.ndarray:
+def log_option_probs(
+    logits: Sequence[float] | np.ndarray, temperature: float = PAPER_TEMPERATURE
+) -> np.ndarray:
     """float64 log-softmax of z / T (log of Eq. 2)."""
     z = validate_logits(logits) / validate_temperature(temperature)
     return z - logsumexp(z)
@@ -128,7 +130,9 @@ class Stage1Confidence:
     temperature: float
 
 
-def stage1_confidence(logits: Sequence[float] | np.ndarray, temperature: float = PAPER_TEMPERATURE) -> Stage1Confidence:
+def stage1_confidence(
+    logits: Sequence[float] | np.ndarray, temperature: float = PAPER_TEMPERATURE
+) -> Stage1Confidence:
     """Everything Stage 1 needs from one vector of option logits, computed once."""
     logp = log_option_probs(logits, temperature)
     m, om = _margin_pair_from_logp(logp)
@@ -168,7 +172,9 @@ def _as_padded(logits) -> np.ndarray:
         if not finite_or_pad.all():
             raise InvalidLogits("non_finite", "padded logits contain NaN or +inf")
         if logits.shape[1] > MAX_OPTIONS or (np.isfinite(logits).sum(axis=1) < MIN_OPTIONS).any():
-            raise InvalidLogits("too_few_options", f"each padded row needs {MIN_OPTIONS}..{MAX_OPTIONS} logits")
+            raise InvalidLogits(
+                "too_few_options", f"each padded row needs {MIN_OPTIONS}..{MAX_OPTIONS} logits"
+            )
         return logits
     return pad_logits(logits)
 

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
 from cader.calibrate.calibration_file import write_json_atomic
 from cader.calibrate.margin import PAPER_TAU, PAPER_TEMPERATURE, margins, pad_logits, top1_indices, top1_probs
 from cader.calibrate.plots import (
@@ -27,7 +26,6 @@ from cader.calibrate.records import read_predictions, split_fit_select
 from cader.calibrate.tau import (
     NO_EXIT_TAU,
     exit_stats,
-    final_accuracy_curve,
     select_tau_accuracy,
     select_tau_budget,
     select_tau_precision,
@@ -68,7 +66,9 @@ def calibrate_predictions(
         print(f"... and {len(loaded.problems) - 20} more skipped rows (see problems.txt)", file=sys.stderr)
     records = loaded.records
     if len(records) < MIN_SAMPLES:
-        raise CalibrationInputError(f"only {len(records)} usable samples in {list(predictions)}; need >= {MIN_SAMPLES}")
+        raise CalibrationInputError(
+            f"only {len(records)} usable samples in {list(predictions)}; need >= {MIN_SAMPLES}"
+        )
     if mode == "budget" and budget is None:
         raise CalibrationInputError("--mode budget needs --budget (the largest allowed Stage-2 fraction)")
 
@@ -90,7 +90,16 @@ def calibrate_predictions(
         t_hat = float(temperature)
         fit_idx, sel_idx = np.zeros(0, np.int64), np.arange(len(records))
         nll, ece = nll_and_ece(logits, gold, t_hat)
-        fit_block = {"temperature": t_hat, "n": 0, "fixed": True, "nll_after": nll, "ece_after": ece}
+        nll_raw, ece_raw = nll_and_ece(logits, gold, 1.0)
+        fit_block = {
+            "temperature": t_hat,
+            "n": 0,
+            "fixed": True,
+            "nll_before": nll_raw,
+            "ece_before": ece_raw,
+            "nll_after": nll,
+            "ece_after": ece,
+        }
 
     m_sel = margins(logits[sel_idx], t_hat)
     c_sel = s1_correct[sel_idx]
@@ -114,8 +123,11 @@ def calibrate_predictions(
     select_block = {**stats.as_dict(), "no_exit": selection.no_exit, **selection.details}
     m_paper = margins(logits[sel_idx], PAPER_TEMPERATURE)
     paper_stats = exit_stats(m_paper, c_sel, PAPER_TAU, delta)
-    paper_block = {"temperature": PAPER_TEMPERATURE, **paper_stats.as_dict(),
-                   "meets_alpha": bool(paper_stats.upper_bound_error <= alpha)}
+    paper_block = {
+        "temperature": PAPER_TEMPERATURE,
+        **paper_stats.as_dict(),
+        "meets_alpha": bool(paper_stats.upper_bound_error <= alpha),
+    }
     known_sel = s2_known[sel_idx]
     if known_sel.any():
         s1k, s2k = c_sel[known_sel], s2_correct[sel_idx][known_sel]
@@ -143,7 +155,9 @@ def calibrate_predictions(
         "skipped": dict(loaded.skipped),
         "table4_counts": {
             "fitted_T": {r["bin"]: r["n"] for r in paper_bin_table(m_all, s1_correct)},
-            "paper_T": {r["bin"]: r["n"] for r in paper_bin_table(margins(logits, PAPER_TEMPERATURE), s1_correct)},
+            "paper_T": {
+                r["bin"]: r["n"] for r in paper_bin_table(margins(logits, PAPER_TEMPERATURE), s1_correct)
+            },
         },
     }
 
@@ -153,16 +167,25 @@ def calibrate_predictions(
     figure_paths: list[Path] = []
     if figures:
         fig_dir = out_dir / "figures"
-        chosen = {"tau": tau, "exit_rate": stats.exit_rate, "exit_accuracy": stats.exit_accuracy,
-                  "label": f"chosen tau = {tau:.4g} ({mode}, T = {t_hat:.3g})"}
-        paper = {"exit_rate": paper_stats.exit_rate, "exit_accuracy": paper_stats.exit_accuracy,
-                 "label": "paper T = 2, tau = 0.97"}
+        chosen = {
+            "tau": tau,
+            "exit_rate": stats.exit_rate,
+            "exit_accuracy": stats.exit_accuracy,
+            "label": f"chosen tau = {tau:.4g} ({mode}, T = {t_hat:.3g})",
+        }
+        paper = {
+            "exit_rate": paper_stats.exit_rate,
+            "exit_accuracy": paper_stats.exit_accuracy,
+            "label": "paper T = 2, tau = 0.97",
+        }
         figure_paths += plot_accuracy_vs_margin(fig_dir, m_all, s1_correct, bench, t_hat)
         figure_paths += plot_reliability(
             fig_dir,
-            {"T = 1 (raw logits)": top1_probs(logits[sel_idx], 1.0),
-             f"fitted T = {t_hat:.3g}": top1_probs(logits[sel_idx], t_hat),
-             "paper T = 2": top1_probs(logits[sel_idx], PAPER_TEMPERATURE)},
+            {
+                "T = 1 (raw logits)": top1_probs(logits[sel_idx], 1.0),
+                f"fitted T = {t_hat:.3g}": top1_probs(logits[sel_idx], t_hat),
+                "paper T = 2": top1_probs(logits[sel_idx], PAPER_TEMPERATURE),
+            },
             c_sel,
             n_bins=ECE_BINS,
         )
@@ -189,11 +212,15 @@ def render_summary(p: dict) -> str:
     lines = [
         "# CADER calibration",
         "",
-        f"Sources: {', '.join(p['sources'])} — {p['n_samples']} usable samples, {p['n_benchmarks']} benchmark(s); "
-        f"skipped rows: {p['skipped'] or 'none'}.",
+        (
+            f"Sources: {', '.join(p['sources'])} — {p['n_samples']} usable samples, {p['n_benchmarks']} benchmark(s); "
+            f"skipped rows: {p['skipped'] or 'none'}."
+        ),
         "",
-        f"**T = {_fmt(p['temperature'])}, tau = {tau_txt}** (mode `{p['mode']}`, alpha = {p['alpha']}, "
-        f"delta = {p['delta']}, seed = {p['seed']}).",
+        (
+            f"**T = {_fmt(p['temperature'])}, tau = {tau_txt}** (mode `{p['mode']}`, alpha = {p['alpha']}, "
+            f"delta = {p['delta']}, seed = {p['seed']})."
+        ),
         "",
         "## Temperature fit (gold-letter NLL; ECE on P_top1, 15 equal-width bins)",
         "",
@@ -201,20 +228,28 @@ def render_summary(p: dict) -> str:
         "|---|---|---|---|",
         f"| T = 1 (raw) | {fit.get('n')} | {_fmt(fit.get('nll_before'))} | {_fmt(fit.get('ece_before'))} |",
         f"| paper T = 2 | {fit.get('n')} | {_fmt(fit.get('nll_paper'))} | {_fmt(fit.get('ece_paper'))} |",
-        f"| fitted T = {_fmt(p['temperature'], 3)} | {fit.get('n')} | {_fmt(fit.get('nll_after'))} "
-        f"| {_fmt(fit.get('ece_after'))} |",
+        (
+            f"| fitted T = {_fmt(p['temperature'], 3)} | {fit.get('n')} | {_fmt(fit.get('nll_after'))} "
+            f"| {_fmt(fit.get('ece_after'))} |"
+        ),
         "",
         "## Early exit on the selection split",
         "",
         "| | T | tau | n | exit rate | exit accuracy | upper bound on exit error | final accuracy |",
         "|---|---|---|---|---|---|---|---|",
-        f"| chosen | {_fmt(p['temperature'], 3)} | {tau_txt} | {sel['n']} | {_fmt(sel['exit_rate'])} | "
-        f"{_fmt(sel['exit_accuracy'])} | {_fmt(sel['upper_bound_error'])} | {_fmt(sel.get('final_accuracy'))} |",
-        f"| paper | 2 | 0.97 | {paper['n']} | {_fmt(paper['exit_rate'])} | {_fmt(paper['exit_accuracy'])} | "
-        f"{_fmt(paper['upper_bound_error'])} | {_fmt(paper.get('final_accuracy'))} |",
+        (
+            f"| chosen | {_fmt(p['temperature'], 3)} | {tau_txt} | {sel['n']} | {_fmt(sel['exit_rate'])} | "
+            f"{_fmt(sel['exit_accuracy'])} | {_fmt(sel['upper_bound_error'])} | {_fmt(sel.get('final_accuracy'))} |"
+        ),
+        (
+            f"| paper | 2 | 0.97 | {paper['n']} | {_fmt(paper['exit_rate'])} | {_fmt(paper['exit_accuracy'])} | "
+            f"{_fmt(paper['upper_bound_error'])} | {_fmt(paper.get('final_accuracy'))} |"
+        ),
         "",
-        f"Upper bounds are one-sided {1 - p['delta']:.0%} Clopper–Pearson. The paper point "
-        f"{'meets' if paper['meets_alpha'] else 'does not meet'} alpha = {p['alpha']} on this data.",
+        (
+            f"Upper bounds are one-sided {1 - p['delta']:.0%} Clopper–Pearson. The paper point "
+            f"{'meets' if paper['meets_alpha'] else 'does not meet'} alpha = {p['alpha']} on this data."
+        ),
         "",
         "## Samples per margin interval (paper Table 4 bins, all samples)",
         "",
@@ -222,7 +257,8 @@ def render_summary(p: dict) -> str:
         "|---|" + "---|" * len(p["table4_counts"]["paper_T"]),
         "| paper T = 2 | " + " | ".join(str(v) for v in p["table4_counts"]["paper_T"].values()) + " |",
         f"| fitted T = {_fmt(p['temperature'], 3)} | "
-        + " | ".join(str(v) for v in p["table4_counts"]["fitted_T"].values()) + " |",
+        + " | ".join(str(v) for v in p["table4_counts"]["fitted_T"].values())
+        + " |",
         "",
         "## Figures",
         "",

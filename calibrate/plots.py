@@ -19,12 +19,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from cader.calibrate.binomial import clopper_pearson_interval, clopper_pearson_upper, wilson_interval  # noqa: E402
-from cader.calibrate.tau import exit_counts_at  # noqa: E402
-from cader.calibrate.temperature import calibration_bins  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from cader.calibrate.binomial import clopper_pearson_interval, clopper_pearson_upper, wilson_interval
+from cader.calibrate.tau import exit_counts_at
+from cader.calibrate.temperature import calibration_bins
 
 # Paper "Adaptive Routing via Confidence", Table 4: margin intervals (lower inclusive, upper exclusive)
 PAPER_MARGIN_BINS = (
@@ -35,7 +34,7 @@ PAPER_MARGIN_BINS = (
     ("≥0.995", 0.995, np.inf),
 )
 TAU_GRID = np.unique(np.r_[np.linspace(0.01, 0.9, 90), 1.0 - np.logspace(-1, -6, 121)])
-TAU_TICKS = (0.05, 0.5, 0.9, 0.97, 0.99, 0.999, 0.9999, 0.99999, 0.999999)
+TAU_TICKS = (0.05, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999)  # 0.97 is marked as the paper point
 DPI = 120
 
 plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 9})
@@ -88,7 +87,9 @@ def paper_bin_table(margin: np.ndarray, correct: np.ndarray, group: str = "all")
     return rows
 
 
-def equal_mass_table(margin: np.ndarray, correct: np.ndarray, n_bins: int = 10, group: str = "all") -> list[dict]:
+def equal_mass_table(
+    margin: np.ndarray, correct: np.ndarray, n_bins: int = 10, group: str = "all"
+) -> list[dict]:
     """Bins of (nearly) equal sample count by margin rank."""
     order = np.argsort(margin, kind="stable")
     n_bins = int(max(1, min(n_bins, margin.size)))
@@ -107,7 +108,9 @@ def _bars(ax, x, rows, **style):
     lo = np.array([r["cp95_lo"] for r in rows])
     hi = np.array([r["cp95_hi"] for r in rows])
     ok = np.isfinite(acc)
-    ax.errorbar(np.asarray(x)[ok], acc[ok], yerr=[acc[ok] - lo[ok], hi[ok] - acc[ok]], capsize=3, marker="o", **style)
+    ax.errorbar(
+        np.asarray(x)[ok], acc[ok], yerr=[acc[ok] - lo[ok], hi[ok] - acc[ok]], capsize=3, marker="o", **style
+    )
 
 
 def plot_accuracy_vs_margin(out_dir, margin, correct, benchmarks, temperature: float) -> list[Path]:
@@ -157,9 +160,16 @@ def plot_reliability(out_dir, confidences: dict[str, np.ndarray], correct, n_bin
         ax.plot(mean_conf[ok], acc[ok], marker="o", label=label)
         axh.hist(conf, bins=edges, histtype="step", lw=1.5, label=label)
         for b in range(n_bins):
-            rows.append({"temperature": label, "bin_lo": edges[b], "bin_hi": edges[b + 1], "n": int(n_b[b]),
-                         "mean_confidence": float(mean_conf[b]) if n_b[b] else float("nan"),
-                         "accuracy": float(acc[b]) if n_b[b] else float("nan")})
+            rows.append(
+                {
+                    "temperature": label,
+                    "bin_lo": edges[b],
+                    "bin_hi": edges[b + 1],
+                    "n": int(n_b[b]),
+                    "mean_confidence": float(mean_conf[b]) if n_b[b] else float("nan"),
+                    "accuracy": float(acc[b]) if n_b[b] else float("nan"),
+                }
+            )
     ax.set_ylabel("Stage-1 accuracy in bin")
     ax.set_title(f"Reliability of P_top1 ({n_bins} equal-width bins, selection split)")
     ax.set_ylim(-0.02, 1.02)
@@ -184,7 +194,9 @@ def _tau_axis(ax) -> None:
     ax.set_xlabel("threshold tau (exit iff M ≥ tau; logit scale)")
 
 
-def plot_risk_coverage(out_dir, margin, correct, delta: float, alpha: float, chosen: dict, paper: dict) -> list[Path]:
+def plot_risk_coverage(
+    out_dir, margin, correct, delta: float, alpha: float, chosen: dict, paper: dict
+) -> list[Path]:
     margin, correct = np.asarray(margin, np.float64), np.asarray(correct, bool)
     order = np.argsort(-margin, kind="stable")
     n_exit = np.arange(1, margin.size + 1)
@@ -193,12 +205,21 @@ def plot_risk_coverage(out_dir, margin, correct, delta: float, alpha: float, cho
     upper = clopper_pearson_upper(n_err, n_exit, delta)
     fig, ax = plt.subplots(figsize=(7.5, 5))
     ax.plot(coverage, risk, label="error among exits (selection split)", color="tab:blue")
-    ax.plot(coverage, upper, label=f"upper {1 - delta:.0%} Clopper–Pearson bound", color="tab:orange", ls="--")
+    ax.plot(
+        coverage, upper, label=f"upper {1 - delta:.0%} Clopper–Pearson bound", color="tab:orange", ls="--"
+    )
     ax.axhline(alpha, color="red", lw=1, label=f"alpha = {alpha}")
     for pt, marker, colour in ((chosen, "*", "green"), (paper, "s", "purple")):
         if pt.get("exit_rate") is not None and pt.get("exit_accuracy") is not None:
-            ax.plot(pt["exit_rate"], 1 - pt["exit_accuracy"], marker=marker, ms=13, ls="none", color=colour,
-                    label=pt["label"])
+            ax.plot(
+                pt["exit_rate"],
+                1 - pt["exit_accuracy"],
+                marker=marker,
+                ms=13,
+                ls="none",
+                color=colour,
+                label=pt["label"],
+            )
     ax.set_xlabel("coverage = exit rate (fraction answered by Stage 1)")
     ax.set_ylabel("risk = Stage-1 error among exits")
     ax.set_title("Risk–coverage of early exit")
@@ -206,8 +227,10 @@ def plot_risk_coverage(out_dir, margin, correct, delta: float, alpha: float, cho
     ax.set_ylim(0, max(0.2, float(np.nanmax(risk)) * 1.05) if risk.size else 1)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
-    rows = [{"coverage": c, "risk": r, "upper_bound": u, "threshold": t}
-            for c, r, u, t in zip(coverage, risk, upper, margin[order])]
+    rows = [
+        {"coverage": c, "risk": r, "upper_bound": u, "threshold": t}
+        for c, r, u, t in zip(coverage, risk, upper, margin[order])
+    ]
     return _save(fig, Path(out_dir), "risk_coverage", rows)
 
 
@@ -217,8 +240,10 @@ def plot_tau_sweep(out_dir, margin, correct, chosen: dict, paper: dict, stage2_c
     n_exit, n_err = _grid_stats(margin, correct, TAU_GRID)
     rate = n_exit / max(margin.size, 1)
     acc = np.where(n_exit > 0, 1 - n_err / np.maximum(n_exit, 1), np.nan)
-    rows = [{"tau": t, "exit_rate": r, "exit_accuracy": a, "n_exits": int(e)}
-            for t, r, a, e in zip(TAU_GRID, rate, acc, n_exit)]
+    rows = [
+        {"tau": t, "exit_rate": r, "exit_accuracy": a, "n_exits": int(e)}
+        for t, r, a, e in zip(TAU_GRID, rate, acc, n_exit)
+    ]
     fig, ax = plt.subplots(figsize=(9, 5))
     ax.plot(TAU_GRID, rate, label="exit rate", color="tab:blue")
     ax.plot(TAU_GRID, acc, label="exit accuracy", color="tab:green")
@@ -234,7 +259,9 @@ def plot_tau_sweep(out_dir, margin, correct, chosen: dict, paper: dict, stage2_c
     if paper.get("exit_rate") is not None:
         ax.plot([0.97], [paper["exit_rate"]], "s", color="purple", ms=9, label=paper["label"] + " exit rate")
     if paper.get("exit_accuracy") is not None:
-        ax.plot([0.97], [paper["exit_accuracy"]], "D", color="purple", ms=9, label=paper["label"] + " exit acc.")
+        ax.plot(
+            [0.97], [paper["exit_accuracy"]], "D", color="purple", ms=9, label=paper["label"] + " exit acc."
+        )
     _tau_axis(ax)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("fraction of samples")
@@ -245,7 +272,11 @@ def plot_tau_sweep(out_dir, margin, correct, chosen: dict, paper: dict, stage2_c
 
 
 def plot_per_benchmark(out_dir, margin, correct, benchmarks, chosen_tau: float) -> list[Path]:
-    margin, correct, benchmarks = np.asarray(margin, np.float64), np.asarray(correct, bool), np.asarray(benchmarks)
+    margin, correct, benchmarks = (
+        np.asarray(margin, np.float64),
+        np.asarray(correct, bool),
+        np.asarray(benchmarks),
+    )
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     rows = []
     for name in sorted(set(benchmarks.tolist())):
@@ -255,10 +286,14 @@ def plot_per_benchmark(out_dir, margin, correct, benchmarks, chosen_tau: float) 
         acc = np.where(n_exit > 0, 1 - n_err / np.maximum(n_exit, 1), np.nan)
         ax1.plot(TAU_GRID, rate, label=f"{name} (n={int(sel.sum())})")
         ax2.plot(TAU_GRID, acc, label=name)
-        rows += [{"benchmark": name, "tau": t, "exit_rate": r, "exit_accuracy": a, "n_exits": int(e)}
-                 for t, r, a, e in zip(TAU_GRID, rate, acc, n_exit)]
+        rows += [
+            {"benchmark": name, "tau": t, "exit_rate": r, "exit_accuracy": a, "n_exits": int(e)}
+            for t, r, a, e in zip(TAU_GRID, rate, acc, n_exit)
+        ]
     for ax, ylabel in ((ax1, "exit rate"), (ax2, "exit accuracy")):
-        ax.axvline(min(chosen_tau, TAU_GRID[-1]), color="green", ls="--", label=f"chosen tau = {chosen_tau:.4g}")
+        ax.axvline(
+            min(chosen_tau, TAU_GRID[-1]), color="green", ls="--", label=f"chosen tau = {chosen_tau:.4g}"
+        )
         ax.axvline(0.97, color="purple", ls=":", label="paper tau = 0.97")
         _tau_axis(ax)
         ax.set_ylim(-0.02, 1.02)

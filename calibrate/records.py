@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
 from cader.calibrate.margin import InvalidLogits, validate_logits
 
 
@@ -65,7 +64,9 @@ class Stage1Record:
 class LoadedPredictions:
     records: list[Stage1Record]
     problems: list[RowProblem] = field(default_factory=list)  # malformed rows, each named by file and line
-    skipped: Counter = field(default_factory=Counter)  # reason -> count (row_error, non_finite, duplicate, ...)
+    skipped: Counter = field(
+        default_factory=Counter
+    )  # reason -> count (row_error, non_finite, duplicate, ...)
     rows_read: int = 0
 
 
@@ -84,7 +85,11 @@ def _row_to_record(row, path: str, line: int) -> Stage1Record:
     if not isinstance(stage1, dict) or stage1.get("logits") is None:
         bad("missing_logits", "no stage1.logits (raw option logits are required for calibration)")
     letters = row["letters"]
-    if not isinstance(letters, list) or not all(isinstance(x, str) for x in letters) or len(set(letters)) != len(letters):
+    if (
+        not isinstance(letters, list)
+        or not all(isinstance(x, str) for x in letters)
+        or len(set(letters)) != len(letters)
+    ):
         bad("bad_letters", f"letters must be a list of distinct strings, got {letters!r}")
     try:
         logits = validate_logits(stage1["logits"])
@@ -132,9 +137,13 @@ def read_prediction_file(path: str | Path, strict: bool = False) -> LoadedPredic
                 try:
                     row = json.loads(text)
                 except json.JSONDecodeError as exc:
-                    raise PredictionRowError(path_s, line_no, "bad_json", f"not valid JSON ({exc.msg})") from None
+                    raise PredictionRowError(
+                        path_s, line_no, "bad_json", f"not valid JSON ({exc.msg})"
+                    ) from None
                 if isinstance(row, dict) and row.get("error"):
-                    out.skipped["row_error"] += 1  # a failed sample, already reported by the run that wrote it
+                    out.skipped["row_error"] += (
+                        1  # a failed sample, already reported by the run that wrote it
+                    )
                     continue
                 out.records.append(_row_to_record(row, path_s, line_no))
             except PredictionRowError as exc:

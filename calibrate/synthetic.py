@@ -45,19 +45,43 @@ def synthetic_prediction_rows(
         s1_pred = letters[int(np.argmax(z[i]))]
         answer = letters[int(gold[i])]
         row = {
-            "benchmark": benchmark, "sample_id": f"{benchmark}-{i}", "video": f"videos/{i}.mp4", "duration": 600.0,
-            "question": f"synthetic question {i}", "options": [f"option {x}" for x in letters], "letters": letters,
+            "benchmark": benchmark,
+            "sample_id": f"{benchmark}-{i}",
+            "video": f"videos/{i}.mp4",
+            "duration": 600.0,
+            "question": f"synthetic question {i}",
+            "options": [f"option {x}" for x in letters],
+            "letters": letters,
             "answer": answer,
-            "stage1": {"logits": z[i].tolist(), "pred": s1_pred, "margin": None, "temperature": 2.0,
-                       "n_frames": 64, "fps": 1.0},
-            "route": "exit", "stage2": None, "pred": s1_pred, "correct": s1_pred == answer,
-            "cost": {"forwards": 1, "frames_decoded": 64, "prompt_tokens": 0, "completion_tokens": 1, "seconds": 0.0},
+            "stage1": {
+                "logits": z[i].tolist(),
+                "pred": s1_pred,
+                "margin": None,
+                "temperature": 2.0,
+                "n_frames": 64,
+                "fps": 1.0,
+            },
+            "route": "exit",
+            "stage2": None,
+            "pred": s1_pred,
+            "correct": s1_pred == answer,
+            "cost": {
+                "forwards": 1,
+                "frames_decoded": 64,
+                "prompt_tokens": 0,
+                "completion_tokens": 1,
+                "seconds": 0.0,
+            },
             "error": None,
         }
         if stage2_accuracy is not None:
             right = rng.random() < stage2_accuracy
             s2_pred = answer if right else letters[(letters.index(answer) + 1) % n_options]
-            row.update(route="stage2", pred=s2_pred, correct=s2_pred == answer,
-                       stage2={"pred": s2_pred, "accepted": [0.0, 30.0], "cycles": 1, "fallback": None, "steps": []})
+            row.update(
+                route="stage2",
+                pred=s2_pred,
+                correct=s2_pred == answer,
+                stage2={"pred": s2_pred, "accepted": [0.0, 30.0], "cycles": 1, "fallback": None, "steps": []},
+            )
         rows.append(row)
     return rows

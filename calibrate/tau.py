@@ -24,7 +24,6 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-
 from cader.calibrate.binomial import clopper_pearson_upper
 
 NO_EXIT_TAU = math.nextafter(1.0, 2.0)  # M <= 1 always, so M >= NO_EXIT_TAU never holds
@@ -107,7 +106,7 @@ class TauSelection:
 
 def min_testable_exits(alpha: float, delta: float) -> int:
     """Smallest n for which zero errors among n exits gives a Clopper-Pearson upper bound <= alpha."""
-    return int(math.ceil(math.log(delta) / math.log1p(-alpha) - 1e-12))
+    return math.ceil(math.log(delta) / math.log1p(-alpha) - 1e-12)
 
 
 def _precision_grid() -> np.ndarray:
@@ -120,7 +119,9 @@ def _precision_grid() -> np.ndarray:
 PRECISION_GRID = _precision_grid()
 
 
-def exit_counts_at(margin: np.ndarray, correct: np.ndarray, taus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def exit_counts_at(
+    margin: np.ndarray, correct: np.ndarray, taus: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(number of exits, number of Stage-1 errors among them) at each tau in ``taus``."""
     margin = np.asarray(margin, dtype=np.float64)
     order = np.argsort(margin, kind="stable")
@@ -176,7 +177,7 @@ def select_tau_budget(margin: np.ndarray, budget: float) -> TauSelection:
     if not 0.0 <= budget <= 1.0:
         raise ValueError(f"budget (max Stage-2 fraction) must be in [0, 1], got {budget}")
     m = np.sort(np.asarray(margin, dtype=np.float64))
-    allowed = int(math.floor(budget * m.size + 1e-9))
+    allowed = math.floor(budget * m.size + 1e-9)
     if allowed >= m.size:
         return TauSelection(NO_EXIT_TAU, "budget", True, {"budget": budget, "allowed_stage2": allowed})
     # tau = the (allowed+1)-th smallest margin: at most `allowed` samples lie strictly below it (fewer on ties)
@@ -199,8 +200,10 @@ def final_accuracy_curve(margin: np.ndarray, stage1_correct: np.ndarray, stage2_
     return taus, acc, rate
 
 
-def select_tau_accuracy(margin: np.ndarray, stage1_correct: np.ndarray, stage2_correct: np.ndarray) -> TauSelection:
-    taus, acc, rate = final_accuracy_curve(margin, stage1_correct, stage2_correct)
+def select_tau_accuracy(
+    margin: np.ndarray, stage1_correct: np.ndarray, stage2_correct: np.ndarray
+) -> TauSelection:
+    taus, acc, _ = final_accuracy_curve(margin, stage1_correct, stage2_correct)
     if taus.size == 1:
         raise ValueError("accuracy mode needs at least one sample with a Stage-2 outcome")
     best = np.flatnonzero(acc >= acc.max() - 1e-12)[-1]  # last = smallest tau = most exits among the best

@@ -16,9 +16,8 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.optimize import minimize_scalar
-
 from cader.calibrate.margin import log_option_probs_batch, top1_indices
+from scipy.optimize import minimize_scalar
 
 T_BOUNDS = (0.05, 50.0)
 ECE_BINS = 15
@@ -110,7 +109,7 @@ def fit_temperature(
     nll_paper, ece_paper = nll_and_ece(padded_logits, gold, paper_temperature, n_bins)
     return TemperatureFit(
         temperature=temperature,
-        n=int(len(gold)),
+        n=len(gold),
         nll_before=nll_before,
         nll_after=nll_after,
         ece_before=ece_before,

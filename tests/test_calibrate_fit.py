@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from cader.calibrate.calibration_file import (
     CalibrationFileError,
     load_calibration,
@@ -52,8 +51,12 @@ def _write_rows(path: Path, rows) -> str:
 @pytest.fixture(scope="module")
 def prediction_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("preds")
-    a = _write_rows(d / "a.jsonl", synthetic_prediction_rows("synthetic_a", 700, 4, 1.5, seed=0, stage2_accuracy=0.6))
-    b = _write_rows(d / "b.jsonl", synthetic_prediction_rows("synthetic_b", 500, 5, 1.5, seed=1, stage2_accuracy=0.6))
+    a = _write_rows(
+        d / "a.jsonl", synthetic_prediction_rows("synthetic_a", 700, 4, 1.5, seed=0, stage2_accuracy=0.6)
+    )
+    b = _write_rows(
+        d / "b.jsonl", synthetic_prediction_rows("synthetic_b", 500, 5, 1.5, seed=1, stage2_accuracy=0.6)
+    )
     return [a, b]
 
 
@@ -64,7 +67,9 @@ def _assert_png(path: Path):
 
 def test_fit_writes_calibration_figures_and_summary(prediction_files, tmp_path):
     out = tmp_path / "calib"
-    rc = _load_fit_main().main(["--predictions", *prediction_files, "--out", str(out), "--seed", "1", "--alpha", "0.1"])
+    rc = _load_fit_main().main(
+        ["--predictions", *prediction_files, "--out", str(out), "--seed", "1", "--alpha", "0.1"]
+    )
     assert rc == 0
     payload = json.loads((out / "calibration.json").read_text())
     assert DESIGN_KEYS <= payload.keys()
@@ -87,18 +92,48 @@ def test_fit_writes_calibration_figures_and_summary(prediction_files, tmp_path):
 
 def test_accuracy_and_budget_modes(prediction_files, tmp_path):
     fit_main = _load_fit_main().main
-    assert fit_main(["--predictions", *prediction_files, "--out", str(tmp_path / "acc"), "--mode", "accuracy",
-                     "--figures", "false"]) == 0
+    assert (
+        fit_main(
+            [
+                "--predictions",
+                *prediction_files,
+                "--out",
+                str(tmp_path / "acc"),
+                "--mode",
+                "accuracy",
+                "--figures",
+                "false",
+            ]
+        )
+        == 0
+    )
     acc = read_calibration(tmp_path / "acc" / "calibration.json")
     assert acc["select"]["final_accuracy"] >= acc["select"]["stage1_only_accuracy"] - 1e-12
     assert acc["select"]["final_accuracy"] >= acc["select"]["stage2_everywhere_accuracy"] - 1e-12
     assert "final_accuracy" in acc["paper_point"]
-    assert fit_main(["--predictions", *prediction_files, "--out", str(tmp_path / "bud"), "--mode", "budget",
-                     "--budget", "0.25", "--figures", "false"]) == 0
+    assert (
+        fit_main(
+            [
+                "--predictions",
+                *prediction_files,
+                "--out",
+                str(tmp_path / "bud"),
+                "--mode",
+                "budget",
+                "--budget",
+                "0.25",
+                "--figures",
+                "false",
+            ]
+        )
+        == 0
+    )
     bud = read_calibration(tmp_path / "bud" / "calibration.json")
     assert 1 - bud["select"]["exit_rate"] <= 0.25 + 1e-12
     # budget mode without --budget is refused with a message, not a traceback
-    assert fit_main(["--predictions", *prediction_files, "--out", str(tmp_path / "x"), "--mode", "budget"]) == 2
+    assert (
+        fit_main(["--predictions", *prediction_files, "--out", str(tmp_path / "x"), "--mode", "budget"]) == 2
+    )
 
 
 def test_accuracy_mode_without_stage2_outcomes_is_refused(tmp_path, capsys):
@@ -117,8 +152,21 @@ def test_file_without_logits_names_file_and_line(tmp_path, capsys):
 
 
 def test_fixed_temperature_uses_every_sample_for_tau(prediction_files, tmp_path):
-    assert _load_fit_main().main(["--predictions", prediction_files[0], "--out", str(tmp_path / "t"),
-                                  "--temperature", "2.0", "--figures", "false"]) == 0
+    assert (
+        _load_fit_main().main(
+            [
+                "--predictions",
+                prediction_files[0],
+                "--out",
+                str(tmp_path / "t"),
+                "--temperature",
+                "2.0",
+                "--figures",
+                "false",
+            ]
+        )
+        == 0
+    )
     p = read_calibration(tmp_path / "t" / "calibration.json")
     assert p["temperature"] == 2.0 and p["select"]["n"] == 700 and p["fit"]["fixed"] is True
 
@@ -127,9 +175,23 @@ def test_cli_subprocess_with_shipped_config(prediction_files, tmp_path):
     config = REPO / "configs" / "calibrate" / "default.yaml"
     assert yaml.safe_load(config.read_text())["mode"] == "precision"
     proc = subprocess.run(
-        [sys.executable, str(FIT), "--config", str(config), "--predictions", prediction_files[1],
-         "--out", str(tmp_path / "cli"), "--figures", "false"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        [
+            sys.executable,
+            str(FIT),
+            "--config",
+            str(config),
+            "--predictions",
+            prediction_files[1],
+            "--out",
+            str(tmp_path / "cli"),
+            "--figures",
+            "false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert "tau =" in proc.stdout
@@ -138,21 +200,43 @@ def test_cli_subprocess_with_shipped_config(prediction_files, tmp_path):
 
 def test_shipped_config_parses_into_the_parser():
     parser = _load_fit_main().build_parser()
-    cfg = parser.parse_args(["--config", str(REPO / "configs" / "calibrate" / "default.yaml"),
-                             "--predictions", "x.jsonl", "--out", "o"])
+    cfg = parser.parse_args(
+        [
+            "--config",
+            str(REPO / "configs" / "calibrate" / "default.yaml"),
+            "--predictions",
+            "x.jsonl",
+            "--out",
+            "o",
+        ]
+    )
     assert (cfg.mode, cfg.alpha, cfg.delta, cfg.min_exits, cfg.budget) == ("precision", 0.05, 0.1, 50, None)
     assert cfg.predictions == ["x.jsonl"]
 
 
 def test_load_calibration_validates(tmp_path):
-    good = {"temperature": 1.7, "tau": 0.96, "mode": "precision", "alpha": 0.05, "delta": 0.1, "fit": {},
-            "select": {}, "sources": [], "seed": 0}
+    good = {
+        "temperature": 1.7,
+        "tau": 0.96,
+        "mode": "precision",
+        "alpha": 0.05,
+        "delta": 0.1,
+        "fit": {},
+        "select": {},
+        "sources": [],
+        "seed": 0,
+    }
     write_json_atomic(tmp_path / "ok.json", good)
     assert load_calibration(tmp_path / "ok.json") == (1.7, 0.96)
     write_json_atomic(tmp_path / "noexit.json", dict(good, tau=NO_EXIT_TAU))
     assert load_calibration(tmp_path / "noexit.json")[1] > 1.0
-    bad = {"neg_t": dict(good, temperature=-1.0), "tau_big": dict(good, tau=1.5), "nan_tau": dict(good, tau=None),
-           "mode": dict(good, mode="magic"), "missing": {k: v for k, v in good.items() if k != "select"}}
+    bad = {
+        "neg_t": dict(good, temperature=-1.0),
+        "tau_big": dict(good, tau=1.5),
+        "nan_tau": dict(good, tau=None),
+        "mode": dict(good, mode="magic"),
+        "missing": {k: v for k, v in good.items() if k != "select"},
+    }
     for name, payload in bad.items():
         write_json_atomic(tmp_path / f"{name}.json", payload)
         with pytest.raises(CalibrationFileError, match=f"{name}.json"):
@@ -173,15 +257,21 @@ def test_plots_render_headless_with_paper_bins(tmp_path):
     correct = rng.random(m.size) < 0.3 + 0.7 * m
     bench = np.where(rng.random(m.size) < 0.5, "b1", "b2")
     rows = paper_bin_table(m, correct)
-    assert [r["n"] for r in rows] == [int((m < 0.9).sum()), int(((m >= 0.9) & (m < 0.97)).sum()),
-                                      int(((m >= 0.97) & (m < 0.99)).sum()), int(((m >= 0.99) & (m < 0.995)).sum()),
-                                      int((m >= 0.995).sum())]
+    assert [r["n"] for r in rows] == [
+        int((m < 0.9).sum()),
+        int(((m >= 0.9) & (m < 0.97)).sum()),
+        int(((m >= 0.97) & (m < 0.99)).sum()),
+        int(((m >= 0.99) & (m < 0.995)).sum()),
+        int((m >= 0.995).sum()),
+    ]
     assert sum(r["n"] for r in equal_mass_table(m, correct, n_bins=10)) == m.size
     chosen = {"tau": 0.9, "exit_rate": 0.2, "exit_accuracy": 0.95, "label": "chosen"}
     paper = {"exit_rate": 0.1, "exit_accuracy": 0.97, "label": "paper"}
     files = []
     files += plot_accuracy_vs_margin(tmp_path, m, correct, bench, 1.5)
-    files += plot_reliability(tmp_path, {"T=1": np.clip(m, 0.25, 1), "T=2": np.clip(m * 0.9, 0.25, 1)}, correct)
+    files += plot_reliability(
+        tmp_path, {"T=1": np.clip(m, 0.25, 1), "T=2": np.clip(m * 0.9, 0.25, 1)}, correct
+    )
     files += plot_risk_coverage(tmp_path, m, correct, 0.1, 0.05, chosen, paper)
     files += plot_tau_sweep(tmp_path, m, correct, chosen, paper, stage2_correct=rng.random(m.size) < 0.6)
     files += plot_per_benchmark(tmp_path, m, correct, bench, 0.9)
@@ -191,3 +281,16 @@ def test_plots_render_headless_with_paper_bins(tmp_path):
         else:
             assert f.stat().st_size > 100
     assert margin([1000.0, 0.0]) >= 0.995  # saturated logits land in the paper's top bin
+
+
+def test_too_few_samples_for_the_guarantee_means_no_exit(tmp_path, capsys):
+    path = _write_rows(tmp_path / "tiny.jsonl", synthetic_prediction_rows("synthetic", 30, seed=5))
+    assert (
+        _load_fit_main().main(["--predictions", path, "--out", str(tmp_path / "o"), "--figures", "false"])
+        == 0
+    )
+    assert "no exit" in capsys.readouterr().out
+    temperature, tau = load_calibration(tmp_path / "o" / "calibration.json")
+    assert tau == NO_EXIT_TAU and not margin([1000.0, 0.0], temperature) >= tau
+    sel = read_calibration(tmp_path / "o" / "calibration.json")["select"]
+    assert sel["no_exit"] and sel["exit_accuracy"] is None and "reason" in sel

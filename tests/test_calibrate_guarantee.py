@@ -9,7 +9,6 @@ check has teeth.
 """
 
 import numpy as np
-
 from cader.calibrate.margin import margins
 from cader.calibrate.synthetic import synthetic_logits
 from cader.calibrate.tau import NO_EXIT_TAU, exit_curve, select_tau_precision

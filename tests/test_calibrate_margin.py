@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-
 from cader.calibrate.margin import (
     PAPER_TAU,
     PAPER_TEMPERATURE,

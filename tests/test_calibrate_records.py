@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-
 from cader.calibrate.records import (
     PredictionFileError,
     PredictionRowError,
@@ -45,12 +44,20 @@ def test_malformed_rows_are_named_counted_and_skipped(tmp_path):
     failed = dict(rows[3], error="video_unreadable: videos/3.mp4", pred=None, correct=False)
     short = dict(rows[4], stage1=dict(rows[4]["stage1"], logits=[1.0, 2.0]))
     bad_answer = dict(rows[5], answer="Q")
-    path = _write(tmp_path / "p.jsonl", [rows[0], nan_row, no_logits, failed, short, "", bad_answer, "{not json", rows[6]])
+    path = _write(
+        tmp_path / "p.jsonl",
+        [rows[0], nan_row, no_logits, failed, short, "", bad_answer, "{not json", rows[6]],
+    )
     loaded = read_prediction_file(path)
     assert [r.line for r in loaded.records] == [1, 9]
     assert dict(loaded.skipped) == {
-        "non_finite": 1, "missing_logits": 1, "row_error": 1, "length_mismatch": 1, "empty_line": 1,
-        "answer_not_in_letters": 1, "bad_json": 1,
+        "non_finite": 1,
+        "missing_logits": 1,
+        "row_error": 1,
+        "length_mismatch": 1,
+        "empty_line": 1,
+        "answer_not_in_letters": 1,
+        "bad_json": 1,
     }
     text = [str(p) for p in loaded.problems]
     assert text[0].startswith(f"{path}:2: ") and "NaN" in text[0] and "synthetic-1" in text[0]
@@ -74,7 +81,9 @@ def test_empty_missing_and_logit_free_files_fail_clearly(tmp_path):
     with pytest.raises(PredictionFileError, match="nope.jsonl: no such"):
         read_prediction_file(tmp_path / "nope.jsonl")
     no_logits = _write(tmp_path / "nolog.jsonl", [dict(r, stage1={"pred": "A"}) for r in _good(3)])
-    with pytest.raises(PredictionFileError, match=r"nolog\.jsonl: no usable row.*nolog\.jsonl:1: .*stage1\.logits"):
+    with pytest.raises(
+        PredictionFileError, match=r"nolog\.jsonl: no usable row.*nolog\.jsonl:1: .*stage1\.logits"
+    ):
         read_predictions([no_logits])
     with pytest.raises(PredictionFileError):
         read_predictions([])
@@ -97,7 +106,10 @@ def test_stage2_outcomes_and_duplicate_merge(tmp_path):
 
 
 def _records(tmp_path, sizes):
-    paths = [_write(tmp_path / f"{b}.jsonl", synthetic_prediction_rows(b, n, seed=i)) for i, (b, n) in enumerate(sizes)]
+    paths = [
+        _write(tmp_path / f"{b}.jsonl", synthetic_prediction_rows(b, n, seed=i))
+        for i, (b, n) in enumerate(sizes)
+    ]
     return paths, read_predictions(paths).records
 
 

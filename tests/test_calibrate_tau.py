@@ -4,8 +4,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import binom
-
 from cader.calibrate.binomial import clopper_pearson_interval, clopper_pearson_upper, wilson_interval
 from cader.calibrate.tau import (
     NO_EXIT_TAU,
@@ -17,6 +15,7 @@ from cader.calibrate.tau import (
     select_tau_budget,
     select_tau_precision,
 )
+from scipy.stats import binom
 
 
 def test_clopper_pearson_upper_matches_definitions():
@@ -113,3 +112,44 @@ def test_precision_default_grid_is_fixed_and_chosen_from():
     nxt = PRECISION_GRID[np.flatnonzero(PRECISION_GRID == sel.tau)[0] + 1]
     assert exit_stats(m, c, nxt, 0.1).upper_bound_error > 0.05
     assert sel.details["stopped_at"] == nxt
+
+
+def test_budget_mode():
+    m = np.arange(10) / 10.0  # 0.0 .. 0.9
+    sel = select_tau_budget(m, 0.3)
+    assert sel.tau == pytest.approx(0.3)
+    assert np.mean(m < sel.tau) == pytest.approx(0.3)
+    assert select_tau_budget(m, 0.0).tau == 0.0  # nobody goes to Stage 2
+    assert select_tau_budget(m, 1.0).no_exit
+    assert np.mean(m < select_tau_budget(m, 0.35).tau) <= 0.35
+    with pytest.raises(ValueError):
+        select_tau_budget(m, 1.5)
+
+
+def test_accuracy_mode_hand_case():
+    # margins high -> low; Stage 1 right on the top two, Stage 2 right on the two lowest
+    m = np.array([0.99, 0.9, 0.5, 0.1])
+    s1 = np.array([True, True, False, False])
+    s2 = np.array([False, True, True, True])
+    taus, acc, rate = final_accuracy_curve(m, s1, s2)
+    np.testing.assert_allclose(acc, [0.75, 1.0, 1.0, 0.75, 0.5])
+    np.testing.assert_allclose(rate, [0, 0.25, 0.5, 0.75, 1.0])
+    assert taus[0] == NO_EXIT_TAU and list(taus[1:]) == [0.99, 0.9, 0.5, 0.1]
+    sel = select_tau_accuracy(m, s1, s2)
+    assert sel.tau == 0.9  # ties at 100% broken towards more exits (less Stage-2 cost)
+    assert sel.details["expected_final_accuracy"] == 1.0
+    assert sel.details["stage1_only_accuracy"] == 0.5 and sel.details["stage2_everywhere_accuracy"] == 0.75
+
+
+def test_accuracy_mode_can_choose_no_exit():
+    m = np.array([0.99, 0.5])
+    sel = select_tau_accuracy(m, np.array([False, False]), np.array([True, True]))
+    assert sel.no_exit and sel.tau == NO_EXIT_TAU
+
+
+def test_bad_alpha_delta_rejected():
+    with pytest.raises(ValueError):
+        select_tau_precision(np.ones(3), np.ones(3, bool), alpha=0.0)
+    with pytest.raises(ValueError):
+        select_tau_precision(np.ones(3), np.ones(3, bool), delta=1.0)
+    assert math.isfinite(NO_EXIT_TAU) and NO_EXIT_TAU > 1.0

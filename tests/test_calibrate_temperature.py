@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from cader.calibrate.margin import pad_logits
 from cader.calibrate.synthetic import synthetic_logits
 from cader.calibrate.temperature import (

@@ -100,3 +100,11 @@ def test_backoff_grows_with_jitter_and_cap():
     delays = [backoff_delay(k, 1.0, 8.0, rng) for k in range(6)]
     assert all(2 ** k / 2 <= d <= 2 ** k for k, d in enumerate(delays[:4]))
     assert all(4.0 <= d <= 8.0 for d in delays[3:])
+
+
+@pytest.mark.slow
+def test_hf_local_provider_garbage_is_recorded_as_error_not_scored(tiny_model_dir):
+    # The tiny random model cannot write a judgment: every reply fails validation and the row keeps no score.
+    provider = make_provider("hf-local", str(tiny_model_dir), max_tokens=8)
+    row = judge_one(provider, question(), RECORD, "single-turn", policy=RetryPolicy(max_replies=2))
+    assert row["attempts"] == 2 and row["scores"] is None and "invalid judge output" in row["error"]

@@ -11,6 +11,34 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "configs" / "train"
 
 
+def add_sft_arguments(parser) -> None:
+    """Arguments sft.py adds to LightningCLI's (shared with make_parser so tests validate the same schema)."""
+    parser.link_arguments("model.model_path", "data.processor_path")
+    parser.add_argument("--ckpt_path", type=str | None, default=None, help="checkpoint to resume from, or 'last'")
+    parser.add_argument("--export", type=bool, default=True, help="write <default_root_dir>/export at the end")
+    parser.add_argument("--make_missing", type=dict | None, default=None,
+                        help="{path: command}: inputs this config needs and the command that creates each")
+
+
+def make_parser():
+    """The sft.py argument schema without instantiating anything (config validation)."""
+    from jsonargparse import ActionConfigFile
+    from lightning.pytorch import Trainer
+    from lightning.pytorch.cli import LightningArgumentParser
+
+    from cader.train.datamodule import SFTDataModule
+    from cader.train.module import SFTModule
+
+    parser = LightningArgumentParser(default_env=False)
+    parser.add_argument("--config", action=ActionConfigFile)
+    parser.add_argument("--seed_everything", type=bool | int, default=True)
+    parser.add_lightning_class_args(Trainer, "trainer")
+    parser.add_lightning_class_args(SFTModule, "model")
+    parser.add_lightning_class_args(SFTDataModule, "data")
+    add_sft_arguments(parser)
+    return parser
+
+
 def find_config(argv: list[str]) -> list[str]:
     """Replace a bare `--config cot_mix.yaml` (or `cot_mix`) by its path under configs/train/."""
     out = list(argv)

@@ -148,7 +148,8 @@ class SampleEncoder:
         feats = encode(self.processor, [], video=video, images=images, text=full)
         ids = feats["input_ids"][0]
         start, end = self.target_span(ids)
-        keep = min(end + 1, start + plan.target_tokens, self.budget.max_length)
+        # the plan is an upper bound, so cut at the real max_length: only target tokens lie past `start`
+        keep = min(end + 1, self.budget.max_length)
         if keep <= start:
             raise SkipSample("budget_mismatch", f"{sample.sample_id}: prompt and vision fill {start} tokens")
         labels = torch.full_like(ids, IGNORE_INDEX)

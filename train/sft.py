@@ -12,18 +12,14 @@ import sys
 
 from lightning.pytorch.cli import LightningCLI
 
-from cader.train.cli import find_config, missing_inputs_message, run_export
+from cader.train.cli import add_sft_arguments, find_config, missing_inputs_message, run_export
 from cader.train.datamodule import SFTDataModule
 from cader.train.module import SFTModule
 
 
 class SFTCLI(LightningCLI):
     def add_arguments_to_parser(self, parser):
-        parser.link_arguments("model.model_path", "data.processor_path")
-        parser.add_argument("--ckpt_path", type=str | None, default=None, help="checkpoint to resume from, or 'last'")
-        parser.add_argument("--export", type=bool, default=True, help="write <default_root_dir>/export at the end")
-        parser.add_argument("--make_missing", type=dict | None, default=None,
-                            help="{path: command}: inputs this config needs and the command that creates each")
+        add_sft_arguments(parser)
 
 
 def main(argv=None):

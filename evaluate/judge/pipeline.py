@@ -98,7 +98,7 @@ def judge_predictions(provider: Provider, questions: dict[str, Question], predic
             for future in as_completed(futures):
                 try:
                     row = future.result()
-                except Exception as error:  # noqa: BLE001 (a bug or odd record must not sink the other judgments)
+                except Exception as error:  # noqa: BLE001 (one odd record must not sink the rest)
                     row = _crash_row(questions[futures[future]], framework, provider.model, error)
                 appender.write(row)
                 counts["failed" if row["error"] else "judged"] += 1

@@ -9,7 +9,10 @@
     else F_cur = RGR(V, scored segments, r1) and propose again
 
 Variants (Table 2): no_verifier accepts the first in-bounds proposal; no_reflection uses K = 0; no_rgr proposes
-again on F1. Every step is appended to `steps` as it happens, so a failure mid-way keeps the partial trajectory.
+again on F1. Frame budgets: the crop (F2) and the RGR context are capped at `max_frames` by uniform subsampling,
+as Stage 1 is (the paper states the cap for Stage 1 only; F2 is reused for the final answer, F1 for proposals, so
+nothing is decoded twice). The final prompt names the crop bounds (the frames it shows), the record's `accepted`
+the proposed window. Every step is appended to `steps` as it happens, so a failure mid-way keeps the partial trajectory.
 """
 
 from __future__ import annotations

@@ -1,0 +1,170 @@
+"""Training: loss falls, exact resume, HF export (full and LoRA-merged), ZeRO-3 on CPU, configs parse."""
+import math
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from cader.train.cli import find_config, make_parser, missing_inputs_message, run_export
+from cader.train.datamodule import SFTDataModule, Source
+from cader.train.module import SFTModule
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def train_dir(tmp_path_factory):
+    from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+
+    out = tmp_path_factory.mktemp("sft_train")
+    make_synthetic_data(out, n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    return out / "train"
+
+
+def _datamodule(model_dir, train_dir, report_dir, ratio=None):
+    src = Source("video_r1", "video_r1", str(train_dir / "video_r1_cot.json"), ratio=ratio)
+    return SFTDataModule([src], processor_path=str(model_dir), batch_size=1, max_length=1024, report_dir=str(report_dir))
+
+
+class LossRecorder(L.Callback):
+    def __init__(self):
+        self.losses = {}
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.losses[trainer.global_step] = float(outputs["loss"])
+
+
+def _trainer(root, callbacks=(), max_steps=4, **kw):
+    return L.Trainer(default_root_dir=str(root), accelerator="cpu", devices=1, max_steps=max_steps, max_epochs=1,
+                     logger=False, enable_progress_bar=False, enable_model_summary=False,
+                     use_distributed_sampler=False, callbacks=list(callbacks), **kw)
+
+
+def test_loss_decreases_on_a_repeated_batch(tiny_model_dir, train_dir, tmp_path):
+    dm = _datamodule(tiny_model_dir, train_dir, tmp_path)
+    dm.setup()
+    batch = next(iter(dm.train_dataloader()))
+    module = SFTModule(str(tiny_model_dir), lr=1e-2)
+    opt = torch.optim.AdamW(module.model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(6):
+        loss = module.model(**batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0]
+
+
+@pytest.mark.slow
+def test_resume_reproduces_next_step_loss_and_export_reloads(tiny_model_dir, train_dir, tmp_path):
+    L.seed_everything(0)
+    ckpt_cb = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "ck", every_n_train_steps=2, save_top_k=-1)
+    full = LossRecorder()
+    module = SFTModule(str(tiny_model_dir), lr=5e-3, warmup_ratio=0.25)
+    trainer = _trainer(tmp_path / "a", [ckpt_cb, full])
+    trainer.fit(module, datamodule=_datamodule(tiny_model_dir, train_dir, tmp_path))
+    assert len(full.losses) == 4
+    # scheduler: 4 optimizer steps (max_steps), warmup ceil(0.25 * 4) = 1, cosine after; the last lr used = step 3
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.0)
+    ckpt = next(p for p in (tmp_path / "ck").iterdir() if "step=2" in p.name)
+    L.seed_everything(0)
+    resumed = LossRecorder()
+    module2 = SFTModule(str(tiny_model_dir), lr=5e-3, warmup_ratio=0.25)
+    _trainer(tmp_path / "b", [resumed]).fit(module2, datamodule=_datamodule(tiny_model_dir, train_dir, tmp_path),
+                                           ckpt_path=str(ckpt))
+    assert sorted(resumed.losses) == [3, 4]
+    for step in (3, 4):
+        assert resumed.losses[step] == pytest.approx(full.losses[step], rel=1e-5)
+
+    out = run_export(trainer, module)
+    from transformers import AutoModelForImageTextToText
+
+    reloaded = AutoModelForImageTextToText.from_pretrained(out).eval()
+    assert (out / "chat_template.jinja").exists() or (out / "chat_template.json").exists()
+    state = module.model.state_dict()
+    for name, value in reloaded.state_dict().items():
+        assert torch.allclose(value, state[name]), name
+    ids = torch.tensor([[1, 2, 3]])
+    gen = reloaded.generate(input_ids=ids, max_new_tokens=3, do_sample=False)
+    assert gen.shape == (1, 6)
+
+
+@pytest.mark.slow
+def test_lora_train_merge_export(tiny_model_dir, train_dir, tmp_path):
+    module = SFTModule(str(tiny_model_dir), lr=1e-2, lora_r=4, lora_alpha=8)
+    trainable = {n for n, p in module.model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)
+    trainer = _trainer(tmp_path, max_steps=2)
+    dm = _datamodule(tiny_model_dir, train_dir, tmp_path)
+    trainer.fit(module, datamodule=dm)
+    out = run_export(trainer, module)
+    from transformers import AutoModelForImageTextToText
+
+    merged = AutoModelForImageTextToText.from_pretrained(out).eval()
+    assert not any("lora" in k for k in merged.state_dict())
+    batch = next(iter(dm.train_dataloader()))
+    module.model.eval()
+    with torch.no_grad():
+        expected = module.model(**batch).logits
+        got = merged(**batch).logits
+    assert torch.allclose(expected, got, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_deepspeed_zero3_on_cpu_one_process(tiny_model_dir, train_dir, tmp_path):
+    pytest.importorskip("deepspeed")
+    from cader.train.strategies import CPUDeepSpeedStrategy
+
+    module = SFTModule(str(tiny_model_dir), lr=1e-3)
+    rec = LossRecorder()
+    trainer = _trainer(tmp_path, [rec], max_steps=2, strategy=CPUDeepSpeedStrategy("zero3"), precision="32-true")
+    trainer.fit(module, datamodule=_datamodule(tiny_model_dir, train_dir, tmp_path))
+    assert len(rec.losses) == 2 and all(math.isfinite(v) for v in rec.losses.values())
+    out = run_export(trainer, module)
+    from transformers import AutoModelForImageTextToText
+
+    reloaded = AutoModelForImageTextToText.from_pretrained(out)
+    assert sum(p.numel() for p in reloaded.parameters()) > 0
+
+
+@pytest.mark.parametrize("name", ["cot_mix_tiny.yaml", "cot_mix.yaml"])
+def test_shipped_configs_parse(name):
+    cfg = make_parser().parse_args(find_config(["--config", name]))
+    assert cfg.data.processor_path == cfg.model.model_path
+    assert cfg.data.sources and cfg.trainer.use_distributed_sampler is False
+
+
+def test_paper_recipe_numbers():
+    cfg = make_parser().parse_args(find_config(["--config", "cot_mix"]))
+    assert cfg.model.lr == 1e-5 and cfg.model.warmup_ratio == 0.1 and cfg.trainer.max_epochs == 1
+    assert cfg.data.max_length == 10240 and cfg.data.fps == 1.0 and cfg.data.max_frames == 4096
+    assert cfg.data.video_max_pixels == 65536 and cfg.data.image_max_pixels == 262144
+    effective = cfg.data.batch_size * cfg.trainer.devices * cfg.trainer.num_nodes * cfg.trainer.accumulate_grad_batches
+    assert effective == 16 and cfg.trainer.precision == "bf16-true"
+
+
+def test_unknown_key_fails_naming_it(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((REPO / "configs/train/cot_mix_tiny.yaml").read_text() + "\nmodel_typo: 1\n")
+    with pytest.raises(SystemExit):
+        make_parser().parse_args(["--config", str(bad)])
+    assert "model_typo" in capsys.readouterr().err
+
+
+def test_deepspeed_configs_load():
+    from cader.train.strategies import NAMED_CONFIGS, load_deepspeed_config
+
+    stages = {name: load_deepspeed_config(name)["zero_optimization"]["stage"] for name in NAMED_CONFIGS}
+    assert stages == {"zero2": 2, "zero3": 3, "zero3_offload": 3}
+    assert load_deepspeed_config("zero3_offload")["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+
+
+def test_missing_tiny_inputs_name_the_command(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"make_missing:\n  {tmp_path}/nope: python scripts/make_tiny_model.py --out {tmp_path}/nope\n")
+    msg = missing_inputs_message(["--config", str(cfg)])
+    assert f"python scripts/make_tiny_model.py --out {tmp_path}/nope" in msg
+    (tmp_path / "nope").mkdir()
+    assert missing_inputs_message(["--config", str(cfg)]) is None
