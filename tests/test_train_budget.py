@@ -2,12 +2,11 @@
 import math
 
 import pytest
-
 from cader.train.budget import BudgetConfig, ImageSpec, VideoSpec, image_tokens, plan_budget
 from cader.train.schedule import lr_factor, optimizer_steps, warmup_steps
 
 # factor 32, temporal patch 2, timestamp 8 tokens: a 256x256 frame pair costs 8*8 + 2 + 8 = 74 tokens
-SQUARE = dict(height=256, width=256)
+SQUARE = {"height": 256, "width": 256}
 
 
 def test_fits_untouched():

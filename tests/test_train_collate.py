@@ -4,7 +4,6 @@ import random
 
 import pytest
 import torch
-
 from cader.train.budget import BudgetConfig
 from cader.train.collate import IGNORE_INDEX, LengthGroupedBatchSampler, SampleEncoder, SkipSample, pad_batch
 from cader.train.formats import Sample, read_source

@@ -3,7 +3,6 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from cader.train.formats import FormatError, Sample, read_source
 from cader.train.toolfree import filter_tool_free, tool_reason
 

@@ -5,7 +5,6 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-
 from cader.train.cli import find_config, make_parser, missing_inputs_message, run_export
 from cader.train.datamodule import SFTDataModule, Source
 from cader.train.module import SFTModule
@@ -22,7 +21,7 @@ def train_dir(tmp_path_factory):
     return out / "train"
 
 
-def _datamodule(model_dir, train_dir, report_dir, ratio=None):
+def _datamodule(model_dir, train_dir, report_dir, ratio=3.0):
     src = Source("video_r1", "video_r1", str(train_dir / "video_r1_cot.json"), ratio=ratio)
     return SFTDataModule([src], processor_path=str(model_dir), batch_size=1, max_length=1024, report_dir=str(report_dir))
 
@@ -30,9 +29,11 @@ def _datamodule(model_dir, train_dir, report_dir, ratio=None):
 class LossRecorder(L.Callback):
     def __init__(self):
         self.losses = {}
+        self.batches = {}
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         self.losses[trainer.global_step] = float(outputs["loss"])
+        self.batches[trainer.global_step] = int(batch["input_ids"].sum())
 
 
 def _trainer(root, callbacks=(), max_steps=4, **kw):
@@ -76,6 +77,7 @@ def test_resume_reproduces_next_step_loss_and_export_reloads(tiny_model_dir, tra
                                            ckpt_path=str(ckpt))
     assert sorted(resumed.losses) == [3, 4]
     for step in (3, 4):
+        assert resumed.batches[step] == full.batches[step]
         assert resumed.losses[step] == pytest.approx(full.losses[step], rel=1e-5)
 
     out = run_export(trainer, module)

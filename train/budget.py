@@ -85,7 +85,7 @@ def image_tokens(height: int, width: int, geo: VisionGeometry) -> int:
 
 def frames_at_fps(duration: float, cfg: BudgetConfig, geo: VisionGeometry) -> int:
     """Frames the reader takes at cfg.fps, capped at max_frames; at least one temporal group."""
-    n = int(math.floor(duration * cfg.fps + 1e-9))
+    n = math.floor(duration * cfg.fps + 1e-9)
     return max(geo.temporal_patch_size, min(cfg.max_frames, n))
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-
 from cader.train.export import export_hf, gather_state_dict
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,12 +21,11 @@ def add_sft_arguments(parser) -> None:
 
 def make_parser():
     """The sft.py argument schema without instantiating anything (config validation)."""
+    from cader.train.datamodule import SFTDataModule
+    from cader.train.module import SFTModule
     from jsonargparse import ActionConfigFile
     from lightning.pytorch import Trainer
     from lightning.pytorch.cli import LightningArgumentParser
-
-    from cader.train.datamodule import SFTDataModule
-    from cader.train.module import SFTModule
 
     parser = LightningArgumentParser(default_env=False)
     parser.add_argument("--config", action=ActionConfigFile)

@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch.utils.data import Sampler
-
 from cader.train.budget import BudgetConfig, BudgetPlan, ImageSpec, VideoSpec, VisionGeometry, plan_budget
 from cader.train.formats import Sample
 from cader.vlm.messages import encode
+from torch.utils.data import Sampler
 
 IGNORE_INDEX = -100
 
@@ -88,9 +87,8 @@ class SampleEncoder:
 
     def plan(self, sample: Sample, media_root: str | Path) -> PlannedSample:
         """Budget the sample from media headers only (no pixels decoded). Raises SkipSample."""
-        from PIL import Image
-
         from cader.vlm.video import VideoReader, VideoReadError
+        from PIL import Image
 
         media = sample.media
         if sum(m["type"] == "video" for m in media) > 1:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import random
 from collections import Counter, defaultdict
@@ -14,12 +15,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import lightning as L
-from torch.utils.data import DataLoader, Dataset
-
 from cader.train.budget import BudgetConfig
 from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
 from cader.train.formats import FormatError, read_source
 from cader.train.toolfree import filter_tool_free
+from torch.utils.data import DataLoader, Dataset
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +164,9 @@ class SFTDataModule(L.LightningDataModule):
     @property
     def lengths(self) -> list[int]:
         return [p.num_tokens for p in self.items]
+
+    def batches_per_rank(self, world_size: int) -> int:
+        return math.ceil(math.ceil(len(self.items) / self.batch_size) / world_size)
 
     def train_dataloader(self) -> ResumableLoader:
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 # sharegpt speaker names -> chat roles. function_call/observation are tool traffic and map to "tool" so the
 # tool-free filter sees them.

@@ -6,8 +6,7 @@ import time
 
 import lightning as L
 import torch
-
-from cader.train.schedule import lr_factor, warmup_steps
+from cader.train.schedule import lr_factor, optimizer_steps, warmup_steps
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +134,17 @@ class SFTModule(L.LightningModule):
             if norm is not None:
                 self.log("grad_norm", float(norm), on_step=True)
 
+    def _total_optimizer_steps(self) -> int:
+        """Real optimizer steps of this fit. Computed from the datamodule when it can tell: Lightning's
+        `estimated_stepping_batches` builds the train loader before the checkpoint is restored, which would defeat
+        the loader's mid-epoch resume state."""
+        trainer, dm = self.trainer, self.trainer.datamodule
+        if dm is None or not hasattr(dm, "batches_per_rank"):
+            return int(trainer.estimated_stepping_batches)
+        steps = optimizer_steps(dm.batches_per_rank(trainer.world_size), trainer.accumulate_grad_batches,
+                                epochs=max(1, trainer.max_epochs or 1))
+        return min(steps, trainer.max_steps) if trainer.max_steps and trainer.max_steps > 0 else steps
+
     def configure_optimizers(self):
         params = [p for p in self.model.parameters() if p.requires_grad]
         decay = [p for p in params if p.ndim >= 2]
@@ -142,7 +152,7 @@ class SFTModule(L.LightningModule):
         groups = [{"params": decay, "weight_decay": self.hparams.weight_decay},
                   {"params": no_decay, "weight_decay": 0.0}]
         optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))
-        total = int(self.trainer.estimated_stepping_batches)
+        total = self._total_optimizer_steps()
         warm = warmup_steps(total, self.hparams.warmup_ratio)
         log.info("optimizer steps %d, warmup %d", total, warm)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total, warm))

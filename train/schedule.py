@@ -7,7 +7,7 @@ import math
 
 
 def warmup_steps(total_steps: int, warmup_ratio: float) -> int:
-    return int(math.ceil(total_steps * warmup_ratio))
+    return math.ceil(total_steps * warmup_ratio)
 
 
 def lr_factor(step: int, total_steps: int, warmup: int) -> float:

@@ -10,11 +10,10 @@ The export lands in `<trainer.default_root_dir>/export/`.
 import logging
 import sys
 
-from lightning.pytorch.cli import LightningCLI
-
 from cader.train.cli import add_sft_arguments, find_config, missing_inputs_message, run_export
 from cader.train.datamodule import SFTDataModule
 from cader.train.module import SFTModule
+from lightning.pytorch.cli import LightningCLI
 
 
 class SFTCLI(LightningCLI):

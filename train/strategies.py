@@ -11,6 +11,8 @@ import json
 import os
 from pathlib import Path
 
+import torch
+from lightning.fabric.utilities.seed import reset_seed
 from lightning.pytorch.strategies import DDPStrategy, DeepSpeedStrategy
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "deepspeed"
@@ -43,3 +45,14 @@ class CPUDeepSpeedStrategy(SFTDeepSpeedStrategy):
 
     def setup_environment(self) -> None:
         DDPStrategy.setup_environment(self)     # skips DeepSpeedStrategy's CUDA-only check
+
+    @property
+    def root_device(self) -> torch.device:
+        # DeepSpeed reads `device_rank = root_device.index` and compares it with 0; CPU devices have index None
+        return torch.device("cpu", 0)
+
+    def setup_distributed(self) -> None:
+        # as DeepSpeedStrategy, minus the check that CUDA device indices match local ranks (CPU devices have none)
+        reset_seed()
+        self.set_world_ranks()
+        self._init_deepspeed_distributed()

@@ -1,0 +1,108 @@
+"""Run every performance check under scripts/bench/ and print one table of ratios against their goals.
+
+Each check measures its own baseline in the same run (so machine speed cancels out) and returns a dict from its
+`main()`; this script only calls them, extracts the headline ratio and compares it with the goal. A check that fails
+to run is reported as an error row; the others still run.
+
+    python scripts/bench/run_all.py                 # all checks (several minutes on 2 cores)
+    python scripts/bench/run_all.py --only P1,P5    # a subset
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jsonargparse import CLI
+
+BENCH_DIR = Path(__file__).resolve().parent
+
+
+@dataclass
+class Check:
+    key: str
+    title: str
+    script: str
+    goal: str
+    value: Callable[[dict], float]
+    passes: Callable[[float], bool]
+    kwargs: dict = field(default_factory=dict)
+
+
+def _ratio(result) -> float:
+    return float(result if isinstance(result, (int, float)) else result["ratio"])
+
+
+CHECKS = [
+    Check("P1", "video decode: project loader vs transformers pyav (1 fps, 10 min, 24 fps, 320x240)",
+          "video_decode.py", ">= 3x", _ratio, lambda v: v >= 3.0, {"repeats": 2}),
+    Check("P2", "training loop: LightningModule vs bare PyTorch throughput", "lightning_overhead.py", ">= 0.95",
+          _ratio, lambda v: v >= 0.95),
+    Check("P3", "padded-token fraction with length-grouped batching (random batching alongside)", "padding.py",
+          "<= 5 %", lambda r: 100.0 * float(r["grouped_padding_fraction"]), lambda v: v <= 5.0),
+    Check("P4", "CADER cost: forwards per sample, uniform Stage 2 / CADER full", "cader_cost.py", "> 1 (CADER cheaper)",
+          lambda r: float(r["ratio_uniform_over_full"]["forwards"]), lambda v: v > 1.0),
+    Check("P5", "judge throughput: concurrency 16 vs 1 (200 trajectories)", "judge_throughput.py", ">= 8x",
+          lambda r: float(r["speedup"]), lambda v: v >= 8.0),
+]  # fmt: skip
+
+
+def load_main(script: str):
+    path = BENCH_DIR / script
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def run_check(check: Check) -> dict:
+    start = time.perf_counter()
+    try:
+        result = load_main(check.script)(**check.kwargs)
+        value = check.value(result)
+        status = "pass" if check.passes(value) else "below goal"
+        row = {"value": round(value, 3), "status": status}
+    except Exception as err:  # one broken check must not hide the others
+        traceback.print_exc()
+        row = {"value": None, "status": f"error: {type(err).__name__}: {str(err)[:120]}"}
+    return {"key": check.key, "title": check.title, "goal": check.goal, **row,
+            "seconds": round(time.perf_counter() - start, 1)}  # fmt: skip
+
+
+def format_table(rows: list[dict]) -> str:
+    lines = ["| check | what | value | goal | status | s |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        value = "–" if r["value"] is None else f"{r['value']:g}"
+        lines.append(f"| {r['key']} | {r['title']} | {value} | {r['goal']} | {r['status']} | {r['seconds']} |")
+    return "\n".join(lines)
+
+
+def main(only: str | None = None, json_out: str | None = None) -> list[dict]:
+    """Run the checks and print the table.
+
+    Args:
+        only: Comma-separated check keys (e.g. "P1,P5"); all when unset.
+        json_out: Also write the rows here as JSON.
+    """
+    wanted = None if only is None else {k.strip().upper() for k in only.split(",")}
+    rows = []
+    for check in CHECKS:
+        if wanted is None or check.key in wanted:
+            print(f"== {check.key}: {check.title}", file=sys.stderr)
+            rows.append(run_check(check))
+    print(format_table(rows))
+    if json_out:
+        Path(json_out).write_text(json.dumps(rows, indent=2) + "\n")
+    return rows
+
+
+if __name__ == "__main__":
+    CLI(main, as_positional=False)

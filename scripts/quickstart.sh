@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The whole pipeline on the embedded default, CPU only, no downloads (DESIGN.md section 1):
+#   tiny Qwen3-VL + synthetic data -> tiny SFT (export) -> Stage-1 run on the held-out split -> calibrate/fit.py
+#   -> full CADER with --calibration on every synthetic benchmark -> the paper's ablation variants
+#   -> AgentVidBench judge (a loopback OpenAI-compatible server unless JUDGE_BASE_URL is set) -> one summary.
+# Usage: bash scripts/quickstart.sh [WORKDIR]   (outputs in WORKDIR/runs/tiny, default WORKDIR = the repo;
+#        rerunning resumes every step)
+# Env:   JUDGE_BASE_URL, JUDGE_MODEL, OPENAI_API_KEY  to judge with a real endpoint; LIMIT=N samples per benchmark.
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+WORKDIR="${1:-$REPO}"
+mkdir -p "$WORKDIR" && cd "$WORKDIR"
+
+# configs/train/cot_mix_tiny.yaml and configs/eval/cader_tiny.yaml name their inputs relative to the working
+# directory (runs/tiny/...), so the whole run lives under WORKDIR/runs/tiny.
+ROOT=runs/tiny
+LIMIT="${LIMIT:-8}"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
+MODEL="$ROOT/model"
+DATA="$ROOT/data"
+SFT="$ROOT/sft"
+EVAL="$ROOT/eval"
+CAL="$ROOT/calibration"
+STARTED=$(date +%s)
+
+step() { printf '\n== [%ss] %s\n' "$(( $(date +%s) - STARTED ))" "$*"; }
+wrote() { for f in "$@"; do printf '   wrote %s\n' "$f"; done; }
+
+step "1/8 tiny model and synthetic data"
+[ -f "$MODEL/config.json" ] || python "$REPO/scripts/make_tiny_model.py" --out "$MODEL"
+[ -f "$DATA/summary.json" ] || python "$REPO/scripts/make_synthetic_data.py" --out "$DATA"
+wrote "$MODEL" "$DATA"
+
+step "2/8 tiny SFT (train/sft.py, configs/train/cot_mix_tiny.yaml)"
+if [ ! -f "$SFT/export/config.json" ]; then
+  python "$REPO/train/sft.py" --config "$REPO/configs/train/cot_mix_tiny.yaml"
+fi
+wrote "$SFT/export"
+
+run_eval() {  # run_eval OUT BENCHMARK VARIANT [extra flags]
+  local out="$1" bench="$2" variant="$3"; shift 3
+  python "$REPO/evaluate/run.py" --config "$REPO/configs/eval/cader_tiny.yaml" --model "$SFT/export" --verifier "$MODEL" \
+    --benchmark "$bench" --data_root "$DATA/eval" --out "$out" --variant "$variant" --limit "$LIMIT" \
+    --progress false "$@"
+  wrote "$out/predictions.jsonl" "$out/report.md"
+}
+
+step "3/8 Stage 1 on the held-out split (--variant no_stage2)"
+run_eval "$EVAL/heldout_stage1" synthetic_heldout no_stage2 --limit 48
+
+step "4/8 calibrate T and tau (calibrate/fit.py)"
+# The held-out split is small, so the precision guarantee at alpha=0.05 certifies no exit; the budget mode routes
+# half the samples to Stage 2 so both routes show up below.
+python "$REPO/calibrate/fit.py" --predictions "$EVAL/heldout_stage1/predictions.jsonl" --out "$CAL" --mode budget --budget 0.5
+wrote "$CAL/calibration.json" "$CAL/figures"
+
+BENCHMARKS="synthetic videomme_long mlvu_dev longvideobench_val lvbench videoevalpro_mcq agentvidbench"
+step "5/8 full CADER with --calibration on every synthetic benchmark"
+for bench in $BENCHMARKS; do
+  run_eval "$EVAL/full/$bench" "$bench" full --calibration "$CAL/calibration.json"
+done
+
+step "6/8 ablations (paper Table 2 rows) on the synthetic benchmark"
+for variant in no_stage2 uniform_stage2 no_verifier no_reflection no_rgr; do
+  run_eval "$EVAL/$variant/synthetic" synthetic "$variant" --calibration "$CAL/calibration.json" \
+    --compare "$EVAL/full/synthetic/predictions.jsonl"
+done
+
+step "7/8 AgentVidBench judge"
+JUDGE_OUT="$ROOT/judge"
+if [ -z "${JUDGE_BASE_URL:-}" ]; then
+  URL_FILE="$(mktemp)"
+  python -m cader.evaluate.judge.loopback --delay 0.01 --url_file "$URL_FILE" >/dev/null &
+  SERVER=$!
+  trap 'kill $SERVER 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do [ -s "$URL_FILE" ] && break; sleep 0.1; done
+  JUDGE_BASE_URL="$(cat "$URL_FILE")"
+  JUDGE_MODEL="${JUDGE_MODEL:-loopback}"
+  echo "   judging against the loopback server at $JUDGE_BASE_URL (set JUDGE_BASE_URL for a real judge)"
+fi
+python "$REPO/evaluate/judge.py" --predictions "$EVAL/full/agentvidbench/predictions.jsonl" \
+  --questions "$DATA/eval/agentvidbench/questions.jsonl" --out "$JUDGE_OUT" --provider openai \
+  --base_url "$JUDGE_BASE_URL" --model "${JUDGE_MODEL:-gpt-5}" --concurrency 16 --progress false
+wrote "$JUDGE_OUT/judgments.jsonl" "$JUDGE_OUT/judge_report.md"
+
+step "8/8 summary"
+python "$REPO/scripts/quickstart_summary.py" --root "$ROOT"
+wrote "$ROOT/SUMMARY.md"
+step "done"

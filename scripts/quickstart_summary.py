@@ -1,0 +1,104 @@
+"""One Markdown page that links every artefact of a quickstart run (scripts/quickstart.sh) with its headline numbers."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from jsonargparse import CLI
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _link(root: Path, path: Path) -> str:
+    return f"[{path.relative_to(root)}]({path.relative_to(root)})"
+
+
+def _pct(value) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def eval_rows(root: Path) -> list[str]:
+    rows = []
+    for report_path in sorted((root / "eval").glob("**/report.json")):
+        report = _load(report_path)
+        if report is None:
+            rows.append(f"| {report_path.parent.relative_to(root)} | unreadable report | | | | | |")
+            continue
+        overall = report.get("overall", {})
+        run = report_path.parent.relative_to(root / "eval")
+        rows.append(
+            f"| {run} | {overall.get('n', 0)} | {_pct(overall.get('accuracy'))} | {_pct(overall.get('stage1_accuracy'))}"
+            f" | {_pct(overall.get('stage1_exit_rate'))} | {overall.get('failures', 0)}"
+            f" | {_link(root, report_path.with_suffix('.md'))} |"
+        )
+    return rows
+
+
+def summarize(root: Path) -> str:
+    lines = [f"# Quickstart summary: `{root}`", ""]
+    export = root / "sft" / "export"
+    lines += ["## 1. Tiny SFT", ""]
+    if (export / "config.json").exists():
+        lines.append(f"- exported model: {_link(root, export)}")
+        metrics = sorted((root / "sft").glob("logs/**/metrics.csv"))
+        if metrics:
+            lines.append(f"- training log: {_link(root, metrics[-1])}")
+    else:
+        lines.append("- **no export found**")
+
+    lines += ["", "## 2. Calibration", ""]
+    calibration = _load(root / "calibration" / "calibration.json")
+    if calibration:
+        select = calibration.get("select", {})
+        lines.append(
+            f"- {_link(root, root / 'calibration' / 'calibration.json')}: T = {calibration['temperature']:.3f}, "
+            f"τ = {calibration['tau']:.4f} (mode {calibration.get('mode')}), exit rate on the selection split "
+            f"{select.get('exit_rate')}"
+        )
+        for figure in sorted((root / "calibration" / "figures").glob("*.png")):
+            lines.append(f"- figure: {_link(root, figure)}")
+    else:
+        lines.append("- **no calibration.json found**")
+
+    lines += ["", "## 3. CADER runs (accuracy and exit rate in %)", "",
+              "| run | n | accuracy | Stage-1 accuracy | Stage-1 exit | failures | report |",
+              "|---|---|---|---|---|---|---|", *eval_rows(root)]  # fmt: skip
+
+    lines += ["", "## 4. AgentVidBench judge", ""]
+    judge = _load(root / "judge" / "judge_report.json")
+    if judge:
+        lines.append(
+            f"- {_link(root, root / 'judge' / 'judge_report.md')}: judge `{judge.get('judge_model')}`, n = {judge['n']}, "
+            f"accuracy {judge.get('accuracy')}, Traj {judge.get('traj')}, MC-rate {judge.get('mc_rate')}, "
+            f"failed judgments {judge.get('failed_judgments')}"
+        )
+    else:
+        lines.append("- **no judge report found**")
+    return "\n".join(lines) + "\n"
+
+
+def main(root: str = "runs/tiny") -> Path:
+    """Write <root>/SUMMARY.md.
+
+    Args:
+        root: The quickstart output folder.
+    """
+    base = Path(root)
+    text = summarize(base)
+    out = base / "SUMMARY.md"
+    tmp = out.with_suffix(".md.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, out)
+    print(text)
+    return out
+
+
+if __name__ == "__main__":
+    CLI(main, as_positional=False)
