@@ -1,0 +1,48 @@
+"""Regenerate the calibration figures shown in the README (docs/figures/) from synthetic Stage-1 outcomes.
+
+The outcomes come from `cader.calibrate.synthetic` (logits calibrated at a known temperature, 4- and 5-option
+benchmarks, and a Stage-2 answer for every sample as a uniform_stage2 run would give), so the figures show what a
+real held-out run looks like with thousands of samples, without a model.
+
+    python scripts/make_doc_figures.py --out docs/figures
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from jsonargparse import CLI
+
+from cader.calibrate.fit import main as fit_main
+from cader.calibrate.synthetic import synthetic_prediction_rows
+
+
+def main(out: str = "docs/figures", n: int = 1500, seed: int = 0) -> None:
+    """Write the PNGs of calibrate/fit.py on synthetic predictions into `out`.
+
+    Args:
+        out: Destination folder for the PNG files.
+        n: Samples per synthetic benchmark.
+        seed: Seed of the synthetic outcomes and of the fit/select split.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for k, (name, options) in enumerate([("synthetic_a", 4), ("synthetic_b", 5)]):
+            rows = synthetic_prediction_rows(name, n, n_options=options, true_temperature=1.5, seed=seed + k,
+                                             stage2_accuracy=0.7)  # fmt: skip
+            path = Path(tmp) / f"{name}.jsonl"
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+            files.append(str(path))
+        run = Path(tmp) / "fit"
+        fit_main(["--predictions", *files, "--out", str(run), "--mode", "accuracy", "--seed", str(seed)])
+        Path(out).mkdir(parents=True, exist_ok=True)
+        for png in sorted((run / "figures").glob("*.png")):
+            shutil.copy(png, Path(out) / png.name)
+            print(f"wrote {Path(out) / png.name}")
+
+
+if __name__ == "__main__":
+    CLI(main, as_positional=False)
