@@ -14,10 +14,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from jsonargparse import CLI
-
 from cader.calibrate.fit import main as fit_main
 from cader.calibrate.synthetic import synthetic_prediction_rows
+from jsonargparse import CLI
 
 
 def main(out: str = "docs/figures", n: int = 1500, seed: int = 0) -> None:

@@ -1,8 +1,7 @@
 """Write the tiny random-weight Qwen3-VL (the embedded default) as an HF folder. No downloads."""
 
-from jsonargparse import CLI
-
 from cader.vlm.tiny import make_tiny_model
+from jsonargparse import CLI
 
 
 def main(out: str, seed: int = 0) -> None:

@@ -1,5 +1,4 @@
 import pytest
-
 from cader.vlm.flops import (
     QWEN3_VL_8B_TEXT,
     TextShape,

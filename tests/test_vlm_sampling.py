@@ -2,14 +2,12 @@ import math
 
 import numpy as np
 import pytest
-
 from cader.vlm.sampling import (
     cap_times,
     count_times,
     fit_pixels,
     fps_map_counts,
     fps_map_times,
-    frames_at_rate,
     times_to_indices,
     uniform_times,
 )

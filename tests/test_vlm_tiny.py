@@ -5,11 +5,10 @@ import sys
 import numpy as np
 import pytest
 import torch
-from PIL import Image
-
 from cader.vlm.loading import load_model, load_processor
 from cader.vlm.messages import build_messages, encode
 from cader.vlm.video import VideoReader
+from PIL import Image
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@ import threading
 
 import numpy as np
 import pytest
-
 from cader.vlm.video import VideoReader, VideoReadError
 from conftest import read_barcode, write_barcode_video
 

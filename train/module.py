@@ -102,7 +102,7 @@ class SFTModule(L.LightningModule):
     def training_step(self, batch, batch_idx):
         out = self.model(**batch)
         loss = out.loss
-        if self.hparams.vision_guard:
+        if self.hparams.vision_guard and self.trainer.world_size > 1:   # one process has nobody to wait for
             loss = loss + self._dummy_vision_loss(batch)
         mask = batch["attention_mask"]
         real = int(mask.sum())

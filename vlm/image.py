@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 
-from PIL import Image, UnidentifiedImageError
-
 from cader.vlm.sampling import fit_pixels
+from PIL import Image, UnidentifiedImageError
 
 IMAGE_MAX_PIXELS = 262_144
 

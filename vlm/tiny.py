@@ -17,7 +17,6 @@ import string
 from pathlib import Path
 
 import torch
-
 from cader.vlm.chat_template import QWEN3_VL_CHAT_TEMPLATE
 
 # Qwen3-VL's special tokens, in their released order (ids are assigned after the BPE vocabulary).

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-
 from cader.vlm.sampling import cap_times, fit_pixels, fps_map_times, times_to_indices, uniform_times
 
 
@@ -66,7 +65,7 @@ def resize_frames(frames: np.ndarray, max_pixels: int | None) -> np.ndarray:
     """Resize a (N, H, W, 3) uint8 batch so H*W <= max_pixels with sides multiple of 32 (aspect kept)."""
     if max_pixels is None or len(frames) == 0:
         return frames
-    n, h, w, _ = frames.shape
+    _, h, w, _ = frames.shape
     new_h, new_w = fit_pixels(h, w, max_pixels)
     if (new_h, new_w) == (h, w):
         return frames

@@ -16,8 +16,6 @@ import json
 import time
 
 import torch
-from jsonargparse import CLI
-
 from cader.vlm.flops import (
     QWEN3_VL_8B_TEXT,
     QWEN3_VL_8B_VISION,
@@ -27,6 +25,7 @@ from cader.vlm.flops import (
     training_step_flops,
     vision_forward_flops,
 )
+from jsonargparse import CLI
 
 TINY_TEXT = TextShape(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, head_dim=16, vocab=1024)
 TINY_VISION = VisionShape(hidden=32, intermediate=64, depth=2, patch=16, temporal_patch=2, merge=2, out_hidden=64,

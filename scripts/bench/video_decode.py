@@ -59,9 +59,8 @@ def main(seconds: int = 600, fps: int = 24, width: int = 320, height: int = 240,
         repeats: Timed runs per loader (median reported).
         video: Use this file instead of generating one.
     """
-    from transformers.video_utils import load_video
-
     from cader.vlm.video import VideoReader
+    from transformers.video_utils import load_video
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(video) if video else Path(tmp) / "bench.mp4"
