@@ -17,7 +17,7 @@ from pathlib import Path
 import lightning as L
 from cader.train.budget import BudgetConfig
 from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
-from cader.train.formats import FormatError, direct_answer_view, read_source
+from cader.train.formats import FormatError, read_source
 from cader.train.toolfree import filter_tool_free
 from torch.utils.data import DataLoader, Dataset
 
@@ -84,24 +84,19 @@ class SFTDataModule(L.LightningDataModule):
                  seed: int = 0, mega_batch: int = 32, max_length: int = 10_240, fps: float = 1.0,
                  max_frames: int = 4_096, video_max_pixels: int = 65_536, image_max_pixels: int = 262_144,
                  min_frames: int = 4, min_pixels: int = 16_384, min_target_tokens: int = 32,
-                 direct_answer: bool = False, report_dir: str | None = None):
+                 report_dir: str | None = None):
         """
         Args:
             sources: the mix (name, format, path, media_root, optional ratio).
             processor_path: HF folder or hub id of the processor (linked to model.model_path by sft.py).
             batch_size: per-device micro-batch.
             max_length ... min_target_tokens: the token budget (paper supplementary A; see cader.train.budget).
-            direct_answer: also train on a direct-answer copy of every multiple-choice sample (target = the letter
-                after an empty think block, see `cader.train.formats.direct_answer_view`). Off in the paper recipe
-                (Qwen3-VL-Instruct already answers directly); the tiny random model needs it to learn the Stage-1
-                answer format that evaluation reads.
             report_dir: where data_report.json goes (default: the trainer's default_root_dir).
         """
         super().__init__()
         self.sources = [s if isinstance(s, Source) else Source(**s) for s in sources]
         self.processor_path, self.batch_size, self.num_workers = processor_path, batch_size, num_workers
         self.seed, self.mega_batch, self.report_dir = seed, mega_batch, report_dir
-        self.direct_answer = direct_answer
         self.budget = BudgetConfig(max_length=max_length, fps=fps, max_frames=max_frames,
                                    video_max_pixels=video_max_pixels, image_max_pixels=image_max_pixels,
                                    min_frames=min_frames, min_pixels=min_pixels, min_target_tokens=min_target_tokens)
@@ -134,8 +129,6 @@ class SFTDataModule(L.LightningDataModule):
             for row in read_source(src.format, path, src.name):
                 (errors if isinstance(row, FormatError) else samples).append(row)
             kept, tool_dropped = filter_tool_free(samples)
-            direct = [v for v in map(direct_answer_view, kept) if v is not None] if self.direct_answer else []
-            kept = kept + direct
             skipped: dict[str, list[str]] = defaultdict(list)
             for err in errors:
                 skipped["format"].append(str(err))
@@ -149,8 +142,7 @@ class SFTDataModule(L.LightningDataModule):
             budget_steps = Counter(step.split()[0] for p in planned for step in p.plan.steps)
             report[src.name] = {"rows": len(samples) + len(errors), "tool_calls_dropped": tool_dropped[src.name],
                                 "skipped": {k: len(v) for k, v in skipped.items()}, "skipped_ids": dict(skipped),
-                                "budget_reductions": dict(budget_steps), "direct_answer_copies": len(direct),
-                                "train_samples": len(planned)}
+                                "budget_reductions": dict(budget_steps), "train_samples": len(planned)}
             log.info("source %s: %d rows, %d tool-call samples dropped, skipped %s, %d to train (budget: %s)",
                      src.name, report[src.name]["rows"], tool_dropped[src.name], report[src.name]["skipped"],
                      len(planned), dict(budget_steps))

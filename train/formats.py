@@ -289,22 +289,3 @@ def _from_sharegpt(row: dict, source: str, index: int) -> Sample:
     meta = {"tools": row["tools"]} if row.get("tools") else {}
     return Sample(source, _row_id(row, source, index), turns, meta)
 
-
-# ---- direct-answer view (Stage-1 answer format) ----
-
-_FINAL_LETTER = re.compile(r"<answer>\s*([A-Z])\s*</answer>\s*$")
-# What Qwen3's chat template puts after "<|im_start|>assistant\n" when thinking is off (enable_thinking=False):
-# an empty think block. A target that starts with it teaches the letter at exactly the position CADER's Stage 1
-# reads it (paper App. C.1: thinking off, the option letter is the first answer token).
-EMPTY_THINK = "<think>\n\n</think>\n\n"
-
-
-def direct_answer_view(sample: Sample) -> Sample | None:
-    """A copy of a multiple-choice sample whose assistant target is only the answer letter after an empty think
-    block; None when the last assistant turn does not end in a single-letter ``<answer>X</answer>``."""
-    last = sample.turns[-1]
-    match = _FINAL_LETTER.search(last.text) if last.role == "assistant" else None
-    if match is None:
-        return None
-    turns = sample.turns[:-1] + [Turn("assistant", [{"type": "text", "text": EMPTY_THINK + match.group(1)}])]
-    return Sample(sample.source, f"{sample.sample_id}#direct", turns, {**sample.meta, "view": "direct_answer"})

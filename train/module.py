@@ -28,9 +28,9 @@ class SFTModule(L.LightningModule):
             freeze_vision_tower / freeze_merger / freeze_language_model: keep those parameters fixed.
             lora_r: 0 = full-parameter SFT (the paper); > 0 trains LoRA adapters (merged into the weights on export).
             dtype: weights' dtype at load; use the trainer's precision ("bf16-true"/"bf16-mixed") for bf16 on GPU.
-            vision_guard: run the vision tower on a dummy input for every modality missing from a batch, so all
-                ranks call it the same number of times per step (ZeRO-3 gathers parameters collectively and hangs
-                when one rank skips the tower).
+            vision_guard: with more than one process, run the vision tower in lockstep on every rank (image slot,
+                video slot, then the language model; a dummy input for a modality the batch lacks), because ZeRO-3
+                gathers parameters collectively and hangs when one rank skips the tower (see `_lockstep_vision`).
         """
         super().__init__()
         self.save_hyperparameters()
@@ -75,45 +75,77 @@ class SFTModule(L.LightningModule):
             core.language_model.requires_grad_(False)
             self.model.lm_head.requires_grad_(False)
 
-    def _visual(self):
+    def _vl_model(self):
+        """Qwen3VLModel (visual + language model), also under a peft wrapper."""
         model = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-        return model.model.visual
+        return model.model
 
-    def _dummy_vision_loss(self, batch) -> torch.Tensor:
-        """0 * (vision tower on a 2x2-patch dummy) for each modality absent from the batch."""
+    def _visual(self):
+        return self._vl_model().visual
+
+    def _dummy_tower_term(self) -> torch.Tensor:
+        """0 * (vision tower on a 2x2-patch dummy): a tower call that changes nothing but takes part in ZeRO-3."""
         visual = self._visual()
         cfg = visual.config
-        missing = [k for k in ("pixel_values", "pixel_values_videos") if k not in batch]
-        zero = torch.zeros((), device=self.device)
-        for _ in missing:
-            dim = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size ** 2
-            merge = cfg.spatial_merge_size
-            pixels = torch.zeros(merge * merge, dim, device=self.device, dtype=visual.dtype)
-            grid = torch.tensor([[1, merge, merge]], device=self.device)
-            out = visual(pixels, grid_thw=grid, return_dict=True)
-            feats = [out.pooler_output, *(out.deepstack_features or [])]
-            zero = zero + sum(f.float().sum() for f in feats) * 0.0
-        return zero
+        dim = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size ** 2
+        merge = cfg.spatial_merge_size
+        pixels = torch.zeros(merge * merge, dim, device=self.device, dtype=visual.dtype)
+        grid = torch.tensor([[1, merge, merge]], device=self.device)
+        out = visual(pixels, grid_thw=grid, return_dict=True)
+        feats = [out.pooler_output, *(out.deepstack_features or [])]
+        return sum(f.float().sum() for f in feats) * 0.0
+
+    def _lockstep_vision(self, batch: dict) -> tuple[dict, torch.Tensor]:
+        """Run the vision tower exactly twice on every rank, image slot then video slot, before the language model.
+
+        ZeRO-3 gathers each module's parameters collectively when it runs, so all ranks must run the same modules in
+        the same order; a rank without images or videos (text-only, image-only) would skip the tower or reach it at
+        a different point and hang or corrupt the collective. Present modalities are encoded here and handed to the
+        model as `mm_encoder_outputs` (the model then only embeds tokens and runs the language model); a missing one
+        is replaced by a dummy call whose zero-weighted output joins the loss, so backward matches too.
+        Returns (model kwargs, guard term to add to the loss).
+        """
+        core, inputs, encoded = self._vl_model(), dict(batch), {}
+        guard = torch.zeros((), device=self.device)
+        for modality, pixels, grid in (("image", "pixel_values", "image_grid_thw"),
+                                       ("video", "pixel_values_videos", "video_grid_thw")):
+            if pixels in inputs:
+                encode = core.get_image_features if modality == "image" else core.get_video_features
+                encoded[modality] = encode(inputs.pop(pixels), inputs[grid], return_dict=True)
+            else:
+                guard = guard + self._dummy_tower_term()
+        if encoded:
+            inputs["mm_encoder_outputs"] = encoded
+        return inputs, guard
 
     # ---- training ----
     def forward(self, **batch):
         return self.model(**batch)
 
+    def _log_step(self) -> bool:
+        """Whether this step's metrics reach the logger (Lightning writes every log_every_n_steps optimizer steps);
+        the extra metrics are only computed then (a grad-norm pass and five self.log calls a step cost ~10 %
+        of a tiny model's step)."""
+        n = max(1, self.trainer.log_every_n_steps)
+        return (self.global_step + 1) % n == 0
+
     def training_step(self, batch, batch_idx):
-        out = self.model(**batch)
-        loss = out.loss
+        inputs, guard = batch, None
         if self.hparams.vision_guard and self.trainer.world_size > 1:   # one process has nobody to wait for
-            loss = loss + self._dummy_vision_loss(batch)
+            inputs, guard = self._lockstep_vision(batch)
+        loss = self.model(**inputs).loss
+        if guard is not None:
+            loss = loss + guard
         mask = batch["attention_mask"]
-        real = int(mask.sum())
-        now = time.perf_counter()
-        if self._last_time is not None:
-            self.log("tokens_per_s", real * self.trainer.world_size / max(now - self._last_time, 1e-9),
-                     on_step=True, prog_bar=False, rank_zero_only=True)
-        self._last_time = now
         self.log("train_loss", loss.detach(), on_step=True, prog_bar=True, batch_size=mask.shape[0])
-        self.log("padded_fraction", 1.0 - real / mask.numel(), on_step=True, batch_size=mask.shape[0])
-        self.log("lr", self.optimizers().param_groups[0]["lr"], on_step=True, prog_bar=True)
+        now = time.perf_counter()
+        if self._log_step():
+            real = int(mask.sum())
+            metrics = {"padded_fraction": 1.0 - real / mask.numel(), "lr": self.optimizers().param_groups[0]["lr"]}
+            if self._last_time is not None:
+                metrics["tokens_per_s"] = real * self.trainer.world_size / max(now - self._last_time, 1e-9)
+            self.log_dict(metrics, on_step=True, batch_size=mask.shape[0], rank_zero_only=True)
+        self._last_time = now
         return loss
 
     def on_train_batch_start(self, batch, batch_idx):
@@ -123,13 +155,15 @@ class SFTModule(L.LightningModule):
             loader.consumed = batch_idx + 1
 
     def on_before_optimizer_step(self, optimizer):
+        if not self._log_step():
+            return
         grads = [p.grad.detach().float().norm() for p in self.parameters() if p.grad is not None]
         if grads:
             self.log("grad_norm", torch.stack(grads).norm(), on_step=True)
 
     def on_train_batch_end(self, outputs, batch, batch_idx):
         engine = getattr(self.trainer.strategy, "deepspeed_engine", None)
-        if engine is not None and engine.is_gradient_accumulation_boundary():
+        if engine is not None and engine.is_gradient_accumulation_boundary() and self._log_step():
             norm = engine.get_global_grad_norm()
             if norm is not None:
                 self.log("grad_norm", float(norm), on_step=True)

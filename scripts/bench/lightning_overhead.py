@@ -3,8 +3,9 @@
 Both loops start from the same weights (the same HF folder loaded with the same seed), train on the same batches
 (built once by the project's datamodule: budget, encode, label mask, collate) with the same optimizer and schedule
 (`SFTModule.configure_optimizers`: AdamW + warmup/cosine LambdaLR) and the same gradient clipping. The first `warmup`
-steps of each loop are not timed. Throughput = real (non-padding) tokens / second over the timed steps; the rounds
-alternate bare and Lightning and the best round of each is kept (least disturbed by other load on the machine).
+steps of each loop are not timed. Every step is timed on its own and the rounds alternate bare and Lightning; a
+step's time is its fastest over the rounds (a shared machine only ever adds time), and throughput = real
+(non-padding) tokens of the timed steps / the sum of those times.
 
     python scripts/bench/lightning_overhead.py                 # tiny model + synthetic mix in a temp dir (~1 min)
     python scripts/bench/lightning_overhead.py --steps 60 --rounds 3
@@ -39,8 +40,8 @@ def _tokens(batch: dict) -> int:
     return int(batch["attention_mask"].sum())
 
 
-def bare_loop(model_dir: str, batches: list[dict], warmup: int, lr: float, clip: float, seed: int) -> float:
-    """Plain PyTorch: forward, backward, clip, step, schedule, zero_grad. Returns tokens/s over the timed steps."""
+def bare_loop(model_dir: str, batches: list[dict], warmup: int, lr: float, clip: float, seed: int) -> list[float]:
+    """Plain PyTorch: forward, backward, clip, step, schedule, zero_grad. Returns the seconds of each timed step."""
     import torch
     from cader.train.module import SFTModule
 
@@ -50,51 +51,50 @@ def bare_loop(model_dir: str, batches: list[dict], warmup: int, lr: float, clip:
     optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
     model = module.model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    tokens, start = 0, None
-    for step, batch in enumerate(batches):
-        if step == warmup:
-            start = time.perf_counter()
+    marks = []
+    for batch in batches:
+        marks.append(time.perf_counter())
         loss = model(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, clip)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-        if step >= warmup:
-            tokens += _tokens(batch)
-    return tokens / (time.perf_counter() - start)
+    marks.append(time.perf_counter())
+    return [b - a for a, b in zip(marks[warmup:], marks[warmup + 1:])]
 
 
 def lightning_loop(model_dir: str, batches: list[dict], warmup: int, lr: float, clip: float, seed: int,
-                   root: Path) -> float:
-    """Trainer.fit on SFTModule with the tiny config's trainer settings (CSV logs every step, clipping)."""
+                   root: Path) -> list[float]:
+    """Trainer.fit on SFTModule: CSV logs every 10 steps (as configs/train/cot_mix.yaml), clipping, no checkpoints."""
     import lightning as L
     from cader.train.module import SFTModule
     from lightning.pytorch.loggers import CSVLogger
     from torch.utils.data import DataLoader
 
     class Timer(L.Callback):
-        tokens, start, end = 0, None, None
+        # one mark per loop iteration (start of each batch) and one at the end: a step's time is everything the
+        # loop does between two batches, Lightning's own work included
+        def __init__(self):
+            self.marks = []
 
         def on_train_batch_start(self, trainer, module, batch, batch_idx):
-            if batch_idx == warmup:
-                self.start = time.perf_counter()
+            self.marks.append(time.perf_counter())
 
-        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-            if batch_idx >= warmup:
-                self.tokens += _tokens(batch)
-                self.end = time.perf_counter()
+        def on_train_end(self, trainer, module):
+            self.marks.append(time.perf_counter())
 
     timer = Timer()
     module = SFTModule(model_dir, lr=lr, seed=seed)
     trainer = L.Trainer(default_root_dir=str(root), accelerator="cpu", devices=1, precision="32-true",
-                        max_epochs=1, max_steps=len(batches), gradient_clip_val=clip, log_every_n_steps=1,
+                        max_epochs=1, max_steps=len(batches), gradient_clip_val=clip, log_every_n_steps=10,
                         logger=CSVLogger(str(root), name="logs"), enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
                         callbacks=[timer])
     # batch_size=None: the list already holds collated batches, handed over unchanged
     trainer.fit(module, train_dataloaders=DataLoader(batches, batch_size=None, shuffle=False))
-    return timer.tokens / (timer.end - timer.start)
+    marks = timer.marks
+    return [b - a for a, b in zip(marks[warmup:], marks[warmup + 1:])]
 
 
 def main(
@@ -102,7 +102,7 @@ def main(
     train_dir: str | None = None,
     steps: int = 30,
     warmup: int = 5,
-    rounds: int = 2,
+    rounds: int = 3,
     batch_size: int = 4,
     max_length: int = 2048,
     lr: float = 2e-3,
@@ -116,7 +116,7 @@ def main(
         train_dir: the CoT mix folder (default: the synthetic mix written into a temp dir).
         steps: timed optimizer steps per loop and round.
         warmup: untimed steps before them.
-        rounds: alternating bare/Lightning rounds; the best of each is reported.
+        rounds: alternating bare/Lightning rounds; each step counts with its fastest time.
         batch_size, max_length, lr, clip: as in configs/train/cot_mix_tiny.yaml.
         seed: weights/seed of both loops.
     """
@@ -143,14 +143,17 @@ def main(
             bare.append(bare_loop(model_dir, batches, warmup, lr, clip, seed))
             torch.manual_seed(seed)
             lightning.append(lightning_loop(model_dir, batches, warmup, lr, clip, seed, tmp / f"pl{r}"))
+    tokens = sum(_tokens(b) for b in batches[warmup:])
+    bare_tps = tokens / sum(map(min, zip(*bare)))
+    lightning_tps = tokens / sum(map(min, zip(*lightning)))
     result = {
-        "lightning_tokens_per_s": max(lightning),
-        "bare_tokens_per_s": max(bare),
-        "ratio": max(lightning) / max(bare),
-        "rounds": {"lightning": lightning, "bare": bare},
+        "lightning_tokens_per_s": lightning_tps,
+        "bare_tokens_per_s": bare_tps,
+        "ratio": lightning_tps / bare_tps,
+        "rounds_tokens_per_s": {"lightning": [tokens / sum(t) for t in lightning], "bare": [tokens / sum(t) for t in bare]},
         "timed_steps": steps,
         "warmup_steps": warmup,
-        "tokens_per_step": sum(_tokens(b) for b in batches[warmup:]) / steps,
+        "tokens_per_step": tokens / steps,
         "threads": torch.get_num_threads(),
         "seconds": round(time.perf_counter() - begin, 1),
     }
