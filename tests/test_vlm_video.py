@@ -95,3 +95,28 @@ def test_bad_files_raise_one_clear_error(tmp_path, barcode_video, kind):
     with pytest.raises(VideoReadError) as err:
         VideoReader(path).sample_uniform(1.0)
     assert str(path) in str(err.value)
+
+
+def test_scan_and_seek_paths_return_the_same_frames_on_h264_with_b_frames(tmp_path):
+    import av
+
+    path = tmp_path / "h264.mp4"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=24)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.options = {"g": "48", "bf": "3", "preset": "veryfast"}
+        for k in range(240):
+            img = np.zeros((48, 64, 3), np.uint8)
+            img[:, : (k % 64)] = (7 * k) % 256
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    reader = VideoReader(path)
+    dense = np.arange(5, 240, 7)  # mean gap 7 -> forward scan
+    assert np.diff(dense).mean() <= VideoReader.SCAN_MAX_MEAN_GAP
+    scanned = reader.decode_indices(dense).frames
+    seeked = reader._reader.get_batch(dense.tolist()).asnumpy()
+    assert np.array_equal(scanned, seeked)
+    sparse = np.array([3, 200])  # mean gap 197 -> decord seek
+    assert np.array_equal(reader.decode_indices(sparse).frames, reader._reader.get_batch([3, 200]).asnumpy())
