@@ -10,7 +10,15 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from cader.evaluate.benchmarks.synth import BACKGROUND, EVENT_COLOURS, VideoSpec, colour_options, write_video
+from cader.evaluate.benchmarks.synth import (
+    BACKGROUND,
+    EVENT_COLOURS,
+    VideoSpec,
+    canonical_colour_options,
+    colour_options,
+    direct_answer_text,
+    write_video,
+)
 from cader.evaluate.benchmarks.synth_data import make_synthetic_data
 from datasets import load_dataset
 from PIL import Image
@@ -72,6 +80,27 @@ def test_training_manifest_counts_match_files_and_tool_rows(data, tmp_path):
         assert len(rows) == source["total"], name
         assert sum(_is_tool_row(r) for r in rows) == source["tool_call"] == SMALL["n_tool"], name
         assert source["clean"] == source["total"] - source["tool_call"] > 0
+        direct = sum(_is_direct_row(r) for r in rows)
+        assert direct == source["direct_answer"], name
+        # one per training video, in the formats that keep assistant text verbatim
+        assert (direct > 0) == (name in ("longvt", "sharegpt")), name
+    n_direct = sum(s["direct_answer"] for s in manifest["sources"].values())
+    assert n_direct == SMALL["n_train"]
+
+
+DIRECT_TARGET = re.compile(r"<think>\n\n</think>\n\n[A-F]")
+
+
+def _is_direct_row(row: dict) -> bool:
+    messages = row.get("messages") or row.get("conversations")
+    if messages is None:
+        return False
+    if isinstance(messages, str):
+        messages = json.loads(messages)
+    final = messages[-1]
+    text = final.get("value") or final.get("content")
+    text = text if isinstance(text, str) else text[0]["text"]
+    return bool(DIRECT_TARGET.fullmatch(text))
 
 
 def test_longvt_rows_have_openai_parts_and_some_are_json_strings(data, tmp_path):
@@ -90,8 +119,8 @@ def test_longvt_rows_have_openai_parts_and_some_are_json_strings(data, tmp_path)
             final = row["messages"][-1]
             assert final["role"] == "assistant"
             assert re.fullmatch(
-                r"<think>.+</think><answer>[A-D]</answer>", final["content"][0]["text"], re.DOTALL
-            )
+                r"<think>.+</think><answer>[A-F]</answer>", final["content"][0]["text"], re.DOTALL
+            ) or DIRECT_TARGET.fullmatch(final["content"][0]["text"])
 
 
 def test_video_r1_and_longvideo_reason_fields(data, tmp_path):
@@ -106,11 +135,12 @@ def test_video_r1_and_longvideo_reason_fields(data, tmp_path):
         assert "<think>" in row["process"]
         if row["problem_type"] == "multiple choice":
             letter = re.search(r"<answer>(.)</answer>", row["solution"]).group(1)
-            assert letter in "ABCD"[: len(row["options"])]
+            assert letter in "ABCDEF"[: len(row["options"])]
+            assert [o.split(". ", 1)[1] for o in row["options"]] == list(EVENT_COLOURS)  # fixed order
     reason = _load(data / "train" / "longvideo_reason.jsonl", tmp_path)
     for row in reason:
         assert (data / "train" / row["videos"]).exists()
-        assert row["answer"] in "ABCD" and f"{row['answer']}. " in row["problem"]
+        assert row["answer"] in "ABCDEF" and f"{row['answer']}. " in row["problem"]
 
 
 def test_sharegpt_placeholders_match_media(data, tmp_path):
@@ -157,7 +187,7 @@ def test_training_images_show_their_answer_colour(data, tmp_path):
         if row["data_type"] != "image":
             continue
         letter = re.search(r"<answer>(.)</answer>", row["solution"]).group(1)
-        colour = row["options"]["ABCD".index(letter)].split(". ", 1)[1]
+        colour = row["options"]["ABCDEF".index(letter)].split(". ", 1)[1]
         pixel = _centre(np.asarray(Image.open(data / "train" / row["path"]).convert("RGB")))
         assert np.abs(pixel - np.array(EVENT_COLOURS[colour])).max() < 25
 
@@ -178,6 +208,37 @@ def test_colour_options_contain_answer_once_and_respect_limits():
         assert options["ABCDEFGHIJKLMNOPQRSTUVWXYZ".index(letter)] == "green"
     with pytest.raises(ValueError):
         colour_options(rng, "green", 27)
+
+
+def test_canonical_options_fix_the_letter_per_colour():
+    for k, colour in enumerate(EVENT_COLOURS):
+        options, letter = canonical_colour_options(colour)
+        assert options == list(EVENT_COLOURS) and letter == "ABCDEF"[k]
+    with pytest.raises(ValueError):
+        canonical_colour_options("white")
+
+
+def test_direct_answer_target_continues_the_thinking_off_prefill():
+    """The direct-answer target must be exactly what follows Stage 1's prompt (enable_thinking=False)."""
+    import jinja2
+    from cader.vlm.chat_template import QWEN3_VL_CHAT_TEMPLATE
+
+    template = jinja2.Environment().from_string(QWEN3_VL_CHAT_TEMPLATE)
+    user = [{"role": "user", "content": "Q"}]
+    stage1 = template.render(messages=user, add_generation_prompt=True, enable_thinking=False)
+    trained = template.render(
+        messages=user + [{"role": "assistant", "content": direct_answer_text("C")}], add_generation_prompt=False
+    )
+    assert trained == stage1 + "C<|im_end|>\n"
+
+
+def test_synthetic_benchmark_uses_the_fixed_option_order(data):
+    for split in ("test", "heldout"):
+        rows = [json.loads(x) for x in (data / "eval" / "synthetic" / f"{split}.jsonl").read_text().splitlines()]
+        assert rows
+        for row in rows:
+            assert row["options"] == list(EVENT_COLOURS)
+            assert row["options"]["ABCDEF".index(row["answer"])] == row["colour"]
 
 
 def test_cli_is_deterministic_by_seed_and_fast(data, tmp_path):

@@ -76,7 +76,9 @@ def test_frame_reduction_keeps_the_whole_target(sft_data, tiny_model_dir):
 
 
 def test_truncation_cuts_only_the_target_end(sft_data, encoder, tiny_model_dir):
-    sample = next(s for s in _samples(sft_data) if s.media and s.media[0]["type"] == "video")
+    # a CoT row (a direct-answer row's target is shorter than the cut)
+    sample = next(s for s in _samples(sft_data)
+                  if s.media and s.media[0]["type"] == "video" and "</think><answer>" in s.turns[-1].text)
     full = encoder.encode(encoder.plan(sample, sft_data))
     start = int((full["labels"] != IGNORE_INDEX).nonzero()[0])
     # room for the prompt with all its vision tokens and 40 target tokens; min_frames pins the frames
@@ -147,3 +149,24 @@ def test_length_grouping_lowers_padding_and_shards_evenly():
     resumed.skip = 5
     assert list(resumed) == batches[5:]
     assert list(resumed) == batches          # skip applies once
+
+
+def test_direct_answer_rows_put_the_letter_where_stage1_reads_it(sft_data, encoder):
+    """A direct-answer row's labels start with the empty think block Stage 1 pre-fills, then the letter: the prompt
+    tokens before the letter are exactly Stage 1's thinking-off prompt (cader.vlm.messages.render)."""
+    from cader.train.collate import chat_messages
+    from cader.vlm.messages import render
+
+    tok = encoder.tokenizer
+    direct = [s for s in _samples(sft_data) if s.turns[-1].text.startswith("<think>\n\n</think>")]
+    assert direct
+    for sample in direct:
+        messages = chat_messages(sample)
+        stage1_text = render(encoder.processor, messages[:-1], enable_thinking=False)
+        _, full = encoder.texts(sample)
+        letter = sample.turns[-1].text[-1]
+        assert letter in "ABCDEF" and full == stage1_text + letter + "<|im_end|>"
+        ids = tok(full, add_special_tokens=False)["input_ids"]
+        assert ids[: len(tok(stage1_text, add_special_tokens=False)["input_ids"])] == tok(
+            stage1_text, add_special_tokens=False)["input_ids"]
+        assert tok.decode(ids[-2:]) == letter + "<|im_end|>"

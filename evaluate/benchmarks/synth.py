@@ -183,6 +183,20 @@ def colour_options(rng: np.random.Generator, answer: str, n_options: int) -> tup
     return options, LETTERS[options.index(answer)]
 
 
+def canonical_colour_options(answer: str) -> tuple[list[str], str]:
+    """The six event colours in their fixed order (A. red .. F. magenta); returns (options, letter).
+
+    Used by the training mix and the ``synthetic``/``synthetic_heldout`` benchmarks: with a fixed order the letter
+    is a function of the colour shown, so the tiny 2-layer model can learn colour -> letter from pixels (with
+    shuffled options it would have to read and match the option texts, which it does not learn in a CPU-sized
+    run). The released-format benchmarks keep ``colour_options`` (their option counts are part of the format).
+    """
+    options = list(EVENT_COLOURS)
+    if answer not in options:
+        raise ValueError(f"answer must be an event colour {options}, got {answer!r}")
+    return options, LETTERS[options.index(answer)]
+
+
 def timestamp(seconds: float) -> str:
     """``MM:SS`` (or ``H:MM:SS`` past an hour) as used in time references."""
     s = round(seconds)
@@ -198,6 +212,18 @@ def cot_text(spec: VideoSpec, letter: str) -> str:
         f"{spec.colour} shape appears in the centre of the frame, so the shape is {spec.colour}, which is "
         f"option {letter}.</think><answer>{letter}</answer>"
     )
+
+
+# What `enable_thinking=False` pre-fills after "<|im_start|>assistant\n" (cader.vlm.chat_template, Qwen3 convention).
+EMPTY_THINK = "<think>\n\n</think>\n\n"
+
+
+def direct_answer_text(letter: str) -> str:
+    """A direct-answer target: the empty think block Stage 1's prompt pre-fills (thinking off), then the letter.
+
+    Training on it puts the letter at exactly the position CADER Stage 1 reads option-letter logits from.
+    """
+    return f"{EMPTY_THINK}{letter}"
 
 
 def image_cot_text(colour: str, letter: str) -> str:

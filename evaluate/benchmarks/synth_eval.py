@@ -18,6 +18,7 @@ from cader.evaluate.benchmarks.synth import (
     COLOUR_QUESTION,
     LETTERS,
     VideoSpec,
+    canonical_colour_options,
     colour_options,
     random_spec,
     timestamp,
@@ -308,7 +309,8 @@ def write_synthetic_split(root: Path, rng, n: int, new_spec: Callable, split: st
         spec = new_spec(f"{split}_{i:04d}")
         rel = f"videos/{split}_{i:04d}.mp4"
         write_video(spec, root / rel)
-        options, letter = colour_options(rng, spec.colour, 4)
+        # fixed option order, as in the training mix (synth.canonical_colour_options)
+        options, letter = canonical_colour_options(spec.colour)
         sample_id = f"{split}-{i:04d}"
         rows.append(
             {

@@ -19,8 +19,18 @@ Layout under ``<out>/train/`` (media paths in every file are relative to ``<out>
 
 Tool-call rows are mixed into every format, each using one marker family so a filter is exercised on each:
 ``<tool_call>`` in an assistant/target text, ``<tool_response>`` in a tool turn, ``<tools>`` in a system prompt,
-a ``tool``/``function_call``/``observation`` role, or a ``tools`` column. Clean targets always read
-``<think>...</think><answer>X</answer>``.
+a ``tool``/``function_call``/``observation`` role, or a ``tools`` column. Clean targets read
+``<think>...</think><answer>X</answer>``, except the direct-answer rows below.
+
+Every question lists the six event colours in one fixed order (``canonical_colour_options``), so the letter is a
+function of the colour shown. Besides its CoT row, every training video has one *direct-answer* row (LongVT format
+for even, sharegpt for odd video indices): the CADER Stage 1 prompt (paper App. C.1, ``stage1_prompt``) and as
+target the empty think block that ``enable_thinking=False`` pre-fills followed by the bare letter
+(``direct_answer_text``). They emulate the direct-answer ability the real Qwen3-VL-8B-Instruct already has and that
+Stage 1 relies on (option-letter logits at the first answer position, thinking off); a tiny random model only gets
+it from data. (Video-R1 and LongVideo-Reason cannot hold them: their readers strip ``process``/``solution`` and
+wrap answers in ``<answer>``, so the exact pre-fill cannot be expressed.) Held-out evaluation videos are never in
+the mix, so Stage 1 accuracy on them measures colour -> letter read from pixels.
 """
 
 from __future__ import annotations
@@ -33,14 +43,17 @@ from cader.evaluate.benchmarks.synth import (
     COLOUR_QUESTION,
     EVENT_COLOURS,
     IMAGE_QUESTION,
+    LETTERS,
     VideoSpec,
-    colour_options,
+    canonical_colour_options,
     cot_text,
+    direct_answer_text,
     image_cot_text,
     random_spec,
     write_image,
     write_video,
 )
+from cader.evaluate.method.prompts import stage1_prompt
 
 FORMATS = ("longvt", "video_r1", "longvideo_reason", "sharegpt")
 SYSTEM_TEXT = "You are a helpful assistant."
@@ -206,7 +219,7 @@ def write_training_mix(
     rows: dict[str, list] = {f: [] for f in FORMATS}
     json_string_rows: list[dict] = []
     conversation_rows: list[dict] = []
-    counts = {f: {"total": 0, "tool_call": 0} for f in FORMATS}
+    counts = {f: {"total": 0, "tool_call": 0, "direct_answer": 0} for f in FORMATS}
 
     def media_items():
         for i, spec in enumerate(specs):
@@ -224,7 +237,7 @@ def write_training_mix(
 
     all_items = [(*it, None) for it in items] + tool_items
     for index, (fmt, is_video, media, spec, colour, tool_kind) in enumerate(all_items):
-        options, letter = colour_options(rng, colour, 4)
+        options, letter = canonical_colour_options(colour)
         question = COLOUR_QUESTION if is_video else IMAGE_QUESTION
         prompt = prompt_with_options(question, options)
         target = cot_text(spec, letter) if is_video else image_cot_text(colour, letter)
@@ -252,7 +265,7 @@ def write_training_mix(
                     f"so it is visible for {seconds} seconds.</think>"
                 )
             else:
-                problem, opts = question, [f"{'ABCD'[i]}. {o}" for i, o in enumerate(options)]
+                problem, opts = question, [f"{LETTERS[i]}. {o}" for i, o in enumerate(options)]
                 think, answer = target.split("<answer>")
                 process, solution = think, f"<answer>{answer}"
             if tool_kind is not None:
@@ -294,6 +307,25 @@ def write_training_mix(
             row = maker(media, is_video, prompt, target, tool_kind, spec)
             (conversation_rows if maker is _conversations_row else rows[fmt]).append(row)
 
+    # one direct-answer row per training video (module doc): Stage 1's prompt, target = pre-filled empty think + letter
+    for i, spec in enumerate(specs):
+        options, letter = canonical_colour_options(spec.colour)
+        system, user = stage1_prompt(COLOUR_QUESTION, options, LETTERS[: len(options)])
+        media, target = f"media/videos/{spec.name}.mp4", direct_answer_text(letter)
+        fmt = "longvt" if i % 2 == 0 else "sharegpt"
+        counts[fmt]["total"] += 1
+        counts[fmt]["direct_answer"] += 1
+        if fmt == "longvt":
+            messages = _longvt_messages(media, True, user, target, None, spec)
+            messages[0] = {"role": "system", "content": [_parts_text(system)]}
+            rows[fmt].append(
+                {"id": f"longvt_direct_{i:05d}", "data_source": "synthetic_colour", "messages": messages}
+            )
+        else:
+            row = _sharegpt_row(media, True, user, target, None, spec)
+            row["messages"].insert(0, {"role": "system", "content": system})
+            rows[fmt].append(row)
+
     write_parquet(train_dir / "longvt_sft.parquet", rows["longvt"])
     write_parquet(train_dir / "longvt_sft_json.parquet", json_string_rows)
     write_json(train_dir / "video_r1_cot.json", rows["video_r1"])
@@ -316,12 +348,14 @@ def write_training_mix(
     manifest = {
         "media_root": ".",
         "target_format": "<think>...</think><answer>X</answer>",
+        "direct_answer_format": direct_answer_text("X"),
         "sources": {
             name: {
                 "format": formats[name],
                 "files": files[name],
                 "total": counts[name]["total"],
                 "tool_call": counts[name]["tool_call"],
+                "direct_answer": counts[name]["direct_answer"],
                 "clean": counts[name]["total"] - counts[name]["tool_call"],
             }
             for name in FORMATS

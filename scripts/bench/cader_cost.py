@@ -23,7 +23,7 @@ from jsonargparse import CLI
 
 
 def main(model: str | None = None, data_root: str | None = None, benchmark: str = "synthetic",
-         tau: float = 0.97, limit: int = 8, max_frames: int = 16, max_pixels: int = 2048) -> dict:  # fmt: skip
+         tau: float = 0.97, temperature: float = 2.0, limit: int = 8, max_frames: int = 16, max_pixels: int = 2048) -> dict:  # fmt: skip
     tmp = Path(tempfile.mkdtemp(prefix="cader_cost_"))
     if model is None:
         from cader.vlm.tiny import make_tiny_model
@@ -37,9 +37,9 @@ def main(model: str | None = None, data_root: str | None = None, benchmark: str 
     backend = HFBackend(model)
     samples, _ = load_benchmark(benchmark, data_root)
     samples = samples[:limit]
-    result = {"benchmark": benchmark, "n": len(samples), "tau": tau}
+    result = {"benchmark": benchmark, "n": len(samples), "tau": tau, "temperature": temperature}
     for variant in ("full", "uniform_stage2"):
-        cfg = CaderConfig(variant=variant, tau=tau, max_frames=max_frames, max_pixels=max_pixels,
+        cfg = CaderConfig(variant=variant, tau=tau, temperature=temperature, max_frames=max_frames, max_pixels=max_pixels,
                           max_new_tokens_propose=12, max_new_tokens_answer=8)  # fmt: skip
         records = [process_sample(s, video_path(s, data_root), backend, backend, cfg) for s in samples]
         result[variant] = {
