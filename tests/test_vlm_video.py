@@ -115,8 +115,9 @@ def test_scan_and_seek_paths_return_the_same_frames_on_h264_with_b_frames(tmp_pa
     reader = VideoReader(path)
     dense = np.arange(5, 240, 7)  # mean gap 7 -> forward scan
     assert np.diff(dense).mean() <= VideoReader.SCAN_MAX_MEAN_GAP
-    scanned = reader.decode_indices(dense).frames
+    scanned = reader._scan(dense)  # the forward-scan path itself (decode_indices falls back to decord on error)
     seeked = reader._reader.get_batch(dense.tolist()).asnumpy()
     assert np.array_equal(scanned, seeked)
+    assert np.array_equal(reader.decode_indices(dense).frames, seeked)
     sparse = np.array([3, 200])  # mean gap 197 -> decord seek
     assert np.array_equal(reader.decode_indices(sparse).frames, reader._reader.get_batch([3, 200]).asnumpy())

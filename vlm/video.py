@@ -125,11 +125,9 @@ class VideoReader:
             try:
                 with self._lock:
                     batch = self._scan(indices)
-            except VideoReadError:
-                raise
-            except Exception as err:
-                raise VideoReadError(self.path, f"decode failed: {str(err).splitlines()[0][:200]}") from err
-            return Frames(resize_frames(batch, max_pixels), indices / self.native_fps, indices, self.native_fps)
+                return Frames(resize_frames(batch, max_pixels), indices / self.native_fps, indices, self.native_fps)
+            except Exception:  # odd timestamps or containers PyAV reads differently: decord's seek path decides
+                pass
         if len(indices) == 0:
             empty = np.zeros((0, *fit_pixels(self.height, self.width, max_pixels or self.height * self.width), 3))
             return Frames(empty.astype(np.uint8), np.zeros(0), indices, self.native_fps)
