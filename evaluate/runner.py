@@ -17,6 +17,8 @@ from pathlib import Path
 
 from cader.calibrate.margin import InvalidLogits
 from cader.evaluate.backends.base import Backend
+from cader.evaluate.jsonl import JsonlAppender
+from cader.evaluate.jsonl import read_jsonl as read_records
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
 from cader.evaluate.method.stage2 import Stage2Failure, run_stage2
@@ -59,37 +61,6 @@ def select_samples(samples: Sequence, limit: int | None = None, shard: tuple[int
 
 def record_key(record: dict) -> tuple[str, str]:
     return str(record.get("benchmark")), str(record.get("sample_id"))
-
-
-def read_records(path: str | Path) -> list[dict]:
-    """All complete records of a predictions file (a torn last line is ignored)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    records = []
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # only a torn final line can be partial: every write ends with a newline and a flush
-    return records
-
-
-def repair_torn_tail(path: Path) -> None:
-    """Cut a partial last line left by a kill mid-write, so the next append starts on a fresh line."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with path.open("rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return
-        handle.seek(0)
-        data = handle.read()
-        handle.truncate(data.rfind(b"\n") + 1)
 
 
 def base_record(sample) -> dict:
@@ -188,20 +159,16 @@ def run_samples(
     if video_path is None:
         from cader.evaluate.benchmarks import video_path
     out_file = Path(out_file)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    repair_torn_tail(out_file)
-    done = {record_key(r) for r in read_records(out_file)}
+    done = {record_key(r) for r in read_records(out_file)}  # a torn last line is skipped here, cut by the appender
     todo = [s for s in samples if (s.benchmark, str(s.sample_id)) not in done]
     counts = {"done_before": len(done), "ran": 0, "failed": 0}
-    with out_file.open("a", encoding="utf-8") as handle:
+    with JsonlAppender(out_file, fsync=True) as appender:
         bar = tqdm(
             todo, desc=f"cader[{cfg.variant}]", unit="sample", disable=not progress, dynamic_ncols=True
         )
         for sample in bar:
             record = process_sample(sample, video_path(sample, data_root), main, verifier, cfg)
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+            appender.write(record)
             counts["ran"] += 1
             counts["failed"] += record["error"] is not None
             bar.set_postfix(failed=counts["failed"])

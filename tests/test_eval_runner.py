@@ -5,6 +5,7 @@ import json
 import pytest
 from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
 from cader.evaluate.benchmarks.base import Sample
+from cader.evaluate.jsonl import repair_torn_tail
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.report import build_report, render_markdown, write_report
 from cader.evaluate.runner import (
@@ -12,7 +13,6 @@ from cader.evaluate.runner import (
     parse_shard,
     predictions_path,
     read_records,
-    repair_torn_tail,
     run_samples,
     select_samples,
 )
@@ -289,3 +289,15 @@ def test_report_tables_by_hand(tmp_path):
     assert saved["load_errors"]["count"] == 1 and (tmp_path / "report.md").read_text().startswith("# CADER")
     if saved.get("comparison") is not None:  # stats helper present
         assert saved["comparison"]["n"] == 5
+
+
+def test_jsonl_appender_cuts_a_torn_tail_and_appends_whole_lines(tmp_path):
+    from cader.evaluate.jsonl import JsonlAppender, read_jsonl
+
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"id": 1}\n{"id": 2, "trunc')  # killed mid-write
+    assert read_jsonl(path) == [{"id": 1}]
+    with JsonlAppender(path) as appender:
+        appender.write({"id": 3})
+    assert path.read_text() == '{"id": 1}\n{"id": 3}\n'
+    assert read_jsonl(tmp_path / "missing.jsonl") == []

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from cader.vlm.sampling import cap_times, fit_pixels, fps_map_times, times_to_indices, uniform_times
+from cader.vlm.sampling import cap_times, count_times, fit_pixels, fps_map_times, times_to_indices, uniform_times
 
 
 class VideoReadError(RuntimeError):
@@ -195,8 +195,6 @@ class VideoReader:
 
     def sample_count(self, n: int, start: float | None = None, end: float | None = None, max_pixels=None) -> Frames:
         """`n` frames spread evenly over [start, end] (fewer if the window holds fewer distinct frames)."""
-        from cader.vlm.sampling import count_times
-
         s, e = self._window(start, end)
         return self.sample_times(count_times(s, e, n), max_pixels)
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from cader.evaluate.jsonl import JsonlAppender, read_jsonl
 from cader.evaluate.judge.cache import JudgeCache
 from cader.evaluate.judge.client import RetryPolicy, judge_one
 from cader.evaluate.judge.providers import Provider
@@ -17,20 +16,8 @@ CACHE_DIR = "judge_cache"
 
 
 def read_judgments(path: str | Path) -> dict[str, dict]:
-    """The latest row per question id; unreadable lines (a torn write from a killed run) are skipped."""
-    rows: dict[str, dict] = {}
-    path = Path(path)
-    if not path.exists():
-        return rows
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and "question_id" in row:
-                rows[str(row["question_id"])] = row
-    return rows
+    """The latest row per question id (torn or foreign lines skipped)."""
+    return {str(row["question_id"]): row for row in read_jsonl(path) if "question_id" in row}
 
 
 def pending_ids(questions: dict[str, Question], predictions: dict[str, dict], done: dict[str, dict],
@@ -41,26 +28,6 @@ def pending_ids(questions: dict[str, Question], predictions: dict[str, dict], do
         return bool(row) and row.get("error") is None and row.get("judge_model") == model \
             and row.get("system") == framework
     return [key for key in predictions if key in questions and not finished(key)]
-
-
-class _JsonlAppender:
-    """Thread-safe append of one JSON line per record, flushed at once so a crash loses at most the line in flight."""
-
-    def __init__(self, path: Path):
-        needs_newline = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
-        self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held open for the whole run)
-        if needs_newline:  # a killed run left a torn line: terminate it so the next record starts clean
-            self._handle.write("\n")
-        self._lock = threading.Lock()
-
-    def write(self, row: dict) -> None:
-        line = json.dumps(row, ensure_ascii=False) + "\n"
-        with self._lock:
-            self._handle.write(line)
-            self._handle.flush()
-
-    def close(self) -> None:
-        self._handle.close()
 
 
 def _crash_row(question: Question, framework: str, model: str, error: Exception) -> dict:
@@ -86,7 +53,7 @@ def judge_predictions(provider: Provider, questions: dict[str, Question], predic
               "skipped_done": sum(1 for k in predictions if k in questions) - len(todo)}
     if not todo:
         return counts
-    appender = _JsonlAppender(path)
+    appender = JsonlAppender(path)
     bar = None
     if progress:
         from tqdm import tqdm
