@@ -1,3 +1,4 @@
+import os
 import threading
 
 import numpy as np
@@ -97,27 +98,56 @@ def test_bad_files_raise_one_clear_error(tmp_path, barcode_video, kind):
     assert str(path) in str(err.value)
 
 
-def test_scan_and_seek_paths_return_the_same_frames_on_h264_with_b_frames(tmp_path):
+def write_h264_with_b_frames(path, n_frames=240):
     import av
 
-    path = tmp_path / "h264.mp4"
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=24)
         stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
         stream.options = {"g": "48", "bf": "3", "preset": "veryfast"}
-        for k in range(240):
+        for k in range(n_frames):
             img = np.zeros((48, 64, 3), np.uint8)
             img[:, : (k % 64)] = (7 * k) % 256
             for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
-    reader = VideoReader(path)
-    dense = np.arange(5, 240, 7)  # mean gap 7 -> forward scan
-    assert np.diff(dense).mean() <= VideoReader.SCAN_MAX_MEAN_GAP
-    scanned = reader._scan(dense)  # the forward-scan path itself (decode_indices falls back to decord on error)
-    seeked = reader._reader.get_batch(dense.tolist()).asnumpy()
-    assert np.array_equal(scanned, seeked)
-    assert np.array_equal(reader.decode_indices(dense).frames, seeked)
-    sparse = np.array([3, 200])  # mean gap 197 -> decord seek
-    assert np.array_equal(reader.decode_indices(sparse).frames, reader._reader.get_batch([3, 200]).asnumpy())
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+@pytest.mark.parametrize("indices", [np.arange(5, 240, 7), np.array([3, 200]), np.array([0, 47, 48, 49, 239])])
+def test_planned_decode_returns_decords_frames_on_h264_with_b_frames(tmp_path, workers, indices):
+    path = tmp_path / "h264.mp4"
+    write_h264_with_b_frames(path)
+    reader = VideoReader(path, decode_workers=workers)
+    assert len(reader._key_indices) > 1  # several keyframe intervals, so jobs really seek and split
+    expected = reader._reader.get_batch(indices.tolist()).asnumpy()
+    assert np.array_equal(reader._scan(indices), expected)  # the planned path itself, not the decord fallback
+    assert np.array_equal(reader.decode_indices(indices).frames, expected)
+
+
+def test_without_a_keyframe_index_every_job_starts_at_frame_zero_and_stays_exact(reader):
+    indices = np.arange(3, 600, 37)
+    expected = reader._scan(indices)
+    reader_keys = reader._key_indices
+    try:
+        reader._key_indices = np.zeros(1, dtype=np.int64)
+        assert np.array_equal(reader._scan(indices), expected)
+    finally:
+        reader._key_indices = reader_keys
+    assert [read_barcode(f) for f in expected] == list(indices)
+
+
+def test_one_decoder_per_dataloader_worker_else_the_cores(barcode_video):
+    import torch.utils.data as tud
+
+    class Probe(tud.Dataset):
+        def __len__(self):
+            return 1
+
+        def __getitem__(self, i):
+            return VideoReader(barcode_video).decode_workers
+
+    assert next(iter(tud.DataLoader(Probe(), num_workers=1, batch_size=None))) == 1
+    assert VideoReader(barcode_video).decode_workers == min(8, len(os.sched_getaffinity(0)))
+    assert VideoReader(barcode_video, decode_workers=0).decode_workers == 1

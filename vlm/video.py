@@ -1,12 +1,13 @@
-"""Video reading with decord: open once, sample many times, return frames with their exact timestamps.
+"""Video reading: open once, sample many times, return exactly the frames asked for with their timestamps.
 
-A `VideoReader` holds one decoder for one file. CADER samples the same video several times per question (Stage 1 at
-1 fps, then crops and RGR maps in Stage 2), so re-opening per sampling would re-parse the container every time.
+A `VideoReader` opens a file once with decord (frame count, rate, keyframe index) and serves many samplings of it:
+CADER samples the same video several times per question (Stage 1 at 1 fps, then crops and RGR maps in Stage 2).
 Every sampling method reduces to a list of times (see `cader.vlm.sampling`), then to sorted unique frame indices,
-then to one decode pass. Two decode paths serve the two access patterns (measured in scripts/bench/video_decode.py):
-sparse indices (a few frames of a long video) use decord's batched seek-and-decode; dense indices (1 fps over a
-24 fps video, a crop at 8 fps, an RGR map) use one forward scan with PyAV, because decord re-seeks to the previous
-keyframe for every index and ends up decoding the same GOP several times (about 3x slower than one scan at 1 fps). Timestamps returned are those of the decoded frames (index / native fps), never the
+then to one decode. The decode is planned per keyframe interval (`cader.vlm.decode_plan`): seek to the keyframe,
+decode forward to the last wanted frame of the interval, never decode a frame twice, and run the intervals on
+parallel PyAV decoders. decord's own batch decode re-seeks for every index and runs on one thread; it stays as the
+fallback for streams PyAV numbers differently. Both give byte-identical frames (tests). Measured in
+scripts/bench/video_decode.py. Timestamps returned are those of the decoded frames (index / native fps), never the
 requested times, so the `<t seconds>` tokens the processor writes are the real times.
 """
 
@@ -15,12 +16,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from cader.vlm.decode_plan import GopJob, group_by_keyframe, split_balanced
 from cader.vlm.sampling import cap_times, count_times, fit_pixels, fps_map_times, times_to_indices, uniform_times
 
 
@@ -78,15 +81,29 @@ def resize_frames(frames: np.ndarray, max_pixels: int | None) -> np.ndarray:
     return x.round().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous().numpy()
 
 
+def default_decode_workers(limit: int = 8) -> int:
+    """Parallel decoders for one decode: the usable cores (at most `limit`), or 1 inside a DataLoader worker,
+    where the loader already runs one sample per process and more threads would only oversubscribe the cores."""
+    from torch.utils.data import get_worker_info
+
+    if get_worker_info() is not None:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(limit, cores))
+
+
 class VideoReader:
-    """One decord decoder for one video file; thread-safe sampling (decord readers are not)."""
+    """One video file: decord for metadata and the fallback decode, PyAV decoders per sampling; thread-safe."""
 
-    # Scan forward instead of seeking when indices are on average at most this many frames apart (about two
-    # seconds of 24-30 fps video: the keyframe interval of typical streamed video).
-    SCAN_MAX_MEAN_GAP = 64
+    # A job gives up on a wanted frame once the decoder is this many frames past it (a frame without a timestamp of
+    # its own, or a stream that numbers frames differently); the decode then falls back to decord.
+    SCAN_SLACK_FRAMES = 64
 
-    def __init__(self, path: str | os.PathLike, num_threads: int = 0):
+    def __init__(self, path: str | os.PathLike, num_threads: int = 0, decode_workers: int | None = None):
+        """Open `path` once. `num_threads` goes to decord's decoder (0 = its default); `decode_workers` is how many
+        parallel PyAV decoders one decode may use (None: `default_decode_workers()`)."""
         self.path = Path(path)
+        self.decode_workers = default_decode_workers() if decode_workers is None else max(1, int(decode_workers))
         if not self.path.is_file():
             raise VideoReadError(self.path, "file does not exist")
         if self.path.stat().st_size == 0:
@@ -107,6 +124,10 @@ class VideoReader:
         if not np.isfinite(self.native_fps) or self.native_fps <= 0:
             raise VideoReadError(self.path, f"invalid frame rate {self.native_fps}")
         self.height, self.width = int(first_shape[0]), int(first_shape[1])
+        try:  # decord indexed the keyframes while opening; without them every job starts at frame 0 (slow, exact)
+            self._key_indices = np.asarray(self._reader.get_key_indices(), dtype=np.int64)
+        except Exception:
+            self._key_indices = np.zeros(1, dtype=np.int64)
         self.duration = self.num_frames / self.native_fps
         self._lock = threading.Lock()
 
@@ -121,55 +142,79 @@ class VideoReader:
     def decode_indices(self, indices: np.ndarray, max_pixels: int | None = None) -> Frames:
         """Decode exactly these (sorted, unique, in-range) frame indices in one batch."""
         indices = np.asarray(indices, dtype=np.int64)
-        if len(indices) > 1 and np.diff(indices).mean() <= self.SCAN_MAX_MEAN_GAP:
-            try:
-                with self._lock:
-                    batch = self._scan(indices)
-                return Frames(resize_frames(batch, max_pixels), indices / self.native_fps, indices, self.native_fps)
-            except Exception:  # odd timestamps or containers PyAV reads differently: decord's seek path decides
-                pass
         if len(indices) == 0:
             empty = np.zeros((0, *fit_pixels(self.height, self.width, max_pixels or self.height * self.width), 3))
             return Frames(empty.astype(np.uint8), np.zeros(0), indices, self.native_fps)
-        try:
-            with self._lock:
-                batch = self._reader.get_batch(indices.tolist()).asnumpy()
-        except Exception as err:
-            raise VideoReadError(self.path, f"decode failed: {str(err).splitlines()[0][:200]}") from err
+        try:  # no lock: every scan opens decoders of its own
+            batch = self._scan(indices)
+        except Exception:  # odd timestamps or containers PyAV reads differently: decord's seek path decides
+            try:
+                with self._lock:
+                    batch = self._reader.get_batch(indices.tolist()).asnumpy()
+            except Exception as err:
+                raise VideoReadError(self.path, f"decode failed: {str(err).splitlines()[0][:200]}") from err
         return Frames(resize_frames(batch, max_pixels), indices / self.native_fps, indices, self.native_fps)
 
     def _scan(self, indices: np.ndarray) -> np.ndarray:
-        """Decode forward once from the keyframe before indices[0] to indices[-1], keeping only the wanted frames.
+        """Decode exactly `indices` with PyAV: one job per keyframe interval, jobs spread over parallel decoders.
 
+        Each job seeks to its keyframe and decodes forward only as far as its last wanted frame (see
+        `cader.vlm.decode_plan`), so no frame is decoded twice and the tail of every keyframe interval is skipped.
         Frame numbers come from presentation timestamps on the same grid decord uses (index = pts * fps), so both
         paths return the same frames for the same indices (checked in tests on H.264 with B-frames).
         """
-        import av
-
-        wanted = {int(i): k for k, i in enumerate(indices)}
-        out: list[np.ndarray | None] = [None] * len(indices)
-        with av.open(str(self.path)) as container:
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"  # frame threads: the scan is the bottleneck, conversion is per kept frame
-            base = stream.start_time or 0
-            rate = float(stream.time_base) * self.native_fps
-            first_pts = base + int(indices[0] / rate)
-            container.seek(first_pts, stream=stream, backward=True, any_frame=False)
-            remaining = len(indices)
-            for frame in container.decode(stream):
-                if frame.pts is None:
-                    continue
-                index = int(round((frame.pts - base) * rate))
-                slot = wanted.get(index)
-                if slot is not None and out[slot] is None:
-                    out[slot] = frame.to_ndarray(format="rgb24")
-                    remaining -= 1
-                if remaining == 0 or index > indices[-1] + 2 * self.SCAN_MAX_MEAN_GAP:
-                    break
-        missing = [int(indices[k]) for k, f in enumerate(out) if f is None]
+        runs = split_balanced(group_by_keyframe(indices, self._key_indices), self.decode_workers)
+        # One output buffer, filled in place by the workers: a fresh array per frame would cost a page-faulting
+        # allocation per frame, which threads of one process partly serialize on (and then a copy to stack them).
+        out = np.empty((len(indices), self.height, self.width, 3), np.uint8)
+        slots = {int(i): k for k, i in enumerate(indices)}
+        if len(runs) == 1:
+            found = self._decode_jobs(runs[0], slots, out)
+        else:  # PyAV releases the GIL while decoding and converting, so threads give real parallelism
+            with ThreadPoolExecutor(len(runs), thread_name_prefix="cader-decode") as pool:
+                found = set().union(*pool.map(lambda run: self._decode_jobs(run, slots, out), runs))
+        missing = [i for i in slots if i not in found]
         if missing:
             raise VideoReadError(self.path, f"frames {missing[:5]} not found while scanning (of {len(indices)})")
-        return np.stack(out)
+        return out
+
+    def _decode_jobs(self, jobs: list[GopJob], slots: dict[int, int], out: np.ndarray) -> set[int]:
+        """Run keyframe-interval jobs in order on one decoder of our own (PyAV containers are not shared); write
+        wanted frame i to out[slots[i]]; return the indices written."""
+        import av
+
+        found: set[int] = set()
+        height, width = out.shape[1:3]
+        with av.open(str(self.path)) as container:
+            stream = container.streams.video[0]
+            # One thread per decoder: the parallelism is across keyframe intervals. libavcodec's own slice/frame
+            # threads cost more than they give on small frames (scripts/bench/video_decode.py).
+            stream.codec_context.thread_count = 1
+            base = stream.start_time or 0
+            ticks_per_frame = 1.0 / (float(stream.time_base) * self.native_fps)
+            for job in jobs:
+                # Half a frame past the keyframe: seeking backward then lands on it even if pts rounding is off.
+                container.seek(base + int((job.key + 0.5) * ticks_per_frame), stream=stream, backward=True)
+                pending = set(job.indices)
+                for frame in container.decode(stream):
+                    if frame.pts is None:
+                        continue
+                    index = int(round((frame.pts - base) / ticks_per_frame))
+                    if index in pending:
+                        if (frame.height, frame.width) != (height, width):
+                            raise VideoReadError(self.path, f"frame {index} is {frame.width}x{frame.height}, "
+                                                            f"the stream starts at {width}x{height}")
+                        # The same swscale conversion as to_ndarray (so decord's bytes), minus its fresh array.
+                        plane = frame.reformat(format="rgb24").planes[0]
+                        rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
+                        out[slots[index]] = rows[:, : width * 3].reshape(height, width, 3)
+                        found.add(index)
+                        pending.discard(index)
+                        if not pending:
+                            break
+                    if index > job.indices[-1] + self.SCAN_SLACK_FRAMES:
+                        break
+        return found
 
     def sample_times(self, times: Sequence[float], max_pixels: int | None = None) -> Frames:
         """The frames showing the given times (deduplicated, sorted)."""
