@@ -151,3 +151,14 @@ def test_one_decoder_per_dataloader_worker_else_the_cores(barcode_video):
     assert next(iter(tud.DataLoader(Probe(), num_workers=1, batch_size=None))) == 1
     assert VideoReader(barcode_video).decode_workers == min(8, len(os.sched_getaffinity(0)))
     assert VideoReader(barcode_video, decode_workers=0).decode_workers == 1
+
+
+def test_decord_decides_when_the_planned_decode_fails(barcode_video, monkeypatch):
+    reader = VideoReader(barcode_video)
+
+    def broken_scan(indices):
+        raise VideoReadError(reader.path, "frames [5] not found while scanning")
+
+    monkeypatch.setattr(reader, "_scan", broken_scan)
+    frames = reader.sample_uniform(1.0, start=0, end=10)
+    assert [read_barcode(f) for f in frames.frames] == list(frames.indices) == [10 * k + 5 for k in range(10)]

@@ -24,7 +24,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from cader.vlm.decode_plan import GopJob, group_by_keyframe, split_balanced
-from cader.vlm.sampling import cap_times, count_times, fit_pixels, fps_map_times, times_to_indices, uniform_times
+from cader.vlm.sampling import (
+    cap_times,
+    count_times,
+    fit_pixels,
+    fps_map_times,
+    times_to_indices,
+    uniform_times,
+)
 
 
 class VideoReadError(RuntimeError):
@@ -199,7 +206,7 @@ class VideoReader:
                 for frame in container.decode(stream):
                     if frame.pts is None:
                         continue
-                    index = int(round((frame.pts - base) / ticks_per_frame))
+                    index = round((frame.pts - base) / ticks_per_frame)
                     if index in pending:
                         if (frame.height, frame.width) != (height, width):
                             raise VideoReadError(self.path, f"frame {index} is {frame.width}x{frame.height}, "
