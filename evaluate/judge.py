@@ -30,7 +30,7 @@ def judge_parser() -> ArgumentParser:
     parser.add_argument("--questions", type=str, required=True, help="AgentVidBench questions.jsonl")
     parser.add_argument("--out", type=str, required=True, help="output folder")
     parser.add_argument("--provider", type=str, default="openai", choices=sorted(PROVIDERS))
-    parser.add_argument("--base_url", type=str | None, default=None, help="OpenAI-compatible server URL (…/v1)")
+    parser.add_argument("--base_url", type=str | None, default=None, help="OpenAI-compatible …/v1, or Anthropic root")
     parser.add_argument("--model", type=str, required=True, help="judge model name (or local path for hf-local)")
     parser.add_argument("--system", type=str, default="cader", help="FRAMEWORK name shown to the judge")
     parser.add_argument("--concurrency", type=int, default=16)

@@ -1,13 +1,17 @@
-"""A loopback OpenAI-compatible judge server (test double; binds 127.0.0.1 only).
+"""A loopback judge server speaking both OpenAI chat completions and Anthropic Messages (test double; 127.0.0.1).
 
-It answers POST /v1/chat/completions with a judgment that is valid for the prompt it receives: the question id,
-SWEEP_REQUIRED flag and milestone ids are parsed from the user prompt (prompt.USER_TEMPLATE). Faults are scripted
+It answers POST /v1/chat/completions (OpenAI shape) and POST /v1/messages (Anthropic shape: top-level `system`,
+content blocks, errors in Anthropic's {"type": "error", "error": {...}} envelope) with a judgment that is valid for
+the prompt it receives: the question id, SWEEP_REQUIRED flag and milestone ids are parsed from the user prompt
+(prompt.USER_TEMPLATE). Both APIs share one server, one script and one set of counters. Faults are scripted
 per question: `script` is a list of actions consumed one per request for that question, the last repeating, e.g.
-["malformed", "valid"] answers garbage once and then a valid judgment; ["500"] fails forever.
+["malformed", "valid"] answers garbage once and then a valid judgment; ["500"] fails forever. "400" is a
+non-retryable bad request, "overloaded" is Anthropic's HTTP 529, "empty" is a reply with no text.
 
 Used by the tests, scripts/bench/judge_throughput.py and the quickstart:
     with LoopbackJudgeServer(delay=0.01) as server:
         ... --provider openai --base_url server.base_url ...
+        ... --provider anthropic --base_url server.anthropic_base_url ...   (the SDK appends /v1/messages)
 or from a shell:  python -m cader.evaluate.judge.loopback --url_file /tmp/url   (serves until SIGTERM/SIGINT)
 """
 
@@ -28,7 +32,11 @@ from pathlib import Path
 from cader.evaluate.judge.schema import FAILURE_TAGS, MILESTONE_STATUSES
 
 ACTIONS = ("valid", "fenced", "prose", "malformed", "wrong_milestones", "bad_score", "unknown_tag", "p4_null",
-           "429", "500", "hang")
+           "empty", "400", "429", "500", "overloaded", "hang")
+ERROR_STATUS = {"400": 400, "429": 429, "500": 500, "overloaded": 529}
+# Anthropic's error `type` per HTTP status (https://docs.anthropic.com/en/api/errors).
+ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+                         429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
 _QID = re.compile(r"^QUESTION_ID: (.*)$", re.MULTILINE)
 _SWEEP = re.compile(r"^SWEEP_REQUIRED: (\w+)$", re.MULTILINE)
 _IDS = re.compile(r"entries with IDs (.*) in this order\.", re.MULTILINE)
@@ -61,6 +69,8 @@ def synthetic_judgment(qid: str, milestone_ids: Sequence[str], sweep: str) -> di
 
 def reply_text(action: str, qid: str, ids: list[str], sweep: str, judgment_fn: Callable) -> str:
     judgment = judgment_fn(qid, ids, sweep)
+    if action == "empty":
+        return ""
     if action == "fenced":
         return "```json\n" + json.dumps(judgment, indent=1) + "\n```"
     if action == "prose":
@@ -78,8 +88,42 @@ def reply_text(action: str, qid: str, ids: list[str], sweep: str, judgment_fn: C
     return json.dumps(judgment)
 
 
+def content_text(content) -> str:
+    """The text of a message's content: a plain string or a list of text blocks (both APIs allow either)."""
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content or [] if isinstance(block, dict))
+
+
+def anthropic_request_problem(body: dict, headers) -> str | None:
+    """Why the real Messages API would answer 400 to this request (the rules a judge client could break), or None."""
+    if not headers.get("anthropic-version"):
+        return "anthropic-version: header is required"
+    if not body.get("model") or not isinstance(body.get("max_tokens"), int):
+        return "model and max_tokens are required"
+    for name in ("temperature", "top_p", "top_k"):  # removed at Claude Opus 4.7, the paper's judge
+        if name in body:
+            return f"`{name}` is deprecated for this model."
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or messages[0].get("role") != "user":
+        return "messages: must be a non-empty list starting with a user message"
+    for index, message in enumerate(messages):
+        if message.get("role") not in ("user", "assistant"):
+            return f"messages.{index}.role: must be user or assistant (the system prompt is the top-level `system`)"
+        final_assistant = index == len(messages) - 1 and message["role"] == "assistant"
+        if not final_assistant and not content_text(message.get("content")).strip():
+            return f"messages.{index}: text content blocks must contain non-whitespace text"
+    return None
+
+
+def error_payload(api: str, status: int, message: str) -> dict:
+    if api == "anthropic":
+        return {"type": "error", "error": {"type": ANTHROPIC_ERROR_TYPES.get(status, "api_error"), "message": message}}
+    return {"error": {"message": message, "type": "loopback", "code": status}}
+
+
 class LoopbackJudgeServer:
-    """Threaded HTTP server on 127.0.0.1:<port> speaking the chat-completions subset the openai client uses."""
+    """Threaded HTTP server on 127.0.0.1:<port> speaking the subsets the openai and anthropic clients use."""
 
     def __init__(self, *, delay: float = 0.0, script: Sequence[str] = ("valid",),
                  per_question: dict[str, Sequence[str]] | None = None, hang_seconds: float = 5.0,
@@ -90,7 +134,8 @@ class LoopbackJudgeServer:
         self.delay, self.hang_seconds, self.judgment_fn = delay, hang_seconds, judgment_fn
         self.script, self.per_question = list(script), {str(k): list(v) for k, v in (per_question or {}).items()}
         self.calls: Counter = Counter()          # requests per question id
-        self.requests: list[dict] = []           # every request body received
+        self.requests: list[dict] = []           # every request body received (both APIs)
+        self.api_keys: list[str] = []            # the key each request carried (x-api-key or Bearer token)
         self.in_flight = self.max_in_flight = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
@@ -100,6 +145,11 @@ class LoopbackJudgeServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """The root URL for anthropic.Anthropic(base_url=...): the SDK itself posts to {root}/v1/messages."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def total_calls(self) -> int:
@@ -128,25 +178,33 @@ class LoopbackJudgeServer:
         script = self.per_question.get(qid, self.script)
         return script[min(index, len(script) - 1)]
 
-    def _respond(self, body: dict) -> tuple[int, dict]:
-        messages = body.get("messages") or []
-        first_user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
-        if isinstance(first_user, list):  # content parts
-            first_user = "".join(p.get("text", "") for p in first_user if isinstance(p, dict))
+    def _respond(self, body: dict, api: str, headers) -> tuple[int, dict]:
+        first_user = next((m.get("content", "") for m in body.get("messages") or [] if m.get("role") == "user"), "")
+        first_user = content_text(first_user)
+        if api == "anthropic" and (problem := anthropic_request_problem(body, headers)):
+            return 400, error_payload(api, 400, problem)  # a request the real API would reject; no action consumed
         qid, sweep, ids = parse_prompt(first_user)
         action = self._next_action(qid)
         time.sleep(self.delay)
-        if action in ("429", "500"):
-            return int(action), {"error": {"message": f"loopback injected HTTP {action}", "type": "loopback"}}
+        if action in ERROR_STATUS:
+            status = ERROR_STATUS[action]
+            return status, error_payload(api, status, f"loopback injected {action}")
         if action == "hang":
             time.sleep(self.hang_seconds)
         text = reply_text(action, qid, ids, sweep, self.judgment_fn)
+        tokens_in, tokens_out = len(first_user) // 4, len(text) // 4
+        if api == "anthropic":
+            return 200, {"id": f"msg_loopback_{qid}", "type": "message", "role": "assistant",
+                         "model": body.get("model", "loopback"),
+                         "content": [{"type": "text", "text": text}] if text else [],
+                         "stop_reason": "end_turn", "stop_sequence": None,
+                         "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out}}
         return 200, {"id": f"chatcmpl-loopback-{qid}", "object": "chat.completion", "created": int(time.time()),
                      "model": body.get("model", "loopback"),
                      "choices": [{"index": 0, "finish_reason": "stop",
                                   "message": {"role": "assistant", "content": text}}],
-                     "usage": {"prompt_tokens": len(first_user) // 4, "completion_tokens": len(text) // 4,
-                               "total_tokens": (len(first_user) + len(text)) // 4}}
+                     "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
+                               "total_tokens": tokens_in + tokens_out}}
 
     def _handler_class(self):
         server = self
@@ -182,15 +240,22 @@ class LoopbackJudgeServer:
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "request body is not JSON"}})
                     return
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                path = self.path.split("?")[0].rstrip("/")
+                # Exact match for Anthropic: a base_url ending in /v1 would make the SDK post to /v1/v1/messages.
+                api = "anthropic" if path == "/v1/messages" else "openai" if path.endswith("/chat/completions") \
+                    else None
+                if api is None:
+                    self._send(404, error_payload("anthropic" if path.endswith("/messages") else "openai", 404,
+                                                  f"no route {self.path}"))
                     return
+                key = self.headers.get("x-api-key") or self.headers.get("Authorization", "").removeprefix("Bearer ")
                 with server._lock:
                     server.requests.append(body)
+                    server.api_keys.append(key)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    status, payload = server._respond(body)
+                    status, payload = server._respond(body, api, self.headers)
                 finally:
                     with server._lock:
                         server.in_flight -= 1

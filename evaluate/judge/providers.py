@@ -1,4 +1,8 @@
-"""Judge model providers: OpenAI-compatible servers, Anthropic, and a local HF model. Temperature 0 everywhere.
+"""Judge model providers: OpenAI-compatible servers, Anthropic, and a local HF model.
+
+Decoding is greedy / temperature 0 wherever the API still takes a sampling parameter. Anthropic removed them at
+Claude Opus 4.7 (the paper's judge, AgentVidBench App. D Table 16): the API answers 400 "`temperature` is deprecated
+for this model" and the anthropic SDK no longer accepts the argument, so the Anthropic provider sends none.
 
 Every provider turns a chat (system text + alternating user/assistant messages) into the reply text. Transport
 failures are normalised to ProviderError(transient=...) so the retry logic in client.py is provider-agnostic.
@@ -45,7 +49,12 @@ def _classify(error: Exception, module) -> ProviderError:
         return ProviderError(f"connection error: {name}", transient=True)
     status = getattr(error, "status_code", None)
     if isinstance(error, getattr(module, "APIStatusError", ())):
-        return ProviderError(f"HTTP {status}: {name}", transient=_is_transient_status(status), status=status)
+        # Only the body's error type (e.g. overloaded_error), never its message: OpenAI's 401 message echoes a
+        # masked fragment of the key, and rows and logs must not carry any of it.
+        kind = getattr(error, "type", None)
+        detail = f" ({kind})" if isinstance(kind, str) and kind.replace("_", "").isalnum() else ""
+        return ProviderError(f"HTTP {status}: {name}{detail}", transient=_is_transient_status(status),
+                             status=status)
     return ProviderError(f"{name}: {error}", transient=False)
 
 
@@ -89,7 +98,16 @@ class OpenAICompatibleProvider:
         return response.choices[0].message.content or ""
 
 
+def anthropic_root(base_url: str | None) -> str | None:
+    """The SDK posts to {base_url}/v1/messages, so an OpenAI-style ".../v1" base_url is cut back to its root."""
+    if not base_url:
+        return None
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
 class AnthropicProvider:
+    """The Messages API (the paper's judge: claude-opus-4-7, max output 4,096 tokens; App. D Table 16)."""
+
     def __init__(self, model: str, base_url: str | None = None, *, timeout: float = 120.0, max_tokens: int = 4096,
                  api_key_env: str = "ANTHROPIC_API_KEY"):
         import anthropic
@@ -97,16 +115,23 @@ class AnthropicProvider:
         self._anthropic = anthropic
         self.model = model
         self.max_tokens = max_tokens
-        self._client = anthropic.Anthropic(api_key=_api_key(api_key_env, base_url), base_url=base_url or None,
+        # SDK retries are off: client.py owns retry, backoff and the attempt count.
+        self._client = anthropic.Anthropic(api_key=_api_key(api_key_env, base_url), base_url=anthropic_root(base_url),
                                            timeout=timeout, max_retries=0)
 
     def complete(self, system: str, messages: list[dict]) -> str:
         try:
             response = self._client.messages.create(model=self.model, system=system, messages=messages,
-                                                    temperature=0, max_tokens=self.max_tokens)
+                                                    max_tokens=self.max_tokens)
         except self._anthropic.AnthropicError as error:
             raise _classify(error, self._anthropic) from None
-        return "".join(getattr(block, "text", "") for block in response.content)
+        text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
+        if not text.strip():
+            # An empty reply cannot go back in a repair turn (the API rejects an empty assistant message), so it
+            # is a provider failure: retried, unless the model refused (the same prompt would be refused again).
+            raise ProviderError(f"empty reply (stop_reason={response.stop_reason})",
+                                transient=response.stop_reason != "refusal")
+        return text
 
 
 class HFLocalProvider:
