@@ -2,6 +2,10 @@
 
 Every sample that does not make it into training is counted per source and reason, and its id is written to
 `<default_root_dir>/data_report.json` (bad input is never dropped silently).
+
+Planning opens every media header, so plans are cached per source file (`cader.train.plan_cache`) and misses are
+probed on a thread pool. Under a Trainer, `prepare_data` (local rank 0 of each node, before the other ranks start
+`setup`) fills the cache once, so the ranks' `setup` only reads it.
 """
 from __future__ import annotations
 
@@ -18,6 +22,13 @@ import lightning as L
 from cader.train.budget import BudgetConfig
 from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
 from cader.train.formats import FormatError, read_source
+from cader.train.plan_cache import (
+    cache_key,
+    cache_path,
+    default_plan_workers,
+    plan_rows,
+    processor_fingerprint,
+)
 from cader.train.toolfree import filter_tool_free
 from torch.utils.data import DataLoader, Dataset
 
@@ -84,7 +95,8 @@ class SFTDataModule(L.LightningDataModule):
                  seed: int = 0, mega_batch: int = 32, max_length: int = 10_240, fps: float = 1.0,
                  max_frames: int = 4_096, video_max_pixels: int = 65_536, image_max_pixels: int = 262_144,
                  min_frames: int = 4, min_pixels: int = 16_384, min_target_tokens: int = 32,
-                 report_dir: str | None = None):
+                 report_dir: str | None = None, plan_cache_dir: str | None = "auto",
+                 plan_workers: int | None = None):
         """
         Args:
             sources: the mix (name, format, path, media_root, optional ratio).
@@ -92,11 +104,21 @@ class SFTDataModule(L.LightningDataModule):
             batch_size: per-device micro-batch.
             max_length ... min_target_tokens: the token budget (paper supplementary A; see cader.train.budget).
             report_dir: where data_report.json goes (default: the trainer's default_root_dir).
+            plan_cache_dir: where the per-source token-budget plans are cached, so later runs and the other ranks
+                skip probing media. "auto": a `.cader_plan_cache/` folder next to each source file (shared by every
+                run and node that sees the data), or `<report_dir or default_root_dir>/plan_cache/` when that folder
+                is not writable; a path: that folder for all sources; null or "": no cache. A cached plan is reused
+                only while its row (position and content), the row's media files (size, mtime), the budget fields
+                and the processor are unchanged; editing a source file re-plans only the rows that changed.
+            plan_workers: threads that probe media headers on a cache miss (default: min(8, CPU cores)); 1 plans
+                serially. The plan is identical either way.
         """
         super().__init__()
         self.sources = [s if isinstance(s, Source) else Source(**s) for s in sources]
         self.processor_path, self.batch_size, self.num_workers = processor_path, batch_size, num_workers
         self.seed, self.mega_batch, self.report_dir = seed, mega_batch, report_dir
+        self.plan_cache_dir = plan_cache_dir
+        self.plan_workers = default_plan_workers() if plan_workers is None else max(1, int(plan_workers))
         self.budget = BudgetConfig(max_length=max_length, fps=fps, max_frames=max_frames,
                                    video_max_pixels=video_max_pixels, image_max_pixels=image_max_pixels,
                                    min_frames=min_frames, min_pixels=min_pixels, min_target_tokens=min_target_tokens)
@@ -104,6 +126,8 @@ class SFTDataModule(L.LightningDataModule):
         self.report: dict = {}
         self.processor = None
         self._loader: ResumableLoader | None = None
+        self._prepared: dict[str, dict] = {}          # cache stats of prepare_data, reported by setup
+        self._processor_fingerprint: dict | None = None
 
     def _load_processor(self):
         from cader.vlm.loading import load_processor
@@ -113,6 +137,63 @@ class SFTDataModule(L.LightningDataModule):
                                             image_max_pixels=self.budget.image_max_pixels)
         return self.processor
 
+    def _out_dir(self) -> str | None:
+        if self.report_dir:
+            return self.report_dir
+        return self.trainer.default_root_dir if self.trainer is not None else None
+
+    def _cache_dir(self, src: Source) -> Path | None:
+        if not self.plan_cache_dir:
+            return None
+        if self.plan_cache_dir != "auto":
+            return Path(self.plan_cache_dir)
+        beside = Path(src.path).resolve().parent / ".cader_plan_cache"
+        if os.access(beside if beside.is_dir() else beside.parent, os.W_OK):
+            return beside
+        fallback = Path(self._out_dir()) / "plan_cache" if self._out_dir() else None
+        log.warning("source %s: %s is not writable; plan cache in %s", src.name, beside.parent, fallback or "(none)")
+        return fallback
+
+    def _read(self, src: Source):
+        """(rows as (position, Sample) without tool calls, format errors, tool-call count, total rows)."""
+        path = Path(src.path)
+        if not path.is_file():
+            raise FileNotFoundError(f"source {src.name!r}: {path} not found")
+        samples, errors, position = [], [], {}
+        for i, row in enumerate(read_source(src.format, path, src.name)):
+            if isinstance(row, FormatError):
+                errors.append(row)
+            else:
+                position[id(row)] = i
+                samples.append(row)
+        kept, tool_dropped = filter_tool_free(samples)
+        return [(position[id(s)], s) for s in kept], errors, tool_dropped[src.name], len(samples) + len(errors)
+
+    def _plan_source(self, src: Source, encoder: SampleEncoder):
+        rows, errors, tool_dropped, n_rows = self._read(src)
+        media_root = src.media_root or str(Path(src.path).parent)
+        cache_dir = self._cache_dir(src)
+        key = file = None
+        if cache_dir is not None:
+            key = cache_key(src.path, src.format, src.name, media_root, self.budget, self._fingerprint(encoder))
+            file = cache_path(cache_dir, key)
+        results, stats = plan_rows(encoder, rows, media_root, file, key, workers=self.plan_workers)
+        return results, stats, errors, tool_dropped, n_rows
+
+    def _fingerprint(self, encoder: SampleEncoder) -> dict:
+        if self._processor_fingerprint is None:
+            self._processor_fingerprint = processor_fingerprint(encoder)
+        return self._processor_fingerprint
+
+    def prepare_data(self) -> None:
+        """Fill the plan cache once per node (Lightning runs this on local rank 0 while the other ranks wait)."""
+        if not self.plan_cache_dir or self.items is not None:
+            return
+        encoder = SampleEncoder(self._load_processor(), self.budget)
+        for src in self.sources:
+            if Path(src.path).is_file():     # setup names a missing file
+                self._prepared[src.name] = self._plan_source(src, encoder)[1].as_report()
+
     def setup(self, stage: str | None = None) -> None:
         if self.items is not None:
             return
@@ -121,31 +202,28 @@ class SFTDataModule(L.LightningDataModule):
         rng = random.Random(self.seed)
         items, report = [], {}
         for src in self.sources:
-            path = Path(src.path)
-            if not path.is_file():
-                raise FileNotFoundError(f"source {src.name!r}: {path} not found")
-            media_root = src.media_root or str(path.parent)
-            samples, errors = [], []
-            for row in read_source(src.format, path, src.name):
-                (errors if isinstance(row, FormatError) else samples).append(row)
-            kept, tool_dropped = filter_tool_free(samples)
+            results, stats, errors, tool_dropped, n_rows = self._plan_source(src, encoder)
             skipped: dict[str, list[str]] = defaultdict(list)
             for err in errors:
                 skipped["format"].append(str(err))
             planned = []
-            for sample in kept:
-                try:
-                    planned.append(encoder.plan(sample, media_root))
-                except SkipSample as err:
-                    skipped[err.reason].append(err.detail)
+            for result in results:
+                if result.skip is not None:
+                    skipped[result.skip.reason].append(result.skip.detail)
+                else:
+                    planned.append(result.planned)
             planned = _apply_ratio(planned, src.ratio, rng)
             budget_steps = Counter(step.split()[0] for p in planned for step in p.plan.steps)
-            report[src.name] = {"rows": len(samples) + len(errors), "tool_calls_dropped": tool_dropped[src.name],
+            cache = stats.as_report()
+            if src.name in self._prepared:
+                cache["prepare_data"] = self._prepared[src.name]
+            report[src.name] = {"rows": n_rows, "tool_calls_dropped": tool_dropped,
                                 "skipped": {k: len(v) for k, v in skipped.items()}, "skipped_ids": dict(skipped),
-                                "budget_reductions": dict(budget_steps), "train_samples": len(planned)}
-            log.info("source %s: %d rows, %d tool-call samples dropped, skipped %s, %d to train (budget: %s)",
-                     src.name, report[src.name]["rows"], tool_dropped[src.name], report[src.name]["skipped"],
-                     len(planned), dict(budget_steps))
+                                "budget_reductions": dict(budget_steps), "train_samples": len(planned),
+                                "plan_cache": cache}
+            log.info("source %s: %d rows, %d tool-call samples dropped, skipped %s, %d to train (budget: %s; "
+                     "plan cache: %d hits, %d misses)", src.name, n_rows, tool_dropped, report[src.name]["skipped"],
+                     len(planned), dict(budget_steps), stats.hits, stats.misses)
             items += planned
         if not items:
             raise ValueError(f"no trainable samples in the mix: {json.dumps({k: v['skipped'] for k, v in report.items()})}")
@@ -153,7 +231,7 @@ class SFTDataModule(L.LightningDataModule):
         self._write_report()
 
     def _write_report(self) -> None:
-        out_dir = self.report_dir or (self.trainer.default_root_dir if self.trainer is not None else None)
+        out_dir = self._out_dir()
         if out_dir is None or (self.trainer is not None and self.trainer.global_rank != 0):
             return
         os.makedirs(out_dir, exist_ok=True)
