@@ -8,12 +8,11 @@ import shutil
 import threading
 
 import pytest
+from cader.evaluate.benchmarks.synth_train import SYNTHETIC_MIX
 from cader.train.datamodule import SFTDataModule, Source
 from cader.train.plan_cache import read_cache, write_cache
 
-SOURCES = [("longvt", "longvt", "longvt_sft.parquet"), ("longvt_json", "longvt", "longvt_sft_json.parquet"),
-           ("video_r1", "video_r1", "video_r1_cot.json"), ("lvr", "longvideo_reason", "longvideo_reason.jsonl"),
-           ("sharegpt", "sharegpt", "sharegpt.json"), ("sharegpt_conv", "sharegpt", "sharegpt_conversations.json")]
+SOURCES = SYNTHETIC_MIX
 
 
 @pytest.fixture(scope="module")

@@ -138,6 +138,15 @@ def test_shipped_configs_parse(name):
     assert cfg.data.sources and cfg.trainer.use_distributed_sampler is False
 
 
+def test_tiny_config_trains_on_every_file_the_synthetic_generator_writes():
+    from cader.evaluate.benchmarks.synth_train import SYNTHETIC_MIX
+
+    cfg = make_parser().parse_args(find_config(["--config", "cot_mix_tiny.yaml"]))
+    listed = [(s["name"] if isinstance(s, dict) else s.name, s["format"] if isinstance(s, dict) else s.format,
+               Path(s["path"] if isinstance(s, dict) else s.path).name) for s in cfg.data.sources]
+    assert listed == [tuple(x) for x in SYNTHETIC_MIX]
+
+
 def test_paper_recipe_numbers():
     cfg = make_parser().parse_args(find_config(["--config", "cot_mix"]))
     assert cfg.model.lr == 1e-5 and cfg.model.warmup_ratio == 0.1 and cfg.trainer.max_epochs == 1

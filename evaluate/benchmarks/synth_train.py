@@ -56,6 +56,16 @@ from cader.evaluate.benchmarks.synth import (
 from cader.evaluate.method.prompts import stage1_prompt
 
 FORMATS = ("longvt", "video_r1", "longvideo_reason", "sharegpt")
+# The files write_training_mix writes, as training sources: (source name, reader format, file under train/).
+# configs/train/cot_mix_tiny.yaml lists the same six; benches and tests import this instead of repeating it.
+SYNTHETIC_MIX = (
+    ("longvt", "longvt", "longvt_sft.parquet"),
+    ("longvt_json", "longvt", "longvt_sft_json.parquet"),
+    ("video_r1", "video_r1", "video_r1_cot.json"),
+    ("longvideo_reason", "longvideo_reason", "longvideo_reason.jsonl"),
+    ("sharegpt", "sharegpt", "sharegpt.json"),
+    ("sharegpt_conv", "sharegpt", "sharegpt_conversations.json"),
+)
 SYSTEM_TEXT = "You are a helpful assistant."
 TOOLS_SPEC = {
     "type": "function",

@@ -16,17 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cader.evaluate.benchmarks.synth_train import SYNTHETIC_MIX as MIX  # (name, format, file)
 from jsonargparse import CLI
-
-# the synthetic mix: (source name, format, file under train/)
-MIX = (
-    ("longvt", "longvt", "longvt_sft.parquet"),
-    ("longvt_json", "longvt", "longvt_sft_json.parquet"),
-    ("video_r1", "video_r1", "video_r1_cot.json"),
-    ("longvideo_reason", "longvideo_reason", "longvideo_reason.jsonl"),
-    ("sharegpt", "sharegpt", "sharegpt.json"),
-    ("sharegpt_conv", "sharegpt", "sharegpt_conversations.json"),
-)
 
 
 def timed_setup(model_dir: str, train_dir: Path, cache_dir: str | None, workers: int, report_dir: str,
