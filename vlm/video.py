@@ -5,9 +5,10 @@ CADER samples the same video several times per question (Stage 1 at 1 fps, then 
 Every sampling method reduces to a list of times (see `cader.vlm.sampling`), then to sorted unique frame indices,
 then to one decode. The decode is planned per keyframe interval (`cader.vlm.decode_plan`): seek to the keyframe,
 decode forward to the last wanted frame of the interval, never decode a frame twice, and run the intervals on
-parallel PyAV decoders. decord's own batch decode re-seeks for every index and runs on one thread; it stays as the
-fallback for streams PyAV numbers differently. Both give byte-identical frames (tests). Measured in
-scripts/bench/video_decode.py. Timestamps returned are those of the decoded frames (index / native fps), never the
+parallel PyAV decoders. Frame i is the i-th frame of one sequential decode of the stream (tests: H.264, HEVC, VP9
+and MPEG-4 in MP4, MKV, WebM and AVI, B-frames and open GOPs). decord's own batch decode re-seeks for every index,
+runs on one thread and returns wrong frames for HEVC in MKV and for AVI with B-frames; it is only the fallback when
+the timestamps cannot be placed on the frame grid. Measured in scripts/bench/video_decode.py. Timestamps returned are those of the decoded frames (index / native fps), never the
 requested times, so the `<t seconds>` tokens the processor writes are the real times.
 """
 
@@ -137,6 +138,7 @@ class VideoReader:
             self._key_indices = np.zeros(1, dtype=np.int64)
         self.duration = self.num_frames / self.native_fps
         self._lock = threading.Lock()
+        self._frame0_pts: int | None = None  # pts of the first frame PyAV decodes; found on the first decode
 
     def __repr__(self) -> str:
         return f"VideoReader({str(self.path)!r}, frames={self.num_frames}, fps={self.native_fps:.3f})"
@@ -167,8 +169,7 @@ class VideoReader:
 
         Each job seeks to its keyframe and decodes forward only as far as its last wanted frame (see
         `cader.vlm.decode_plan`), so no frame is decoded twice and the tail of every keyframe interval is skipped.
-        Frame numbers come from presentation timestamps on the same grid decord uses (index = pts * fps), so both
-        paths return the same frames for the same indices (checked in tests on H.264 with B-frames).
+        Frame numbers come from presentation timestamps: index = (pts - pts of frame 0) * fps.
         """
         runs = split_balanced(group_by_keyframe(indices, self._key_indices), self.decode_workers)
         # One output buffer, filled in place by the workers: a fresh array per frame would cost a page-faulting
@@ -185,43 +186,79 @@ class VideoReader:
             raise VideoReadError(self.path, f"frames {missing[:5]} not found while scanning (of {len(indices)})")
         return out
 
+    def _first_pts(self, container, stream) -> int:
+        """The presentation timestamp of frame 0: that of the first frame the decoder outputs.
+
+        Frame i is then at frame0 + i ticks-per-frame. The stream's start_time is not always that frame: AVI with
+        B-frames numbers decoded frames from 1, for one. Found once per reader (decoding one frame), then kept.
+        """
+        with self._lock:
+            if self._frame0_pts is None:
+                container.seek(0)
+                first = next((f for f in container.decode(stream) if f.pts is not None), None)
+                if first is None:
+                    raise VideoReadError(self.path, "no decodable frame with a timestamp")
+                self._frame0_pts = int(first.pts)
+            return self._frame0_pts
+
     def _decode_jobs(self, jobs: list[GopJob], slots: dict[int, int], out: np.ndarray) -> set[int]:
         """Run keyframe-interval jobs in order on one decoder of our own (PyAV containers are not shared); write
         wanted frame i to out[slots[i]]; return the indices written."""
         import av
 
         found: set[int] = set()
-        height, width = out.shape[1:3]
         with av.open(str(self.path)) as container:
             stream = container.streams.video[0]
             # One thread per decoder: the parallelism is across keyframe intervals. libavcodec's own slice/frame
             # threads cost more than they give on small frames (scripts/bench/video_decode.py).
             stream.codec_context.thread_count = 1
-            base = stream.start_time or 0
+            base = self._first_pts(container, stream)
             ticks_per_frame = 1.0 / (float(stream.time_base) * self.native_fps)
             for job in jobs:
-                # Half a frame past the keyframe: seeking backward then lands on it even if pts rounding is off.
-                container.seek(base + int((job.key + 0.5) * ticks_per_frame), stream=stream, backward=True)
-                pending = set(job.indices)
-                for frame in container.decode(stream):
-                    if frame.pts is None:
-                        continue
-                    index = round((frame.pts - base) / ticks_per_frame)
-                    if index in pending:
-                        if (frame.height, frame.width) != (height, width):
-                            raise VideoReadError(self.path, f"frame {index} is {frame.width}x{frame.height}, "
-                                                            f"the stream starts at {width}x{height}")
-                        # The same swscale conversion as to_ndarray (so decord's bytes), minus its fresh array.
-                        plane = frame.reformat(format="rgb24").planes[0]
-                        rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
-                        out[slots[index]] = rows[:, : width * 3].reshape(height, width, 3)
-                        found.add(index)
-                        pending.discard(index)
-                        if not pending:
-                            break
-                    if index > job.indices[-1] + self.SCAN_SLACK_FRAMES:
+                # decord's keyframe index can be off by a frame or two (AVI, MKV); a seek that lands past the
+                # job's first wanted frame is retried from the keyframe before, then from the start of the stream.
+                for start in self._seek_starts(job.key):
+                    # Half a frame past the start: seeking backward then lands on it even if pts rounding is off.
+                    container.seek(base + int((start + 0.5) * ticks_per_frame), stream=stream, backward=True)
+                    if self._run_job(container, stream, job, base, ticks_per_frame, slots, out, found):
                         break
         return found
+
+    def _seek_starts(self, key: int) -> list[int]:
+        earlier = self._key_indices[self._key_indices < key]
+        return [key, int(earlier[-1])] if len(earlier) else [key, 0] if key else [0]
+
+    def _run_job(self, container, stream, job: GopJob, base: int, ticks_per_frame: float, slots: dict[int, int],
+                 out: np.ndarray, found: set[int]) -> bool:
+        """Decode forward from where the container was seeked until the job's frames are written.
+
+        Returns False, having written nothing, when the first decoded frame is already past a wanted one.
+        """
+        height, width = out.shape[1:3]
+        pending = set(job.indices) - found
+        first = True
+        for frame in container.decode(stream):
+            if frame.pts is None:
+                continue
+            index = round((frame.pts - base) / ticks_per_frame)
+            if first and pending and index > min(pending):
+                return False
+            first = False
+            if index in pending:
+                if (frame.height, frame.width) != (height, width):
+                    raise VideoReadError(self.path, f"frame {index} is {frame.width}x{frame.height}, "
+                                                    f"the stream starts at {width}x{height}")
+                # The same swscale conversion as to_ndarray (so decord's bytes), minus its fresh array.
+                plane = frame.reformat(format="rgb24").planes[0]
+                rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
+                out[slots[index]] = rows[:, : width * 3].reshape(height, width, 3)
+                found.add(index)
+                pending.discard(index)
+                if not pending:
+                    break
+            if index > job.indices[-1] + self.SCAN_SLACK_FRAMES:
+                break
+        return True
 
     def sample_times(self, times: Sequence[float], max_pixels: int | None = None) -> Frames:
         """The frames showing the given times (deduplicated, sorted)."""
