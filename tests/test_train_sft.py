@@ -179,3 +179,28 @@ def test_missing_tiny_inputs_name_the_command(tmp_path):
     assert f"python scripts/make_tiny_model.py --out {tmp_path}/nope" in msg
     (tmp_path / "nope").mkdir()
     assert missing_inputs_message(["--config", str(cfg)]) is None
+
+
+def test_plan_only_budgets_the_mix_without_a_trainer(tiny_model_dir, train_dir, tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
+    sft = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sft)
+
+    # cot_mix.yaml asks for 8 GPUs and DeepSpeed: building its Trainer on this CPU machine would fail.
+    source = {"name": "video_r1", "format": "video_r1", "path": str(train_dir / "video_r1_cot.json")}
+    argv = ["--config", "cot_mix.yaml", "--model.model_path", str(tiny_model_dir), "--data.sources", f"[{source}]",
+            "--data.plan_cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path / "run"),
+            "--plan_only", "true"]
+    assert sft.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "video_r1:" in out and "0 hits" in out and "to train" in out
+    report = (tmp_path / "run" / "data_report.json").read_text()
+    assert '"tool_calls_dropped": 1' in report and list((tmp_path / "cache").glob("*.plan.jsonl"))
+    assert sft.main(argv) == 0  # a second run reads the cache
+    assert " 0 misses" in capsys.readouterr().out
+
+    missing = argv[:5] + [f"[{dict(source, path=str(tmp_path / 'absent.json'))}]"] + argv[6:]
+    assert sft.main(missing) == 2
+    assert "absent.json" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """Helpers of train/sft.py kept out of the entry script: config lookup, missing-input message, the final export."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import yaml
@@ -17,6 +18,9 @@ def add_sft_arguments(parser) -> None:
     parser.add_argument("--export", type=bool, default=True, help="write <default_root_dir>/export at the end")
     parser.add_argument("--make_missing", type=dict | None, default=None,
                         help="{path: command}: inputs this config needs and the command that creates each")
+    parser.add_argument("--plan_only", type=bool, default=False,
+                        help="read, filter and budget the mix, fill the plan cache, write data_report.json, and stop "
+                             "(no model, no Trainer: run it on a CPU node before the GPU job)")
 
 
 def make_parser():
@@ -70,6 +74,36 @@ def missing_inputs_message(argv: list[str]) -> str | None:
         if cmds:
             return "missing inputs of this config; create them first:\n  " + "\n  ".join(cmds)
     return None
+
+
+def plan_only(argv: list[str]) -> int | None:
+    """If the arguments ask for `--plan_only`, plan the data of the config and return the exit code; else None.
+
+    Only the data section is instantiated, so the paper recipe's 8-GPU Trainer is never built: the mix can be
+    checked and its plan cache filled on any machine that sees the data (the ranks' setup then only reads it).
+    """
+    from cader.train.datamodule import SFTDataModule
+
+    cfg = make_parser().parse_args(argv)
+    if not cfg.plan_only:
+        return None
+    data = cfg.data.as_dict()
+    data["report_dir"] = data.get("report_dir") or cfg.trainer.default_root_dir or "."
+    module = SFTDataModule(**data)
+    try:
+        module.prepare_data()
+        module.setup("fit")
+    except (FileNotFoundError, ValueError) as err:  # a missing source file, a mix with nothing trainable
+        print(f"plan_only: {err}", file=sys.stderr)
+        return 2
+    for name, source in module.report.items():
+        cache = source.get("plan_cache", {})
+        filled = cache.get("prepare_data", cache)  # what filling the cache did; setup then only reads it
+        print(f"{name}: {source['rows']} rows, {source['tool_calls_dropped']} tool-call rows dropped, "
+              f"skipped {source['skipped']}, {source['train_samples']} to train "
+              f"(plan cache: {filled.get('hits', 0)} hits, {filled.get('misses', 0)} misses)")
+    print(f"data report: {Path(data['report_dir']) / 'data_report.json'}")
+    return 0
 
 
 def run_export(trainer, module) -> Path | None:

@@ -5,12 +5,13 @@
 
 Every option can be overridden with a dotted flag (e.g. `--trainer.max_steps 5 --model.lora_r 8`); a bare config name
 is looked up in configs/train/. `--ckpt_path PATH|last` resumes exactly (optimizer, scheduler, data position).
-The export lands in `<trainer.default_root_dir>/export/`.
+The export lands in `<trainer.default_root_dir>/export/`. `--plan_only true` stops after planning the data (counts per
+source, data_report.json, plan cache): check a mix and fill its cache on a CPU node before a GPU job.
 """
 import logging
 import sys
 
-from cader.train.cli import add_sft_arguments, find_config, missing_inputs_message, run_export
+from cader.train.cli import add_sft_arguments, find_config, missing_inputs_message, plan_only, run_export
 from cader.train.datamodule import SFTDataModule
 from cader.train.module import SFTModule
 from lightning.pytorch.cli import LightningCLI
@@ -28,6 +29,9 @@ def main(argv=None):
     if message:
         print(message, file=sys.stderr)
         return 2
+    code = plan_only(argv)   # --plan_only: budget the mix and fill the plan cache, no model or Trainer
+    if code is not None:
+        return code
     cli = SFTCLI(SFTModule, SFTDataModule, run=False, args=argv, save_config_kwargs={"overwrite": True},
                  parser_kwargs={"default_env": False})
     cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
