@@ -193,9 +193,21 @@ def test_one_decoder_per_dataloader_worker_else_the_cores(barcode_video):
 def test_decord_decides_when_the_planned_decode_fails(barcode_video, monkeypatch):
     reader = VideoReader(barcode_video)
 
-    def broken_scan(indices):
+    def broken_scan(indices, max_pixels=None):
         raise VideoReadError(reader.path, "frames [5] not found while scanning")
 
     monkeypatch.setattr(reader, "_scan", broken_scan)
     frames = reader.sample_uniform(1.0, start=0, end=10)
     assert [read_barcode(f) for f in frames.frames] == list(frames.indices) == [10 * k + 5 for k in range(10)]
+
+
+def test_frames_are_resized_one_by_one_to_the_bytes_a_batch_resize_gives(coded_video):
+    from cader.vlm.video import resize_frames, resize_to
+
+    path, truth = coded_video
+    reader = VideoReader(path, decode_workers=2)
+    indices = np.arange(2, 240, 5)
+    small = reader.decode_indices(indices, max_pixels=32 * 32)
+    assert small.frames.shape == (len(indices), 32, 32, 3)
+    assert np.array_equal(small.frames, resize_frames(truth[indices], 32 * 32))
+    assert np.array_equal(resize_to(truth, (32, 32), chunk=7), resize_to(truth, (32, 32), chunk=240))

@@ -79,14 +79,24 @@ def resize_frames(frames: np.ndarray, max_pixels: int | None) -> np.ndarray:
     """Resize a (N, H, W, 3) uint8 batch so H*W <= max_pixels with sides multiple of 32 (aspect kept)."""
     if max_pixels is None or len(frames) == 0:
         return frames
-    _, h, w, _ = frames.shape
-    new_h, new_w = fit_pixels(h, w, max_pixels)
-    if (new_h, new_w) == (h, w):
+    return resize_to(frames, fit_pixels(frames.shape[1], frames.shape[2], max_pixels))
+
+
+def resize_to(frames: np.ndarray, size: tuple[int, int], chunk: int = 16) -> np.ndarray:
+    """Resize a (N, H, W, 3) uint8 batch to `size` (H, W): bilinear with antialiasing, `chunk` frames at a time.
+
+    Frames are interpolated independently, so resizing one at a time gives the same bytes as a whole batch; the
+    chunks bound the float copy interpolation needs (12 bytes per pixel: 19 GB for 768 frames of 1080p at once).
+    """
+    if tuple(frames.shape[1:3]) == tuple(size):
         return frames
-    x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float()
-    # antialias avoids aliasing when shrinking a lot (long videos go down to 65,536 px per frame or less).
-    x = F.interpolate(x, size=(new_h, new_w), mode="bilinear", antialias=True, align_corners=False)
-    return x.round().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous().numpy()
+    out = np.empty((len(frames), *size, 3), np.uint8)
+    for start in range(0, len(frames), chunk):
+        x = torch.from_numpy(np.ascontiguousarray(frames[start:start + chunk])).permute(0, 3, 1, 2).float()
+        # antialias avoids aliasing when shrinking a lot (long videos go down to 65,536 px per frame or less).
+        x = F.interpolate(x, size=tuple(size), mode="bilinear", antialias=True, align_corners=False)
+        out[start:start + chunk] = x.round().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+    return out
 
 
 def default_decode_workers(limit: int = 8) -> int:
@@ -149,22 +159,31 @@ class VideoReader:
         return s, e
 
     def decode_indices(self, indices: np.ndarray, max_pixels: int | None = None) -> Frames:
-        """Decode exactly these (sorted, unique, in-range) frame indices in one batch."""
+        """Decode exactly these (sorted, unique, in-range) frame indices in one batch, each frame resized to
+        `max_pixels` as soon as it is decoded (a long video never sits in memory at native resolution)."""
         indices = np.asarray(indices, dtype=np.int64)
         if len(indices) == 0:
             empty = np.zeros((0, *fit_pixels(self.height, self.width, max_pixels or self.height * self.width), 3))
             return Frames(empty.astype(np.uint8), np.zeros(0), indices, self.native_fps)
         try:  # no lock: every scan opens decoders of its own
-            batch = self._scan(indices)
+            batch = self._scan(indices, max_pixels)
         except Exception:  # odd timestamps or containers PyAV reads differently: decord's seek path decides
-            try:
-                with self._lock:
-                    batch = self._reader.get_batch(indices.tolist()).asnumpy()
-            except Exception as err:
-                raise VideoReadError(self.path, f"decode failed: {str(err).splitlines()[0][:200]}") from err
-        return Frames(resize_frames(batch, max_pixels), indices / self.native_fps, indices, self.native_fps)
+            batch = self._decord_batch(indices, max_pixels)
+        return Frames(batch, indices / self.native_fps, indices, self.native_fps)
 
-    def _scan(self, indices: np.ndarray) -> np.ndarray:
+    def _decord_batch(self, indices: np.ndarray, max_pixels: int | None, chunk: int = 32) -> np.ndarray:
+        """The fallback: decord's batch decode, `chunk` frames at a time so native frames never pile up."""
+        parts = []
+        try:
+            with self._lock:
+                for start in range(0, len(indices), chunk):
+                    native = self._reader.get_batch(indices[start:start + chunk].tolist()).asnumpy()
+                    parts.append(resize_frames(native, max_pixels))
+        except Exception as err:
+            raise VideoReadError(self.path, f"decode failed: {str(err).splitlines()[0][:200]}") from err
+        return np.concatenate(parts)
+
+    def _scan(self, indices: np.ndarray, max_pixels: int | None = None) -> np.ndarray:
         """Decode exactly `indices` with PyAV: one job per keyframe interval, jobs spread over parallel decoders.
 
         Each job seeks to its keyframe and decodes forward only as far as its last wanted frame (see
@@ -174,7 +193,8 @@ class VideoReader:
         runs = split_balanced(group_by_keyframe(indices, self._key_indices), self.decode_workers)
         # One output buffer, filled in place by the workers: a fresh array per frame would cost a page-faulting
         # allocation per frame, which threads of one process partly serialize on (and then a copy to stack them).
-        out = np.empty((len(indices), self.height, self.width, 3), np.uint8)
+        size = fit_pixels(self.height, self.width, max_pixels) if max_pixels else (self.height, self.width)
+        out = np.empty((len(indices), *size, 3), np.uint8)
         slots = {int(i): k for k, i in enumerate(indices)}
         if len(runs) == 1:
             found = self._decode_jobs(runs[0], slots, out)
@@ -234,7 +254,7 @@ class VideoReader:
 
         Returns False, having written nothing, when the first decoded frame is already past a wanted one.
         """
-        height, width = out.shape[1:3]
+        height, width = self.height, self.width
         pending = set(job.indices) - found
         first = True
         for frame in container.decode(stream):
@@ -251,7 +271,7 @@ class VideoReader:
                 # The same swscale conversion as to_ndarray (so decord's bytes), minus its fresh array.
                 plane = frame.reformat(format="rgb24").planes[0]
                 rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
-                out[slots[index]] = rows[:, : width * 3].reshape(height, width, 3)
+                out[slots[index]] = resize_to(rows[:, : width * 3].reshape(1, height, width, 3), out.shape[1:3])[0]
                 found.add(index)
                 pending.discard(index)
                 if not pending:
