@@ -100,7 +100,7 @@ def process_sample(
     error = None
     try:
         check_sample(sample)
-        reader = VideoReader(video_file)
+        reader = VideoReader(video_file, decode_workers=cfg.decode_workers)
         if not reader.duration > 0:
             raise VideoReadError(video_file, f"zero duration ({reader.duration})")
         record["duration"] = round(float(reader.duration), 3)

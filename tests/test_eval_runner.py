@@ -301,3 +301,22 @@ def test_jsonl_appender_cuts_a_torn_tail_and_appends_whole_lines(tmp_path):
         appender.write({"id": 3})
     assert path.read_text() == '{"id": 1}\n{"id": 3}\n'
     assert read_jsonl(tmp_path / "missing.jsonl") == []
+
+
+def test_decode_workers_reach_the_video_reader(tmp_path, video_root, monkeypatch):
+    import cader.evaluate.runner as runner_module
+
+    root, name = video_root
+    opened = []
+    real_reader = runner_module.VideoReader
+
+    def recording_reader(path, **kwargs):
+        reader = real_reader(path, **kwargs)
+        opened.append(reader.decode_workers)
+        return reader
+
+    monkeypatch.setattr(runner_module, "VideoReader", recording_reader)
+    run(make_samples(name, 2), root, tmp_path / "p.jsonl", Scripted(logits_map(2)), decode_workers=3)
+    assert opened == [3, 3]
+    with pytest.raises(ValueError, match="decode_workers"):
+        CaderConfig(decode_workers=0)

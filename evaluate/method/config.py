@@ -52,6 +52,9 @@ class CaderConfig:
     # Backbone budgets (Stage 1 "follows the backbone's internal visual-frame/token budget").
     max_frames: int = 768
     max_pixels: int = 65_536
+    # Parallel video decoders per sample (None: the usable cores, at most 8). Not part of the method: lower it
+    # when several shards share one machine.
+    decode_workers: int | None = None
     # Generation lengths. The paper does not publish them; thinking outputs of Qwen3-VL need room.
     max_new_tokens_propose: int = 2048
     max_new_tokens_answer: int = 2048
@@ -91,6 +94,8 @@ class CaderConfig:
         for name in ("max_frames", "max_pixels", "max_new_tokens_propose", "max_new_tokens_answer"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.decode_workers is not None and int(self.decode_workers) < 1:
+            raise ValueError(f"decode_workers must be >= 1 or None, got {self.decode_workers}")
         for name in ("tau", "delta"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite")
