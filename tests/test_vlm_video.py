@@ -190,7 +190,7 @@ def test_one_decoder_per_dataloader_worker_else_the_cores(barcode_video):
     assert VideoReader(barcode_video, decode_workers=0).decode_workers == 1
 
 
-def test_decord_decides_when_the_planned_decode_fails(barcode_video, monkeypatch):
+def test_decord_decides_when_the_planned_decode_fails(barcode_video, monkeypatch, caplog):
     reader = VideoReader(barcode_video)
 
     def broken_scan(indices, max_pixels=None):
@@ -199,6 +199,9 @@ def test_decord_decides_when_the_planned_decode_fails(barcode_video, monkeypatch
     monkeypatch.setattr(reader, "_scan", broken_scan)
     frames = reader.sample_uniform(1.0, start=0, end=10)
     assert [read_barcode(f) for f in frames.frames] == list(frames.indices) == [10 * k + 5 for k in range(10)]
+    reader.sample_uniform(1.0, start=10, end=20)
+    warnings = [r.getMessage() for r in caplog.records if "decord's batch decode" in r.getMessage()]
+    assert len(warnings) == 1 and str(barcode_video) in warnings[0]  # once per reader, naming the file
 
 
 def test_frames_are_resized_one_by_one_to_the_bytes_a_batch_resize_gives(coded_video):

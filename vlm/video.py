@@ -14,6 +14,7 @@ requested times, so the `<t seconds>` tokens the processor writes are the real t
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -33,6 +34,8 @@ from cader.vlm.sampling import (
     times_to_indices,
     uniform_times,
 )
+
+log = logging.getLogger(__name__)
 
 
 class VideoReadError(RuntimeError):
@@ -149,6 +152,7 @@ class VideoReader:
         self.duration = self.num_frames / self.native_fps
         self._lock = threading.Lock()
         self._frame0_pts: int | None = None  # pts of the first frame PyAV decodes; found on the first decode
+        self._warned_fallback = False
 
     def __repr__(self) -> str:
         return f"VideoReader({str(self.path)!r}, frames={self.num_frames}, fps={self.native_fps:.3f})"
@@ -167,7 +171,11 @@ class VideoReader:
             return Frames(empty.astype(np.uint8), np.zeros(0), indices, self.native_fps)
         try:  # no lock: every scan opens decoders of its own
             batch = self._scan(indices, max_pixels)
-        except Exception:  # odd timestamps or containers PyAV reads differently: decord's seek path decides
+        except Exception as err:  # timestamps off the frame grid (variable frame rate, say): decord decides
+            if not self._warned_fallback:
+                self._warned_fallback = True
+                log.warning("%s: exact decode failed (%s); using decord's batch decode for this video", self.path,
+                            str(err).splitlines()[0][:200])
             batch = self._decord_batch(indices, max_pixels)
         return Frames(batch, indices / self.native_fps, indices, self.native_fps)
 
