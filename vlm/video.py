@@ -233,8 +233,12 @@ class VideoReader:
         """Run keyframe-interval jobs in order on one decoder of our own (PyAV containers are not shared); write
         wanted frame i to out[slots[i]]; return the indices written."""
         import av
+        from av.video.reformatter import VideoReformatter
 
         found: set[int] = set()
+        # One reformatter per decoder keeps its swscale context: frame.reformat() builds a new one per frame,
+        # which costs more than the conversion itself (scripts/bench/video_decode.py).
+        reformatter = VideoReformatter()
         with av.open(str(self.path)) as container:
             stream = container.streams.video[0]
             # One thread per decoder: the parallelism is across keyframe intervals. libavcodec's own slice/frame
@@ -248,7 +252,7 @@ class VideoReader:
                 for start in self._seek_starts(job.key):
                     # Half a frame past the start: seeking backward then lands on it even if pts rounding is off.
                     container.seek(base + int((start + 0.5) * ticks_per_frame), stream=stream, backward=True)
-                    if self._run_job(container, stream, job, base, ticks_per_frame, slots, out, found):
+                    if self._run_job(container, stream, job, base, ticks_per_frame, reformatter, slots, out, found):
                         break
         return found
 
@@ -256,8 +260,8 @@ class VideoReader:
         earlier = self._key_indices[self._key_indices < key]
         return [key, int(earlier[-1])] if len(earlier) else [key, 0] if key else [0]
 
-    def _run_job(self, container, stream, job: GopJob, base: int, ticks_per_frame: float, slots: dict[int, int],
-                 out: np.ndarray, found: set[int]) -> bool:
+    def _run_job(self, container, stream, job: GopJob, base: int, ticks_per_frame: float, reformatter,
+                 slots: dict[int, int], out: np.ndarray, found: set[int]) -> bool:
         """Decode forward from where the container was seeked until the job's frames are written.
 
         Returns False, having written nothing, when the first decoded frame is already past a wanted one.
@@ -277,7 +281,7 @@ class VideoReader:
                     raise VideoReadError(self.path, f"frame {index} is {frame.width}x{frame.height}, "
                                                     f"the stream starts at {width}x{height}")
                 # The same swscale conversion as to_ndarray (so decord's bytes), minus its fresh array.
-                plane = frame.reformat(format="rgb24").planes[0]
+                plane = reformatter.reformat(frame, format="rgb24").planes[0]
                 rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
                 out[slots[index]] = resize_to(rows[:, : width * 3].reshape(1, height, width, 3), out.shape[1:3])[0]
                 found.add(index)
