@@ -49,7 +49,7 @@ def time_it(fn, repeats: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
-def exact_ceiling(path: Path, decoded_share: float, workers: int, repeats: int) -> None:
+def exact_ceiling(path: Path, decoded_share: float, workers: int, repeats: int) -> float:
     """What an exact decoder could reach here: the share of frames it must decode, on `workers` perfectly scaling
     cores, plus the 600 RGB conversions both loaders make. Printed next to the measured ratio (--breakdown)."""
     import av
