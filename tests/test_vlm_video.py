@@ -214,3 +214,13 @@ def test_frames_are_resized_one_by_one_to_the_bytes_a_batch_resize_gives(coded_v
     assert small.frames.shape == (len(indices), 32, 32, 3)
     assert np.array_equal(small.frames, resize_frames(truth[indices], 32 * 32))
     assert np.array_equal(resize_to(truth, (32, 32), chunk=7), resize_to(truth, (32, 32), chunk=240))
+
+
+def test_a_late_seek_is_retried_from_the_keyframe_before_then_from_frame_zero(reader):
+    keys = reader._key_indices
+    try:
+        reader._key_indices = np.array([0, 47, 93])
+        assert reader._seek_starts(93) == [93, 47, 0]
+        assert reader._seek_starts(47) == [47, 0] and reader._seek_starts(0) == [0]
+    finally:
+        reader._key_indices = keys

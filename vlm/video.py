@@ -257,8 +257,10 @@ class VideoReader:
         return found
 
     def _seek_starts(self, key: int) -> list[int]:
+        """Where a job may start decoding, in order of preference: its keyframe, the one before, frame 0."""
         earlier = self._key_indices[self._key_indices < key]
-        return [key, int(earlier[-1])] if len(earlier) else [key, 0] if key else [0]
+        starts = [key, int(earlier[-1])] if len(earlier) else [key]
+        return list(dict.fromkeys([*starts, 0]))
 
     def _run_job(self, container, stream, job: GopJob, base: int, ticks_per_frame: float, reformatter,
                  slots: dict[int, int], out: np.ndarray, found: set[int]) -> bool:
