@@ -15,10 +15,11 @@
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+
+from cader.vlm.files import write_atomic
 
 MARGIN_BINS = [
     (">=0.995", 0.995, float("inf")),
@@ -318,12 +319,6 @@ def render_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_report(
     out_dir: str | Path,
     records: Sequence[dict],
@@ -335,6 +330,6 @@ def write_report(
     report = build_report(records, load_errors, config)
     if compare_to is not None:
         report["comparison"] = compare_runs(records, compare_to)
-    _write_atomic(out_dir / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    _write_atomic(out_dir / "report.md", render_markdown(report))
+    write_atomic(out_dir / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(out_dir / "report.md", render_markdown(report))
     return report

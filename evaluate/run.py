@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import sys
 import typing
 from pathlib import Path
@@ -30,6 +29,7 @@ from cader.evaluate.runner import (
     run_samples,
     select_samples,
 )
+from cader.vlm.files import write_atomic
 from jsonargparse import ActionConfigFile, ArgumentParser
 
 log = logging.getLogger("cader.evaluate.run")
@@ -75,9 +75,7 @@ def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementat
 
 
 def _write_json_atomic(path: Path, payload) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(payload, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

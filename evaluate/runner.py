@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from cader.evaluate.jsonl import read_jsonl as read_records
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
 from cader.evaluate.method.stage2 import Stage2Failure, run_stage2
+from cader.vlm.files import write_atomic
 from cader.vlm.video import VideoReader, VideoReadError
 from tqdm import tqdm
 
@@ -189,9 +189,5 @@ def merge_shards(out_dir: str | Path) -> tuple[Path, int]:
             if record_key(record) not in seen:
                 seen.add(record_key(record))
                 merged.append(record)
-    tmp = target.with_suffix(".jsonl.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        for record in merged:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    os.replace(tmp, target)
+    write_atomic(target, (json.dumps(record, ensure_ascii=False) + "\n" for record in merged))
     return target, len(merged)

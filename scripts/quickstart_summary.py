@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from cader.vlm.files import write_atomic
 from jsonargparse import CLI
 
 
@@ -93,9 +93,7 @@ def main(root: str = "runs/tiny") -> Path:
     base = Path(root)
     text = summarize(base)
     out = base / "SUMMARY.md"
-    tmp = out.with_suffix(".md.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
+    write_atomic(out, text)
     print(text)
     return out
 

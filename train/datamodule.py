@@ -30,6 +30,7 @@ from cader.train.plan_cache import (
     processor_fingerprint,
 )
 from cader.train.toolfree import filter_tool_free
+from cader.vlm.files import write_atomic
 from torch.utils.data import DataLoader, Dataset
 
 log = logging.getLogger(__name__)
@@ -234,10 +235,8 @@ class SFTDataModule(L.LightningDataModule):
         out_dir = self._out_dir()
         if out_dir is None or (self.trainer is not None and self.trainer.global_rank != 0):
             return
-        os.makedirs(out_dir, exist_ok=True)
-        tmp = Path(out_dir) / "data_report.json.tmp"
-        tmp.write_text(json.dumps({"sources": self.report, "budget": asdict(self.budget)}, indent=1))
-        os.replace(tmp, Path(out_dir) / "data_report.json")
+        write_atomic(Path(out_dir) / "data_report.json",
+                     json.dumps({"sources": self.report, "budget": asdict(self.budget)}, indent=1))
 
     @property
     def lengths(self) -> list[int]:

@@ -15,17 +15,17 @@ hours before step 1. The plan only depends on things that are cheap to check, so
 
 File format (JSONL): a header line {"version", "key", "source_identity"}, one line per entry, a trailer {"end": n}. A file that does not
 parse, has another version or lacks its trailer (a torn write) is reported with a warning naming it and rebuilt.
-Writes are atomic: a uniquely named tmp file (pid + thread + random) then os.replace, so ranks writing the same cache
+Writes are atomic: a uniquely named tmp file then os.replace (cader.vlm.files), so ranks writing the same cache
 at once each leave a whole file.
 """
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
 import threading
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ from pathlib import Path
 from cader.train.budget import BudgetConfig, BudgetPlan
 from cader.train.collate import PlannedSample, SampleEncoder, SkipSample
 from cader.train.formats import Sample
+from cader.vlm.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -213,20 +214,10 @@ def read_cache(path: Path, key: dict) -> tuple[dict[int, dict], list | None, str
 
 
 def write_cache(path: Path, key: dict, entries: list[dict], identity: list | None = None) -> None:
-    """Atomic: a tmp name unique to this process and thread, then os.replace. Raises OSError."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps({"version": CACHE_VERSION, "key": key, "source_identity": identity}) + "\n")
-            f.writelines(json.dumps(entry) + "\n" for entry in entries)
-            f.write(json.dumps({"end": len(entries)}) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink(missing_ok=True)
+    """Atomic (cader.vlm.files.write_atomic: a tmp name unique to the call, then os.replace). Raises OSError."""
+    header = json.dumps({"version": CACHE_VERSION, "key": key, "source_identity": identity}) + "\n"
+    lines = (json.dumps(entry) + "\n" for entry in entries)
+    write_atomic(path, itertools.chain([header], lines, [json.dumps({"end": len(entries)}) + "\n"]))
 
 
 # ---- planning one source ----------------------------------------------------------------------------------------

@@ -8,14 +8,13 @@ see the gold answer; a question with no prediction or an errored prediction coun
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 from statistics import fmean
 
 from cader.evaluate.judge.questions import Question
 from cader.evaluate.judge.schema import FAILURE_TAGS, STATUS_CREDIT
+from cader.vlm.files import write_atomic
 
 AXIS_NAMES = ("P1", "P2", "P3", "P4", "P5")
 
@@ -135,13 +134,6 @@ def render_markdown(report: dict) -> str:
         if report[key]:
             lines += ["", f"### {title}", ""] + [f"- {item}" for item in report[key]]
     return "\n".join(lines) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def write_report(out_dir: str | Path, report: dict) -> tuple[Path, Path]:

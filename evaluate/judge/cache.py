@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from cader.vlm.files import write_atomic
 
 
 class JudgeCache:
@@ -28,16 +28,7 @@ class JudgeCache:
             return None  # a torn or foreign file is a miss, never a crash
 
     def put(self, key: str, value: dict) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(value, handle, ensure_ascii=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self._path(key), json.dumps(value, ensure_ascii=False), durable=False)  # a lost entry is a miss
 
     def __len__(self) -> int:
         return sum(1 for _ in self.root.glob("*/*.json"))

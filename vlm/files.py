@@ -1,0 +1,39 @@
+"""Atomic file writes: readers see the old file or the new one, never half of one.
+
+Every result file of the pipeline (reports, data_report.json, plan caches, merged predictions, judge cache entries)
+is written through `write_atomic`: the text goes to a temporary file with a name unique to this call in the same
+folder, is flushed to disk, then replaces the target with os.replace. The unique name matters when several processes
+(DDP ranks, shards) write the same target at once: each leaves a whole file, and a failed write leaves no tmp behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def write_atomic(path: str | os.PathLike, content: str | Iterable[str], durable: bool = True) -> Path:
+    """Write `content` (a string, or lines/chunks written in order) to `path` atomically; returns the path.
+
+    `durable` also fsyncs before the replace, so a crash right after cannot leave an empty file; a cache whose
+    lost entries are only misses can skip that cost (it serialises concurrent writers on some filesystems).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            if isinstance(content, str):
+                handle.write(content)
+            else:
+                handle.writelines(content)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
