@@ -8,7 +8,6 @@ from cader.vlm.sampling import (
     fit_pixels,
     fps_map_counts,
     fps_map_times,
-    times_to_indices,
     uniform_times,
 )
 
@@ -77,8 +76,3 @@ def test_fit_pixels_known_values():
     assert fit_pixels(240, 320, 65_536) == (192, 288)
     with pytest.raises(ValueError):
         fit_pixels(0, 10, 65_536)
-
-
-def test_times_to_indices_floor_dedup_clip():
-    idx = times_to_indices(np.array([0.05, 0.06, 0.99, 5.0, -1.0]), native_fps=10, num_frames=20)
-    assert list(idx) == [0, 9, 19]

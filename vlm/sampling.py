@@ -96,11 +96,3 @@ def fit_pixels(
         h = math.ceil(height * scale / factor) * factor
         w = math.ceil(width * scale / factor) * factor
     return int(h), int(w)
-
-
-def times_to_indices(times: np.ndarray, native_fps: float, num_frames: int) -> np.ndarray:
-    """Nearest decodable frame index for each time (frame k spans [k/fps, (k+1)/fps)), deduplicated and sorted."""
-    if num_frames <= 0:
-        return np.zeros(0, dtype=np.int64)
-    idx = np.floor(np.asarray(times, dtype=np.float64) * native_fps + 1e-9).astype(np.int64)
-    return np.unique(np.clip(idx, 0, num_frames - 1))

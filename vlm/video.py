@@ -8,8 +8,12 @@ decode forward to the last wanted frame of the interval, never decode a frame tw
 parallel PyAV decoders. Frame i is the i-th frame of one sequential decode of the stream (tests: H.264, HEVC, VP9
 and MPEG-4 in MP4, MKV, WebM and AVI, B-frames and open GOPs). decord's own batch decode re-seeks for every index,
 runs on one thread and returns wrong frames for HEVC in MKV and for AVI with B-frames; it is only the fallback when
-the timestamps cannot be placed on the frame grid. Measured in scripts/bench/video_decode.py. Timestamps returned are those of the decoded frames (index / native fps), never the
-requested times, so the `<t seconds>` tokens the processor writes are the real times.
+the decoded timestamps cannot be placed in the frame table. Measured in scripts/bench/video_decode.py.
+
+Times and frames meet in one table (`cader.vlm.frame_table`): frame i starts at i / fps for a constant-rate video,
+at the container's own timestamp for a variable-rate one (phone and screen recordings). Timestamps returned are
+those of the decoded frames, never the requested times, so the `<t seconds>` tokens the processor writes are the
+real times.
 """
 
 from __future__ import annotations
@@ -26,12 +30,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from cader.vlm.decode_plan import GopJob, group_by_keyframe, split_balanced
+from cader.vlm.frame_table import FrameTable, frame_table
 from cader.vlm.sampling import (
     cap_times,
     count_times,
     fit_pixels,
     fps_map_times,
-    times_to_indices,
     uniform_times,
 )
 
@@ -66,10 +70,17 @@ class Frames:
         return len(self) / span
 
     def metadata(self) -> dict:
-        """What the Qwen3-VL processor needs to compute real timestamps (`do_sample_frames=False`)."""
+        """What the Qwen3-VL processor needs to compute real timestamps (`do_sample_frames=False`).
+
+        The processor writes `frames_indices[k] / fps` as frame k's time. On a constant-rate video those are the
+        frame indices; on a variable-rate one, each frame's position on the average-rate grid (timestamp * fps, not
+        an integer), so that the times it writes are still the frames' real ones.
+        """
+        positions = self.timestamps * self.native_fps
+        on_grid = np.allclose(positions, self.indices, rtol=0.0, atol=1e-6)
         return {
             "fps": float(self.native_fps),
-            "frames_indices": [int(i) for i in self.indices],
+            "frames_indices": [int(i) for i in self.indices] if on_grid else [round(float(p), 6) for p in positions],
             "total_num_frames": int(self.indices[-1]) + 1 if len(self) else 0,
         }
 
@@ -149,7 +160,12 @@ class VideoReader:
             self._key_indices = np.asarray(self._reader.get_key_indices(), dtype=np.int64)
         except Exception:
             self._key_indices = np.zeros(1, dtype=np.int64)
-        self.duration = self.num_frames / self.native_fps
+        try:  # decord read every frame's timestamp while opening: free here, and all a variable rate needs
+            container_times = self._reader.get_frame_timestamp(np.arange(self.num_frames))
+        except Exception:
+            container_times = None
+        self.frame_table: FrameTable = frame_table(self.num_frames, self.native_fps, container_times)
+        self.duration = self.frame_table.duration
         self._lock = threading.Lock()
         self._frame0_pts: int | None = None  # pts of the first frame PyAV decodes; found on the first decode
         self._warned_fallback = False
@@ -171,13 +187,13 @@ class VideoReader:
             return Frames(empty.astype(np.uint8), np.zeros(0), indices, self.native_fps)
         try:  # no lock: every scan opens decoders of its own
             batch = self._scan(indices, max_pixels)
-        except Exception as err:  # timestamps off the frame grid (variable frame rate, say): decord decides
+        except Exception as err:  # timestamps the frame table does not know (a broken index, say): decord decides
             if not self._warned_fallback:
                 self._warned_fallback = True
                 log.warning("%s: exact decode failed (%s); using decord's batch decode for this video", self.path,
                             str(err).splitlines()[0][:200])
             batch = self._decord_batch(indices, max_pixels)
-        return Frames(batch, indices / self.native_fps, indices, self.native_fps)
+        return Frames(batch, self.frame_table.starts[indices], indices, self.native_fps)
 
     def _decord_batch(self, indices: np.ndarray, max_pixels: int | None, chunk: int = 32) -> np.ndarray:
         """The fallback: decord's batch decode, `chunk` frames at a time so native frames never pile up."""
@@ -196,7 +212,7 @@ class VideoReader:
 
         Each job seeks to its keyframe and decodes forward only as far as its last wanted frame (see
         `cader.vlm.decode_plan`), so no frame is decoded twice and the tail of every keyframe interval is skipped.
-        Frame numbers come from presentation timestamps: index = (pts - pts of frame 0) * fps.
+        Frame numbers come from presentation timestamps: the frame of the table starting at (pts - pts of frame 0).
         """
         runs = split_balanced(group_by_keyframe(indices, self._key_indices), self.decode_workers)
         # One output buffer, filled in place by the workers: a fresh array per frame would cost a page-faulting
@@ -245,14 +261,15 @@ class VideoReader:
             # threads cost more than they give on small frames (scripts/bench/video_decode.py).
             stream.codec_context.thread_count = 1
             base = self._first_pts(container, stream)
-            ticks_per_frame = 1.0 / (float(stream.time_base) * self.native_fps)
+            seconds_per_tick = float(stream.time_base)
             for job in jobs:
                 # decord's keyframe index can be off by a frame or two (AVI, MKV); a seek that lands past the
                 # job's first wanted frame is retried from the keyframe before, then from the start of the stream.
                 for start in self._seek_starts(job.key):
                     # Half a frame past the start: seeking backward then lands on it even if pts rounding is off.
-                    container.seek(base + int((start + 0.5) * ticks_per_frame), stream=stream, backward=True)
-                    if self._run_job(container, stream, job, base, ticks_per_frame, reformatter, slots, out, found):
+                    target = self.frame_table.starts[start] + 0.5 * self.frame_table.period(start)
+                    container.seek(base + int(target / seconds_per_tick), stream=stream, backward=True)
+                    if self._run_job(container, stream, job, base, seconds_per_tick, reformatter, slots, out, found):
                         break
         return found
 
@@ -262,7 +279,7 @@ class VideoReader:
         starts = [key, int(earlier[-1])] if len(earlier) else [key]
         return list(dict.fromkeys([*starts, 0]))
 
-    def _run_job(self, container, stream, job: GopJob, base: int, ticks_per_frame: float, reformatter,
+    def _run_job(self, container, stream, job: GopJob, base: int, seconds_per_tick: float, reformatter,
                  slots: dict[int, int], out: np.ndarray, found: set[int]) -> bool:
         """Decode forward from where the container was seeked until the job's frames are written.
 
@@ -274,7 +291,9 @@ class VideoReader:
         for frame in container.decode(stream):
             if frame.pts is None:
                 continue
-            index = round((frame.pts - base) / ticks_per_frame)
+            index = self.frame_table.nearest((frame.pts - base) * seconds_per_tick)
+            if index < 0:  # a picture the table has no frame for: never written in place of one it has
+                continue
             if first and pending and index > min(pending):
                 return False
             first = False
@@ -296,7 +315,7 @@ class VideoReader:
 
     def sample_times(self, times: Sequence[float], max_pixels: int | None = None) -> Frames:
         """The frames showing the given times (deduplicated, sorted)."""
-        return self.decode_indices(times_to_indices(np.asarray(times), self.native_fps, self.num_frames), max_pixels)
+        return self.decode_indices(self.frame_table.showing(times), max_pixels)
 
     def sample_uniform(
         self,

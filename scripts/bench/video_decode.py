@@ -85,7 +85,7 @@ def main(seconds: int = 600, fps: int = 24, width: int = 320, height: int = 240,
             decoder would reach on perfectly scaling cores (the ceiling the measured ratio is below).
     """
     from cader.vlm.decode_plan import group_by_keyframe
-    from cader.vlm.sampling import times_to_indices, uniform_times
+    from cader.vlm.sampling import uniform_times
     from cader.vlm.video import VideoReader
     from transformers.video_utils import load_video
 
@@ -106,7 +106,7 @@ def main(seconds: int = 600, fps: int = 24, width: int = 320, height: int = 240,
         t_ours, a = time_it(ours, repeats)
         t_base, b = time_it(baseline, repeats)
         reader = VideoReader(path, decode_workers=workers)
-        wanted = times_to_indices(uniform_times(0.0, reader.duration, 1.0), reader.native_fps, reader.num_frames)
+        wanted = reader.frame_table.showing(uniform_times(0.0, reader.duration, 1.0))
         plan = group_by_keyframe(wanted, reader._key_indices)
         decoded_share = sum(job.frames_to_decode for job in plan) / reader.num_frames
         _, meta = load_video(str(path), backend="pyav", fps=1)
