@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from cader.vlm.sampling import fit_pixels
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 IMAGE_MAX_PIXELS = 262_144
 
@@ -19,7 +19,8 @@ class ImageReadError(RuntimeError):
 def load_image(path: str | os.PathLike, max_pixels: int = IMAGE_MAX_PIXELS) -> Image.Image:
     try:
         with Image.open(path) as im:
-            im = im.convert("RGB")
+            # Phone photos store the sensor's landscape pixels plus an EXIF orientation: show them as a viewer does.
+            im = ImageOps.exif_transpose(im).convert("RGB")
     except (FileNotFoundError, UnidentifiedImageError, OSError) as err:
         raise ImageReadError(path, str(err).splitlines()[0][:200]) from err
     h, w = fit_pixels(im.height, im.width, max_pixels)

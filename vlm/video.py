@@ -113,6 +113,12 @@ def resize_to(frames: np.ndarray, size: tuple[int, int], chunk: int = 16) -> np.
     return out
 
 
+def upright(picture: np.ndarray, rotation: int) -> np.ndarray:
+    """A decoded (H, W, 3) picture as a player shows it: turned `rotation` degrees counter-clockwise (a multiple
+    of 90, as the container's display matrix says). A view, no copy."""
+    return np.rot90(picture, k=(rotation // 90) % 4)
+
+
 def default_decode_workers(limit: int = 8) -> int:
     """Parallel decoders for one decode: the usable cores (at most `limit`), or 1 inside a DataLoader worker,
     where the loader already runs one sample per process and more threads would only oversubscribe the cores."""
@@ -148,14 +154,16 @@ class VideoReader:
             self._reader = decord.VideoReader(str(self.path), ctx=decord.cpu(0), num_threads=num_threads)
             self.num_frames = len(self._reader)
             self.native_fps = float(self._reader.get_avg_fps())
-            first_shape = self._reader[0].shape if self.num_frames else None
         except Exception as err:  # decord raises its own DECORDError and sometimes RuntimeError
             raise VideoReadError(self.path, f"cannot decode: {str(err).splitlines()[0][:200]}") from err
-        if self.num_frames <= 0 or first_shape is None:
+        if self.num_frames <= 0:
             raise VideoReadError(self.path, "video has no frames")
         if not np.isfinite(self.native_fps) or self.native_fps <= 0:
             raise VideoReadError(self.path, f"invalid frame rate {self.native_fps}")
-        self.height, self.width = int(first_shape[0]), int(first_shape[1])
+        self._frame0_pts, self._coded_size, self.rotation = self._probe_first_frame()
+        # Frames come back as a viewer shows them: a phone held upright stores landscape pictures plus a rotation.
+        quarter_turn = self.rotation in (90, 270)
+        self.height, self.width = self._coded_size[::-1] if quarter_turn else self._coded_size
         try:  # decord indexed the keyframes while opening; without them every job starts at frame 0 (slow, exact)
             self._key_indices = np.asarray(self._reader.get_key_indices(), dtype=np.int64)
         except Exception:
@@ -167,7 +175,6 @@ class VideoReader:
         self.frame_table: FrameTable = frame_table(self.num_frames, self.native_fps, container_times)
         self.duration = self.frame_table.duration
         self._lock = threading.Lock()
-        self._frame0_pts: int | None = None  # pts of the first frame PyAV decodes; found on the first decode
         self._warned_fallback = False
 
     def __repr__(self) -> str:
@@ -188,6 +195,9 @@ class VideoReader:
         try:  # no lock: every scan opens decoders of its own
             batch = self._scan(indices, max_pixels)
         except Exception as err:  # timestamps the frame table does not know (a broken index, say): decord decides
+            if self.rotation:  # decord turns rotated video into 4-channel pictures its batch decode cannot copy
+                raise VideoReadError(self.path, f"exact decode failed ({str(err).splitlines()[0][:200]}) and "
+                                                f"decord cannot decode video rotated {self.rotation} degrees") from err
             if not self._warned_fallback:
                 self._warned_fallback = True
                 log.warning("%s: exact decode failed (%s); using decord's batch decode for this video", self.path,
@@ -230,20 +240,26 @@ class VideoReader:
             raise VideoReadError(self.path, f"frames {missing[:5]} not found while scanning (of {len(indices)})")
         return out
 
-    def _first_pts(self, container, stream) -> int:
-        """The presentation timestamp of frame 0: that of the first frame the decoder outputs.
+    def _probe_first_frame(self) -> tuple[int, tuple[int, int], int]:
+        """Decode frame 0 with PyAV: its presentation timestamp, its coded (height, width), and the rotation a
+        player applies to show it (counter-clockwise degrees: 0, 90, 180 or 270).
 
-        Frame i is then at frame0 + i ticks-per-frame. The stream's start_time is not always that frame: AVI with
-        B-frames numbers decoded frames from 1, for one. Found once per reader (decoding one frame), then kept.
+        Frame i is then the frame of the table starting i-th after frame 0's timestamp. The stream's start_time is not
+        always that frame: AVI with B-frames numbers decoded frames from 1, for one.
         """
-        with self._lock:
-            if self._frame0_pts is None:
-                container.seek(0)
-                first = next((f for f in container.decode(stream) if f.pts is not None), None)
+        import av
+
+        try:
+            with av.open(str(self.path)) as container:
+                first = next((f for f in container.decode(container.streams.video[0]) if f.pts is not None), None)
                 if first is None:
                     raise VideoReadError(self.path, "no decodable frame with a timestamp")
-                self._frame0_pts = int(first.pts)
-            return self._frame0_pts
+                rotation = int(round((first.rotation or 0) / 90.0)) * 90 % 360
+                return int(first.pts), (int(first.height), int(first.width)), rotation
+        except VideoReadError:
+            raise
+        except Exception as err:  # PyAV raises its own error types per FFmpeg error code
+            raise VideoReadError(self.path, f"cannot decode: {str(err).splitlines()[0][:200]}") from err
 
     def _decode_jobs(self, jobs: list[GopJob], slots: dict[int, int], out: np.ndarray) -> set[int]:
         """Run keyframe-interval jobs in order on one decoder of our own (PyAV containers are not shared); write
@@ -260,7 +276,7 @@ class VideoReader:
             # One thread per decoder: the parallelism is across keyframe intervals. libavcodec's own slice/frame
             # threads cost more than they give on small frames (scripts/bench/video_decode.py).
             stream.codec_context.thread_count = 1
-            base = self._first_pts(container, stream)
+            base = self._frame0_pts
             seconds_per_tick = float(stream.time_base)
             for job in jobs:
                 # decord's keyframe index can be off by a frame or two (AVI, MKV); a seek that lands past the
@@ -285,7 +301,7 @@ class VideoReader:
 
         Returns False, having written nothing, when the first decoded frame is already past a wanted one.
         """
-        height, width = self.height, self.width
+        height, width = self._coded_size
         pending = set(job.indices) - found
         first = True
         for frame in container.decode(stream):
@@ -304,7 +320,8 @@ class VideoReader:
                 # The same swscale conversion as to_ndarray (so decord's bytes), minus its fresh array.
                 plane = reformatter.reformat(frame, format="rgb24").planes[0]
                 rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
-                out[slots[index]] = resize_to(rows[:, : width * 3].reshape(1, height, width, 3), out.shape[1:3])[0]
+                picture = upright(rows[:, : width * 3].reshape(height, width, 3), self.rotation)
+                out[slots[index]] = resize_to(picture[None], out.shape[1:3])[0]
                 found.add(index)
                 pending.discard(index)
                 if not pending:
