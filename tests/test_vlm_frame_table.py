@@ -79,3 +79,16 @@ def test_a_last_frame_without_an_end_gets_the_average_interval():
 def test_empty_table():
     table = FrameTable(np.zeros(0), 0.0, 10.0, False)
     assert len(table.showing([1.0])) == 0
+
+
+def test_frames_before_the_first_one_shown_are_hidden():
+    # A stream-copy cut: the container lists two frames before time 0 that the decoder drops (edit list).
+    times = [(-0.2, -0.1), (-0.1, 0.0), (0.0, 0.1), (0.1, 0.2), (0.2, 0.3)]
+    table = frame_table(5, 10.0, times, first_shown=0.0)
+    assert table.hidden == 2 and len(table) == 3 and not table.variable_rate
+    np.testing.assert_allclose(table.starts, [0.0, 0.1, 0.2])
+    assert table.duration == pytest.approx(0.3)
+    # without the decoder's first timestamp nothing is hidden, and times count from the container's first row
+    assert frame_table(5, 10.0, times).hidden == 0
+    # a first shown frame a little after its listed time (timestamp rounding) hides nothing
+    assert frame_table(5, 10.0, [(0.0, 0.1), (0.1, 0.2), (0.2, 0.3), (0.3, 0.4), (0.4, 0.5)], first_shown=0.01).hidden == 0

@@ -6,6 +6,10 @@ seconds on a long recording. Then "which frame shows time t", "when was frame i 
 decoded picture" all need the container's own presentation timestamps, or a crop returns the wrong frames and the
 `<t seconds>` tokens lie. `frame_table` decides which of the two a video gets: the exact grid when the container's
 times agree with it (or are missing, as in AVI), else the container's times.
+
+An MP4 cut without re-encoding (`ffmpeg -ss ... -c copy`) starts at the keyframe before the cut and hides the frames
+before it with an edit list: the container still lists them, at times before the first frame the decoder shows, and
+the decoder drops them. Those are not frames of the video; the table leaves them out and counts them in `hidden`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class FrameTable:
     duration: float  # seconds from the start of frame 0 to the end of the last frame
     fps: float  # average rate (the grid's rate when `variable_rate` is False)
     variable_rate: bool
+    hidden: int = 0  # frames the container lists before frame 0 that are never shown (an edit list's cut)
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -61,31 +66,35 @@ class FrameTable:
         return index if abs(self.starts[index] - seconds) < 0.5 * self.period(index) else -1
 
 
-def grid_table(num_frames: int, fps: float) -> FrameTable:
+def grid_table(num_frames: int, fps: float, hidden: int = 0) -> FrameTable:
     """Constant rate: frame i starts at i / fps."""
     starts = np.arange(num_frames, dtype=np.float64) / fps
-    return FrameTable(starts, num_frames / fps, float(fps), False)
+    return FrameTable(starts, num_frames / fps, float(fps), False, hidden)
 
 
-def frame_table(num_frames: int, fps: float, container_times=None) -> FrameTable:
-    """The frame table of a video from its frame count, average rate and the container's (start, end) time of every
-    frame in presentation order (decord's `get_frame_timestamp`; None when unavailable).
+def frame_table(num_frames: int, fps: float, container_times=None, first_shown: float | None = None) -> FrameTable:
+    """The frame table of a video from the container's frame count, average rate and (start, end) time of every
+    frame in presentation order (decord's `get_frame_timestamp`; None when unavailable), and the timestamp of the
+    first frame the decoder shows (None when unknown).
 
-    The container's times are used only when they are a usable table (one row per frame, finite, strictly increasing
+    The container's rows before `first_shown` (by more than a quarter frame) are hidden frames and left out. The
+    container's times are used only when they are a usable table (one row per frame, finite, strictly increasing
     starts) that strays from the grid by more than `GRID_TOLERANCE_FRAMES` somewhere; otherwise the exact grid.
     """
-    grid = grid_table(num_frames, fps)
     if container_times is None or num_frames == 0:
-        return grid
+        return grid_table(num_frames, fps)
     times = np.asarray(container_times, dtype=np.float64).reshape(-1, 2)
-    if len(times) != num_frames or not np.all(np.isfinite(times)):
-        return grid
+    if len(times) != num_frames or not np.all(np.isfinite(times)) or np.any(np.diff(times[:, 0]) <= 0):
+        return grid_table(num_frames, fps)  # AVI without timestamps, say: decord fills in garbage
+    hidden = 0
+    if first_shown is not None:
+        hidden = min(int(np.searchsorted(times[:, 0], first_shown - GRID_TOLERANCE_FRAMES / fps)), num_frames - 1)
+        times = times[hidden:]
+    grid = grid_table(len(times), fps, hidden)
     starts = times[:, 0] - times[0, 0]
-    if np.any(np.diff(starts) <= 0):
-        return grid  # AVI without timestamps, say: decord fills in garbage
     if np.max(np.abs(starts - grid.starts)) <= GRID_TOLERANCE_FRAMES / fps:
         return grid
     duration = float(times[-1, 1] - times[0, 0])
     if not duration > starts[-1]:  # no usable end for the last frame: give it the average interval
         duration = float(starts[-1] + 1.0 / fps)
-    return FrameTable(starts, duration, float(fps), True)
+    return FrameTable(starts, duration, float(fps), True, hidden)

@@ -160,20 +160,21 @@ class VideoReader:
             raise VideoReadError(self.path, "video has no frames")
         if not np.isfinite(self.native_fps) or self.native_fps <= 0:
             raise VideoReadError(self.path, f"invalid frame rate {self.native_fps}")
-        self._frame0_pts, self._coded_size, self.rotation = self._probe_first_frame()
+        self._frame0_pts, first_shown, self._coded_size, self.rotation = self._probe_first_frame()
         # Frames come back as a viewer shows them: a phone held upright stores landscape pictures plus a rotation.
         quarter_turn = self.rotation in (90, 270)
         self.height, self.width = self._coded_size[::-1] if quarter_turn else self._coded_size
-        try:  # decord indexed the keyframes while opening; without them every job starts at frame 0 (slow, exact)
-            self._key_indices = np.asarray(self._reader.get_key_indices(), dtype=np.int64)
-        except Exception:
-            self._key_indices = np.zeros(1, dtype=np.int64)
         try:  # decord read every frame's timestamp while opening: free here, and all a variable rate needs
             container_times = self._reader.get_frame_timestamp(np.arange(self.num_frames))
         except Exception:
             container_times = None
-        self.frame_table: FrameTable = frame_table(self.num_frames, self.native_fps, container_times)
-        self.duration = self.frame_table.duration
+        self.frame_table: FrameTable = frame_table(self.num_frames, self.native_fps, container_times, first_shown)
+        self.num_frames, self.duration = len(self.frame_table), self.frame_table.duration
+        try:  # decord indexed the keyframes while opening; without them every job starts at frame 0 (slow, exact)
+            keys = np.asarray(self._reader.get_key_indices(), dtype=np.int64) - self.frame_table.hidden
+            self._key_indices = keys[keys >= 0]  # a keyframe among hidden frames: frame 0 stands for it
+        except Exception:
+            self._key_indices = np.zeros(1, dtype=np.int64)
         self._lock = threading.Lock()
         self._warned_fallback = False
 
@@ -195,9 +196,13 @@ class VideoReader:
         try:  # no lock: every scan opens decoders of its own
             batch = self._scan(indices, max_pixels)
         except Exception as err:  # timestamps the frame table does not know (a broken index, say): decord decides
-            if self.rotation:  # decord turns rotated video into 4-channel pictures its batch decode cannot copy
+            # decord turns rotated video into 4-channel pictures its batch copy rejects, and numbers the frames of a
+            # cut MP4 (hidden frames before the cut) one way for the first frames and another after a seek.
+            cannot = (f"video rotated {self.rotation} degrees" if self.rotation else
+                      f"a cut video ({self.frame_table.hidden} hidden frames)" if self.frame_table.hidden else "")
+            if cannot:
                 raise VideoReadError(self.path, f"exact decode failed ({str(err).splitlines()[0][:200]}) and "
-                                                f"decord cannot decode video rotated {self.rotation} degrees") from err
+                                                f"decord cannot decode {cannot}") from err
             if not self._warned_fallback:
                 self._warned_fallback = True
                 log.warning("%s: exact decode failed (%s); using decord's batch decode for this video", self.path,
@@ -240,9 +245,9 @@ class VideoReader:
             raise VideoReadError(self.path, f"frames {missing[:5]} not found while scanning (of {len(indices)})")
         return out
 
-    def _probe_first_frame(self) -> tuple[int, tuple[int, int], int]:
-        """Decode frame 0 with PyAV: its presentation timestamp, its coded (height, width), and the rotation a
-        player applies to show it (counter-clockwise degrees: 0, 90, 180 or 270).
+    def _probe_first_frame(self) -> tuple[int, float, tuple[int, int], int]:
+        """Decode frame 0 with PyAV: its presentation timestamp (in stream ticks, and in seconds), its coded
+        (height, width), and the rotation a player applies to show it (counter-clockwise degrees: 0, 90, 180, 270).
 
         Frame i is then the frame of the table starting i-th after frame 0's timestamp. The stream's start_time is not
         always that frame: AVI with B-frames numbers decoded frames from 1, for one.
@@ -251,11 +256,13 @@ class VideoReader:
 
         try:
             with av.open(str(self.path)) as container:
-                first = next((f for f in container.decode(container.streams.video[0]) if f.pts is not None), None)
+                stream = container.streams.video[0]
+                first = next((f for f in container.decode(stream) if f.pts is not None), None)
                 if first is None:
                     raise VideoReadError(self.path, "no decodable frame with a timestamp")
                 rotation = int(round((first.rotation or 0) / 90.0)) * 90 % 360
-                return int(first.pts), (int(first.height), int(first.width)), rotation
+                seconds = float(first.pts * stream.time_base)
+                return int(first.pts), seconds, (int(first.height), int(first.width)), rotation
         except VideoReadError:
             raise
         except Exception as err:  # PyAV raises its own error types per FFmpeg error code
