@@ -172,6 +172,21 @@ def test_deepspeed_configs_load():
     assert load_deepspeed_config("zero3_offload")["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
 
 
+def test_process_group_timeout_outlasts_the_cold_plan_barrier():
+    from datetime import timedelta
+
+    from cader.train.strategies import SFTDeepSpeedStrategy
+    from torch.distributed.constants import default_pg_timeout
+
+    cfg = make_parser().parse_args(find_config(["--config", "cot_mix.yaml"]))
+    minutes = cfg.trainer.strategy.init_args.pg_timeout_minutes
+    assert minutes == 120
+    assert SFTDeepSpeedStrategy("zero3", pg_timeout_minutes=minutes)._timeout == timedelta(minutes=120)
+    assert SFTDeepSpeedStrategy("zero3")._timeout == default_pg_timeout
+    with pytest.raises(ValueError, match="pg_timeout_minutes"):
+        SFTDeepSpeedStrategy("zero3", pg_timeout_minutes=0)
+
+
 def test_missing_tiny_inputs_name_the_command(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"make_missing:\n  {tmp_path}/nope: python scripts/make_tiny_model.py --out {tmp_path}/nope\n")

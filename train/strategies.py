@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -28,10 +29,19 @@ def load_deepspeed_config(name_or_path: str) -> dict:
 
 
 class SFTDeepSpeedStrategy(DeepSpeedStrategy):
-    """DeepSpeedStrategy configured from a shipped ZeRO config by name (`zero_config: zero3`)."""
+    """DeepSpeedStrategy configured from a shipped ZeRO config by name (`zero_config: zero3`).
 
-    def __init__(self, zero_config: str = "zero3", **kwargs):
+    `pg_timeout_minutes` bounds every collective, the barrier after `prepare_data` included: there local rank 0
+    plans the whole mix (token budgets, media probes) while the other ranks wait, and a cold plan of the full
+    228.8K-row mix can outlast torch's 30-minute default. None keeps that default.
+    """
+
+    def __init__(self, zero_config: str = "zero3", pg_timeout_minutes: float | None = None, **kwargs):
         self.zero_config = zero_config
+        if pg_timeout_minutes is not None:
+            if not pg_timeout_minutes > 0:
+                raise ValueError(f"pg_timeout_minutes must be positive, got {pg_timeout_minutes}")
+            kwargs["timeout"] = timedelta(minutes=pg_timeout_minutes)
         super().__init__(config=load_deepspeed_config(zero_config), **kwargs)
 
 
