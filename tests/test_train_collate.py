@@ -113,6 +113,15 @@ def test_missing_media_and_over_budget_are_skips(sft_data, encoder, tmp_path):
     with pytest.raises(SkipSample) as err:
         encoder.plan(corrupt, tmp_path)
     assert err.value.reason == "bad_video"
+    (bad / "y.jpg").write_bytes(b"not an image")
+    rows = [{"messages": json.dumps([{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "media/videos/y.jpg"}}, {"type": "text", "text": "q"}]},
+        {"role": "assistant", "content": "<answer>A</answer>"}])}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "bad_image.parquet")
+    (corrupt,) = read_source("longvt", tmp_path / "bad_image.parquet")
+    with pytest.raises(SkipSample) as err:
+        encoder.plan(corrupt, tmp_path)
+    assert err.value.reason == "bad_image" and "y.jpg" in str(err.value)
 
 
 def test_pad_batch_shapes_and_values():

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from cader.vlm.image import IMAGE_MAX_PIXELS, ImageReadError, load_image
+from cader.vlm.image import IMAGE_MAX_PIXELS, ImageReadError, displayed_size, load_image
 from PIL import Image
 
 
@@ -25,6 +25,7 @@ def test_exif_orientation_is_applied(tmp_path):
     stored.save(path, exif=exif, quality=95)
     im = load_image(path)
     assert im.size == (32, 64)
+    assert displayed_size(path) == (64, 32)  # what the token budget plans with, from the header alone
     r, g, b = im.getpixel((im.width - 3, 3))
     assert r > 200 and g < 60 and b < 60
     assert im.getpixel((3, 3))[0] < 60
@@ -37,3 +38,5 @@ def test_unreadable_images_raise_one_error_naming_the_path(tmp_path, content):
         path.write_bytes(content)
     with pytest.raises(ImageReadError, match="bad.jpg"):
         load_image(path)
+    with pytest.raises(ImageReadError, match="bad.jpg"):
+        displayed_size(path)

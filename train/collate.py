@@ -87,8 +87,8 @@ class SampleEncoder:
 
     def plan(self, sample: Sample, media_root: str | Path) -> PlannedSample:
         """Budget the sample from media headers only (no pixels decoded). Raises SkipSample."""
+        from cader.vlm.image import ImageReadError, displayed_size
         from cader.vlm.video import VideoReader, VideoReadError
-        from PIL import Image
 
         media = sample.media
         if sum(m["type"] == "video" for m in media) > 1:
@@ -107,11 +107,9 @@ class SampleEncoder:
                 ts_tokens = self._timestamp_tokens(reader.duration)
             else:
                 try:
-                    with Image.open(path) as im:
-                        width, height = im.size
-                except OSError as err:
-                    raise SkipSample("bad_image", f"{sample.sample_id}: {path}: {err}") from None
-                images.append(ImageSpec(height, width))
+                    images.append(ImageSpec(*displayed_size(path)))
+                except ImageReadError as err:
+                    raise SkipSample("bad_image", f"{sample.sample_id}: {err}") from None
         prompt, full = self.texts(sample)
         n_prompt, n_full = self._count(prompt), self._count(full)
         placeholders = 3 * len(media)     # <|vision_start|><|*_pad|><|vision_end|>, re-counted by the budget

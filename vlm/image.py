@@ -27,3 +27,19 @@ def load_image(path: str | os.PathLike, max_pixels: int = IMAGE_MAX_PIXELS) -> I
     if (h, w) != (im.height, im.width):
         im = im.resize((w, h), Image.Resampling.BICUBIC)
     return im
+
+
+# EXIF orientations that turn the picture a quarter turn, so a viewer sees it with width and height swapped.
+_QUARTER_TURNS = {5, 6, 7, 8}
+
+
+def displayed_size(path: str | os.PathLike) -> tuple[int, int]:
+    """(height, width) of an image as a viewer shows it (EXIF orientation applied), from its header only."""
+    try:
+        with Image.open(path) as im:
+            width, height = im.size
+            if im.getexif().get(0x0112) in _QUARTER_TURNS:
+                width, height = height, width
+    except (FileNotFoundError, UnidentifiedImageError, OSError) as err:
+        raise ImageReadError(path, str(err).splitlines()[0][:200]) from err
+    return height, width
