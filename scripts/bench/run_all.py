@@ -53,7 +53,7 @@ def _ratio(result) -> float:
 
 CHECKS = [
     Check("P1", "video decode: project loader vs transformers pyav (1 fps, 10 min, 24 fps, 320x240)",
-          "video_decode.py", ">= 3x", _ratio, lambda v: v >= 3.0, {"repeats": 2}),
+          "video_decode.py", ">= 3x", _ratio, lambda v: v >= 3.0, {"repeats": 5}),
     Check("P2", "training loop: LightningModule vs bare PyTorch throughput", "lightning_overhead.py", ">= 0.95",
           _ratio, lambda v: v >= 0.95),
     Check("P3", "padded-token fraction with length-grouped batching (random batching alongside)", "padding.py",
