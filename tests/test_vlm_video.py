@@ -106,6 +106,9 @@ CODECS = {
     "hevc_bframes.mkv": ("libx265", {"g": "48", "bf": "3", "x265-params": "log-level=0"}),
     "vp9_altref.webm": ("libvpx-vp9", {"g": "48", "auto-alt-ref": "1", "lag-in-frames": "16"}),
     "mpeg4_bframes.avi": ("mpeg4", {"g": "48", "bf": "2"}),
+    # MPEG-TS has no index: seeks land up to a keyframe interval late, and decord's times count from start_time
+    "h264_bframes.ts": ("libx264", {"g": "48", "bf": "3", "preset": "veryfast"}),
+    "h264_bframes.mov": ("libx264", {"g": "48", "bf": "3", "preset": "veryfast"}),
 }
 
 
@@ -154,6 +157,19 @@ def test_planned_decode_returns_the_frames_a_sequential_decode_gives(coded_video
         assert np.array_equal(reader.decode_indices(indices).frames, truth[indices])
 
 
+def test_mpeg_ps_whose_timestamps_do_not_fit_decodes_sequentially_and_exactly(tmp_path, caplog):
+    # MPEG-2 in an MPEG program stream: its decoded timestamps are out of order, decord's times are garbage and
+    # decord's get_batch returned 1 of these 34 frames right.
+    path = tmp_path / "mpeg2_bframes.mpg"
+    write_coded_video(path, "mpeg2video", {"g": "12", "bf": "2"})
+    truth = sequential_decode(path)
+    reader = VideoReader(path, decode_workers=2)
+    indices = np.arange(3, 240, 7)
+    assert np.array_equal(reader.decode_indices(indices).frames, truth[indices])
+    assert np.array_equal(reader.decode_indices(np.array([239])).frames, truth[[239]])
+    assert any("sequentially" in r.getMessage() for r in caplog.records)
+
+
 def test_on_mp4_the_planned_decode_is_byte_identical_to_decords_batch(tmp_path):
     path = tmp_path / "h264.mp4"
     write_coded_video(path, *CODECS["h264_bframes.mp4"])
@@ -190,18 +206,28 @@ def test_one_decoder_per_dataloader_worker_else_the_cores(barcode_video):
     assert VideoReader(barcode_video, decode_workers=0).decode_workers == 1
 
 
-def test_decord_decides_when_the_planned_decode_fails(barcode_video, monkeypatch, caplog):
+def test_a_failed_plan_falls_back_to_a_sequential_decode_once_per_reader(barcode_video, monkeypatch, caplog):
     reader = VideoReader(barcode_video)
+    calls = []
 
     def broken_scan(indices, max_pixels=None):
+        calls.append(len(indices))
         raise VideoReadError(reader.path, "frames [5] not found while scanning")
 
     monkeypatch.setattr(reader, "_scan", broken_scan)
     frames = reader.sample_uniform(1.0, start=0, end=10)
     assert [read_barcode(f) for f in frames.frames] == list(frames.indices) == [10 * k + 5 for k in range(10)]
-    reader.sample_uniform(1.0, start=10, end=20)
-    warnings = [r.getMessage() for r in caplog.records if "decord's batch decode" in r.getMessage()]
+    later = reader.sample_uniform(1.0, start=10, end=20, max_pixels=32 * 32)
+    assert [read_barcode(f) for f in later.frames] == [100 + 10 * k + 5 for k in range(10)]
+    assert calls == [10]  # the plan is not tried again on a video where it failed
+    warnings = [r.getMessage() for r in caplog.records if "sequentially" in r.getMessage()]
     assert len(warnings) == 1 and str(barcode_video) in warnings[0]  # once per reader, naming the file
+
+
+def test_the_sequential_fallback_names_frames_past_the_end(barcode_video):
+    reader = VideoReader(barcode_video)
+    with pytest.raises(VideoReadError, match="ends after 600 frames"):
+        reader._decode_sequentially(np.array([3, 650]), None)
 
 
 def test_frames_are_resized_one_by_one_to_the_bytes_a_batch_resize_gives(coded_video):
@@ -216,11 +242,13 @@ def test_frames_are_resized_one_by_one_to_the_bytes_a_batch_resize_gives(coded_v
     assert np.array_equal(resize_to(truth, (32, 32), chunk=7), resize_to(truth, (32, 32), chunk=240))
 
 
-def test_a_late_seek_is_retried_from_the_keyframe_before_then_from_frame_zero(reader):
-    keys = reader._key_indices
+def test_a_late_seek_is_retried_from_ever_earlier_keyframes_then_the_stream_start(reader):
+    keys, start = reader._key_indices, VideoReader.STREAM_START
     try:
         reader._key_indices = np.array([0, 47, 93])
-        assert reader._seek_starts(93) == [93, 47, 0]
-        assert reader._seek_starts(47) == [47, 0] and reader._seek_starts(0) == [0]
+        assert reader._seek_starts(93) == [93, 47, 0, start]
+        assert reader._seek_starts(47) == [47, 0, start] and reader._seek_starts(0) == [0, start]
+        reader._key_indices = np.arange(0, 480, 48)  # 1, 2, 4 and 8 intervals back, then the start
+        assert reader._seek_starts(432) == [432, 384, 336, 240, 48, start]
     finally:
         reader._key_indices = keys

@@ -1,14 +1,17 @@
 """Video reading: open once, sample many times, return exactly the frames asked for with their timestamps.
 
-A `VideoReader` opens a file once with decord (frame count, rate, keyframe index) and serves many samplings of it:
+A `VideoReader` opens a file once with decord (its index: frame count, rate, keyframes, frame times) and serves
+many samplings of it:
 CADER samples the same video several times per question (Stage 1 at 1 fps, then crops and RGR maps in Stage 2).
 Every sampling method reduces to a list of times (see `cader.vlm.sampling`), then to sorted unique frame indices,
 then to one decode. The decode is planned per keyframe interval (`cader.vlm.decode_plan`): seek to the keyframe,
 decode forward to the last wanted frame of the interval, never decode a frame twice, and run the intervals on
-parallel PyAV decoders. Frame i is the i-th frame of one sequential decode of the stream (tests: H.264, HEVC, VP9
-and MPEG-4 in MP4, MKV, WebM and AVI, B-frames and open GOPs). decord's own batch decode re-seeks for every index,
-runs on one thread and returns wrong frames for HEVC in MKV and for AVI with B-frames; it is only the fallback when
-the decoded timestamps cannot be placed in the frame table. Measured in scripts/bench/video_decode.py.
+parallel PyAV decoders. Frame i is the i-th frame of one sequential decode of the stream (tests: H.264, HEVC, VP9,
+MPEG-4 and MPEG-2 in MP4, MOV, MKV, WebM, AVI, MPEG-TS and MPEG-PS, B-frames and open GOPs). Where the plan cannot
+work (timestamps that do not fit the frame table, as in MPEG-PS), the reader says so once and decodes that video
+sequentially from then on: exact by definition, as slow as transformers' PyAV loader. decord's own batch decode is
+never used: it returned wrong frames for HEVC in MKV, AVI with B-frames, MPEG-PS, rotated and cut videos (tests).
+Measured in scripts/bench/video_decode.py.
 
 Times and frames meet in one table (`cader.vlm.frame_table`): frame i starts at i / fps for a constant-rate video,
 at the container's own timestamp for a variable-rate one (phone and screen recordings). Timestamps returned are
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -131,14 +133,15 @@ def default_decode_workers(limit: int = 8) -> int:
 
 
 class VideoReader:
-    """One video file: decord for metadata and the fallback decode, PyAV decoders per sampling; thread-safe."""
+    """One video file: decord's index for metadata, PyAV decoders per sampling; thread-safe."""
 
     # A job gives up on a wanted frame once the decoder is this many frames past it (a frame without a timestamp of
-    # its own, or a stream that numbers frames differently); the decode then falls back to decord.
+    # its own, or a stream that numbers frames differently); the decode then falls back to a sequential one.
     SCAN_SLACK_FRAMES = 64
+    STREAM_START = -1  # a seek ladder's last rung: decode from the start of the stream, on a fresh demuxer
 
     def __init__(self, path: str | os.PathLike, num_threads: int = 0, decode_workers: int | None = None):
-        """Open `path` once. `num_threads` goes to decord's decoder (0 = its default); `decode_workers` is how many
+        """Open `path` once. `num_threads` goes to decord's reader (0 = its default); `decode_workers` is how many
         parallel PyAV decoders one decode may use (None: `default_decode_workers()`)."""
         self.path = Path(path)
         self.decode_workers = default_decode_workers() if decode_workers is None else max(1, int(decode_workers))
@@ -175,8 +178,7 @@ class VideoReader:
             self._key_indices = keys[keys >= 0]  # a keyframe among hidden frames: frame 0 stands for it
         except Exception:
             self._key_indices = np.zeros(1, dtype=np.int64)
-        self._lock = threading.Lock()
-        self._warned_fallback = False
+        self._planned_failed = False
 
     def __repr__(self) -> str:
         return f"VideoReader({str(self.path)!r}, frames={self.num_frames}, fps={self.native_fps:.3f})"
@@ -193,34 +195,64 @@ class VideoReader:
         if len(indices) == 0:
             empty = np.zeros((0, *fit_pixels(self.height, self.width, max_pixels or self.height * self.width), 3))
             return Frames(empty.astype(np.uint8), np.zeros(0), indices, self.native_fps)
-        try:  # no lock: every scan opens decoders of its own
-            batch = self._scan(indices, max_pixels)
-        except Exception as err:  # timestamps the frame table does not know (a broken index, say): decord decides
-            # decord turns rotated video into 4-channel pictures its batch copy rejects, and numbers the frames of a
-            # cut MP4 (hidden frames before the cut) one way for the first frames and another after a seek.
-            cannot = (f"video rotated {self.rotation} degrees" if self.rotation else
-                      f"a cut video ({self.frame_table.hidden} hidden frames)" if self.frame_table.hidden else "")
-            if cannot:
-                raise VideoReadError(self.path, f"exact decode failed ({str(err).splitlines()[0][:200]}) and "
-                                                f"decord cannot decode {cannot}") from err
-            if not self._warned_fallback:
-                self._warned_fallback = True
-                log.warning("%s: exact decode failed (%s); using decord's batch decode for this video", self.path,
-                            str(err).splitlines()[0][:200])
-            batch = self._decord_batch(indices, max_pixels)
+        batch = None  # no lock below: every decode opens decoders of its own
+        if not self._planned_failed:
+            try:
+                batch = self._scan(indices, max_pixels)
+            except Exception as err:  # timestamps the frame table does not know (MPEG-PS, say)
+                self._planned_failed = True  # a property of the file: later samplings go straight to the fallback
+                log.warning("%s: planned decode failed (%s); decoding this video sequentially from now on",
+                            self.path, str(err).splitlines()[0][:200])
+        if batch is None:
+            batch = self._decode_sequentially(indices, max_pixels)
         return Frames(batch, self.frame_table.starts[indices], indices, self.native_fps)
 
-    def _decord_batch(self, indices: np.ndarray, max_pixels: int | None, chunk: int = 32) -> np.ndarray:
-        """The fallback: decord's batch decode, `chunk` frames at a time so native frames never pile up."""
-        parts = []
+    def _decode_sequentially(self, indices: np.ndarray, max_pixels: int | None) -> np.ndarray:
+        """The fallback, exact by definition: one decode from the start of the stream, frame i being the i-th picture
+        the decoder outputs, up to the last wanted frame. No seeks and no timestamps, so it holds where those fail;
+        it costs a full decode of the stream up to the last wanted frame (so does transformers' PyAV loader)."""
+        import av
+        from av.video.reformatter import VideoReformatter
+
+        out, slots = self._output(indices, max_pixels)
+        last, count = int(indices[-1]), 0
         try:
-            with self._lock:
-                for start in range(0, len(indices), chunk):
-                    native = self._reader.get_batch(indices[start:start + chunk].tolist()).asnumpy()
-                    parts.append(resize_frames(native, max_pixels))
+            with av.open(str(self.path)) as container:
+                reformatter = VideoReformatter()
+                for frame in container.decode(container.streams.video[0]):
+                    if count in slots:
+                        self._write(frame, count, reformatter, out, slots[count])
+                    count += 1
+                    if count > last:
+                        break
+        except VideoReadError:
+            raise
         except Exception as err:
-            raise VideoReadError(self.path, f"decode failed: {str(err).splitlines()[0][:200]}") from err
-        return np.concatenate(parts)
+            raise VideoReadError(self.path, f"decode failed at frame {count}: {str(err).splitlines()[0][:200]}") from err
+        if count <= last:
+            raise VideoReadError(self.path, f"the stream ends after {count} frames; frame {last} was asked for")
+        return out
+
+    def _output(self, indices: np.ndarray, max_pixels: int | None) -> tuple[np.ndarray, dict[int, int]]:
+        """The buffer a decode fills in place, and the slot of each wanted frame index in it.
+
+        One buffer for the whole batch: a fresh array per frame would cost a page-faulting allocation per frame,
+        which threads of one process partly serialize on (and then a copy to stack them).
+        """
+        size = fit_pixels(self.height, self.width, max_pixels) if max_pixels else (self.height, self.width)
+        return np.empty((len(indices), *size, 3), np.uint8), {int(i): k for k, i in enumerate(indices)}
+
+    def _write(self, frame, index: int, reformatter, out: np.ndarray, slot: int) -> None:
+        """Convert a decoded picture to RGB, turn it upright, fit it to the buffer and write it to out[slot]."""
+        height, width = self._coded_size
+        if (frame.height, frame.width) != (height, width):
+            raise VideoReadError(self.path, f"frame {index} is {frame.width}x{frame.height}, "
+                                            f"the stream starts at {width}x{height}")
+        # The same swscale conversion as to_ndarray, minus its fresh array.
+        plane = reformatter.reformat(frame, format="rgb24").planes[0]
+        rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
+        picture = upright(rows[:, : width * 3].reshape(height, width, 3), self.rotation)
+        out[slot] = resize_to(picture[None], out.shape[1:3])[0]
 
     def _scan(self, indices: np.ndarray, max_pixels: int | None = None) -> np.ndarray:
         """Decode exactly `indices` with PyAV: one job per keyframe interval, jobs spread over parallel decoders.
@@ -230,11 +262,7 @@ class VideoReader:
         Frame numbers come from presentation timestamps: the frame of the table starting at (pts - pts of frame 0).
         """
         runs = split_balanced(group_by_keyframe(indices, self._key_indices), self.decode_workers)
-        # One output buffer, filled in place by the workers: a fresh array per frame would cost a page-faulting
-        # allocation per frame, which threads of one process partly serialize on (and then a copy to stack them).
-        size = fit_pixels(self.height, self.width, max_pixels) if max_pixels else (self.height, self.width)
-        out = np.empty((len(indices), *size, 3), np.uint8)
-        slots = {int(i): k for k, i in enumerate(indices)}
+        out, slots = self._output(indices, max_pixels)
         if len(runs) == 1:
             found = self._decode_jobs(runs[0], slots, out)
         else:  # PyAV releases the GIL while decoding and converting, so threads give real parallelism
@@ -261,7 +289,8 @@ class VideoReader:
                 if first is None:
                     raise VideoReadError(self.path, "no decodable frame with a timestamp")
                 rotation = int(round((first.rotation or 0) / 90.0)) * 90 % 360
-                seconds = float(first.pts * stream.time_base)
+                # decord's frame times count from the stream's start_time (an MPEG-TS starts at 1.4 s, say)
+                seconds = float((first.pts - (stream.start_time or 0)) * stream.time_base)
                 return int(first.pts), seconds, (int(first.height), int(first.width)), rotation
         except VideoReadError:
             raise
@@ -271,45 +300,63 @@ class VideoReader:
     def _decode_jobs(self, jobs: list[GopJob], slots: dict[int, int], out: np.ndarray) -> set[int]:
         """Run keyframe-interval jobs in order on one decoder of our own (PyAV containers are not shared); write
         wanted frame i to out[slots[i]]; return the indices written."""
-        import av
         from av.video.reformatter import VideoReformatter
 
         found: set[int] = set()
         # One reformatter per decoder keeps its swscale context: frame.reformat() builds a new one per frame,
         # which costs more than the conversion itself (scripts/bench/video_decode.py).
         reformatter = VideoReformatter()
-        with av.open(str(self.path)) as container:
+        with self._open_decoder() as container:
             stream = container.streams.video[0]
-            # One thread per decoder: the parallelism is across keyframe intervals. libavcodec's own slice/frame
-            # threads cost more than they give on small frames (scripts/bench/video_decode.py).
-            stream.codec_context.thread_count = 1
-            base = self._frame0_pts
-            seconds_per_tick = float(stream.time_base)
             for job in jobs:
-                # decord's keyframe index can be off by a frame or two (AVI, MKV); a seek that lands past the
-                # job's first wanted frame is retried from the keyframe before, then from the start of the stream.
+                # A seek that lands past the job's first wanted frame is retried from earlier keyframes, and at last
+                # from the start of the stream, on a fresh demuxer (no seek at all).
                 for start in self._seek_starts(job.key):
+                    if start == self.STREAM_START:
+                        with self._open_decoder() as fresh:
+                            self._run_job(fresh, fresh.streams.video[0], job, reformatter, slots, out, found)
+                        break
                     # Half a frame past the start: seeking backward then lands on it even if pts rounding is off.
                     target = self.frame_table.starts[start] + 0.5 * self.frame_table.period(start)
-                    container.seek(base + int(target / seconds_per_tick), stream=stream, backward=True)
-                    if self._run_job(container, stream, job, base, seconds_per_tick, reformatter, slots, out, found):
+                    container.seek(self._frame0_pts + int(target / float(stream.time_base)), stream=stream,
+                                   backward=True)
+                    if self._run_job(container, stream, job, reformatter, slots, out, found):
                         break
         return found
 
-    def _seek_starts(self, key: int) -> list[int]:
-        """Where a job may start decoding, in order of preference: its keyframe, the one before, frame 0."""
-        earlier = self._key_indices[self._key_indices < key]
-        starts = [key, int(earlier[-1])] if len(earlier) else [key]
-        return list(dict.fromkeys([*starts, 0]))
+    def _open_decoder(self):
+        """A PyAV container of our own (they are not shared between threads), its decoder on one thread: the
+        parallelism is across keyframe intervals, and libavcodec's own slice/frame threads cost more than they
+        give on small frames (scripts/bench/video_decode.py)."""
+        import av
 
-    def _run_job(self, container, stream, job: GopJob, base: int, seconds_per_tick: float, reformatter,
-                 slots: dict[int, int], out: np.ndarray, found: set[int]) -> bool:
+        container = av.open(str(self.path))
+        container.streams.video[0].codec_context.thread_count = 1
+        return container
+
+    def _seek_starts(self, key: int) -> list[int]:
+        """Where a job may start decoding, in order of preference: its keyframe; the keyframes 1, 2, 4, 8, ...
+        intervals before it; the start of the stream (`STREAM_START`).
+
+        Seeks can land late: decord's keyframe index is off by a frame or two in AVI and MKV, and MPEG-TS has no
+        index at all, so a seek there lands up to a keyframe interval past its target. Every rung is exact; an
+        earlier one only decodes more frames that nobody asked for.
+        """
+        earlier = self._key_indices[self._key_indices < key][::-1]
+        ladder = [int(earlier[2**k - 1]) for k in range(len(earlier).bit_length())]
+        return list(dict.fromkeys([key, *ladder, self.STREAM_START]))
+
+    def _run_job(self, container, stream, job: GopJob, reformatter, slots: dict[int, int], out: np.ndarray,
+                 found: set[int]) -> bool:
         """Decode forward from where the container was seeked until the job's frames are written.
 
-        Returns False, having written nothing, when the first decoded frame is already past a wanted one.
+        Returns False, having written nothing, when the first decoded frame is already past a wanted one, or when
+        no frame comes at all (a seek in an MPEG-TS can land at the end of the stream).
         """
-        height, width = self._coded_size
+        base, seconds_per_tick = self._frame0_pts, float(stream.time_base)
         pending = set(job.indices) - found
+        if not pending:
+            return True
         first = True
         for frame in container.decode(stream):
             if frame.pts is None:
@@ -321,21 +368,14 @@ class VideoReader:
                 return False
             first = False
             if index in pending:
-                if (frame.height, frame.width) != (height, width):
-                    raise VideoReadError(self.path, f"frame {index} is {frame.width}x{frame.height}, "
-                                                    f"the stream starts at {width}x{height}")
-                # The same swscale conversion as to_ndarray (so decord's bytes), minus its fresh array.
-                plane = reformatter.reformat(frame, format="rgb24").planes[0]
-                rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
-                picture = upright(rows[:, : width * 3].reshape(height, width, 3), self.rotation)
-                out[slots[index]] = resize_to(picture[None], out.shape[1:3])[0]
+                self._write(frame, index, reformatter, out, slots[index])
                 found.add(index)
                 pending.discard(index)
                 if not pending:
                     break
             if index > job.indices[-1] + self.SCAN_SLACK_FRAMES:
                 break
-        return True
+        return not first
 
     def sample_times(self, times: Sequence[float], max_pixels: int | None = None) -> Frames:
         """The frames showing the given times (deduplicated, sorted)."""
