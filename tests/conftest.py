@@ -54,3 +54,32 @@ def barcode_video(tmp_path_factory):
     path = tmp_path_factory.mktemp("videos") / "barcode.mp4"
     write_barcode_video(path, n_frames=600, fps=10)
     return path
+
+
+def write_coded_video(path, encoder, options, n_frames=240):
+    import av
+
+    with av.open(str(path), "w") as container:
+        try:
+            stream = container.add_stream(encoder, rate=24)
+        except ValueError as err:  # UnknownCodecError: an encoder this PyAV build lacks
+            pytest.skip(f"no {encoder} encoder: {err}")
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.options = options
+        for k in range(n_frames):
+            img = np.zeros((48, 64, 3), np.uint8)
+            img[:, : (k % 64)] = (7 * k) % 256
+            img[:8, :8] = (13 * k) % 256
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def sequential_decode(path) -> np.ndarray:
+    """Ground truth: every frame in presentation order, from one decode of the whole video stream (the one FFmpeg
+    picks as best, as decord does)."""
+    import av
+
+    with av.open(str(path)) as container:
+        return np.stack([f.to_ndarray(format="rgb24") for f in container.decode(container.streams.best("video"))])

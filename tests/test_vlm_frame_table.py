@@ -61,6 +61,7 @@ def test_nearest_on_the_grid_rounds():
         [(0.0, 0.1)] * 4,  # not one row per frame
         [(0.0, 0.1), (0.1, 0.2), (np.nan, 0.3), (0.3, 0.4), (0.4, 0.5)],  # not finite
         [(-3.8e17, -3.8e17)] * 5,  # what decord reports for AVI with B-frames: no usable timestamps
+        [(-1e14, -1e14), (0.0, 0.1), (0.1, 0.2), (0.2, 0.3), (0.3, 0.4)],  # a garbage first row stretches the span
         [(0.0, 0.1), (0.2, 0.3), (0.1, 0.2), (0.3, 0.4), (0.4, 0.5)],  # not increasing
     ],
 )

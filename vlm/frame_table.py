@@ -86,6 +86,9 @@ def frame_table(num_frames: int, fps: float, container_times=None, first_shown: 
     times = np.asarray(container_times, dtype=np.float64).reshape(-1, 2)
     if len(times) != num_frames or not np.all(np.isfinite(times)) or np.any(np.diff(times[:, 0]) <= 0):
         return grid_table(num_frames, fps)  # AVI without timestamps, say: decord fills in garbage
+    span = times[-1, 1] - times[0, 0]
+    if not 0.5 <= span * fps / num_frames <= 2.0:
+        return grid_table(num_frames, fps)  # a garbage row (a first packet without a timestamp) stretches the span
     hidden = 0
     if first_shown is not None:
         hidden = min(int(np.searchsorted(times[:, 0], first_shown - GRID_TOLERANCE_FRAMES / fps)), num_frames - 1)

@@ -26,6 +26,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 import numpy as np
@@ -132,11 +133,33 @@ def default_decode_workers(limit: int = 8) -> int:
     return max(1, min(limit, cores))
 
 
+# Containers whose timestamps place every decoded picture on the frame table, so a decode may seek (the planned
+# path). AVI stores no presentation times (H.264 with B-frames comes out with decode-order ones), ASF's rate and
+# MPEG-PS's timestamps after a seek are off by frames: those videos are decoded sequentially, exact but slower.
+PLANNED_FORMATS = frozenset({"mov", "mp4", "matroska", "webm", "mpegts", "flv"})
+
+
+class FirstFrame(NamedTuple):
+    """What decoding frame 0 tells about a stream."""
+
+    pts: int | None  # presentation timestamp in stream ticks; None when the first picture carries none
+    seconds: float | None  # the same in seconds from the stream's start_time, the origin of decord's frame times
+    coded_size: tuple[int, int]  # (height, width) as stored
+    rotation: int  # counter-clockwise degrees a player turns it: 0, 90, 180 or 270
+    container_format: str  # FFmpeg's demuxer names, e.g. "mov,mp4,m4a,3gp,3g2,mj2"
+
+
+def video_stream(container):
+    """The stream FFmpeg picks as the video (av_find_best_stream), the one decord indexes too: the first video
+    stream can be a thumbnail or preview track."""
+    return container.streams.best("video")
+
+
 class VideoReader:
     """One video file: decord's index for metadata, PyAV decoders per sampling; thread-safe."""
 
-    # A job gives up on a wanted frame once the decoder is this many frames past it (a frame without a timestamp of
-    # its own, or a stream that numbers frames differently); the decode then falls back to a sequential one.
+    # A job gives up when this many pictures after a seek match no frame of the table; the decode then falls back to
+    # a sequential one.
     SCAN_SLACK_FRAMES = 64
     STREAM_START = -1  # a seek ladder's last rung: decode from the start of the stream, on a fresh demuxer
 
@@ -163,7 +186,8 @@ class VideoReader:
             raise VideoReadError(self.path, "video has no frames")
         if not np.isfinite(self.native_fps) or self.native_fps <= 0:
             raise VideoReadError(self.path, f"invalid frame rate {self.native_fps}")
-        self._frame0_pts, first_shown, self._coded_size, self.rotation = self._probe_first_frame()
+        first = self._probe_first_frame()
+        self._frame0_pts, self._coded_size, self.rotation = first.pts, first.coded_size, first.rotation
         # Frames come back as a viewer shows them: a phone held upright stores landscape pictures plus a rotation.
         quarter_turn = self.rotation in (90, 270)
         self.height, self.width = self._coded_size[::-1] if quarter_turn else self._coded_size
@@ -171,14 +195,15 @@ class VideoReader:
             container_times = self._reader.get_frame_timestamp(np.arange(self.num_frames))
         except Exception:
             container_times = None
-        self.frame_table: FrameTable = frame_table(self.num_frames, self.native_fps, container_times, first_shown)
+        self.frame_table: FrameTable = frame_table(self.num_frames, self.native_fps, container_times, first.seconds)
         self.num_frames, self.duration = len(self.frame_table), self.frame_table.duration
         try:  # decord indexed the keyframes while opening; without them every job starts at frame 0 (slow, exact)
             keys = np.asarray(self._reader.get_key_indices(), dtype=np.int64) - self.frame_table.hidden
             self._key_indices = keys[keys >= 0]  # a keyframe among hidden frames: frame 0 stands for it
         except Exception:
             self._key_indices = np.zeros(1, dtype=np.int64)
-        self._planned_failed = False
+        # The planned decode needs timestamps it can trust; without them, or once it failed, decode sequentially.
+        self.planned = first.pts is not None and bool(PLANNED_FORMATS & set(first.container_format.split(",")))
 
     def __repr__(self) -> str:
         return f"VideoReader({str(self.path)!r}, frames={self.num_frames}, fps={self.native_fps:.3f})"
@@ -192,15 +217,17 @@ class VideoReader:
         """Decode exactly these (sorted, unique, in-range) frame indices in one batch, each frame resized to
         `max_pixels` as soon as it is decoded (a long video never sits in memory at native resolution)."""
         indices = np.asarray(indices, dtype=np.int64)
+        if len(indices) and (indices[0] < 0 or indices[-1] >= self.num_frames or np.any(np.diff(indices) <= 0)):
+            raise ValueError(f"{self.path}: frame indices must be sorted, unique and in [0, {self.num_frames})")
+        size = fit_pixels(self.height, self.width, max_pixels) if max_pixels else (self.height, self.width)
         if len(indices) == 0:
-            empty = np.zeros((0, *fit_pixels(self.height, self.width, max_pixels or self.height * self.width), 3))
-            return Frames(empty.astype(np.uint8), np.zeros(0), indices, self.native_fps)
+            return Frames(np.zeros((0, *size, 3), np.uint8), np.zeros(0), indices, self.native_fps)
         batch = None  # no lock below: every decode opens decoders of its own
-        if not self._planned_failed:
+        if self.planned:
             try:
                 batch = self._scan(indices, max_pixels)
-            except Exception as err:  # timestamps the frame table does not know (MPEG-PS, say)
-                self._planned_failed = True  # a property of the file: later samplings go straight to the fallback
+            except Exception as err:  # timestamps that do not describe the display order, say
+                self.planned = False  # a property of the file: later samplings go straight to the fallback
                 log.warning("%s: planned decode failed (%s); decoding this video sequentially from now on",
                             self.path, str(err).splitlines()[0][:200])
         if batch is None:
@@ -219,7 +246,7 @@ class VideoReader:
         try:
             with av.open(str(self.path)) as container:
                 reformatter = VideoReformatter()
-                for frame in container.decode(container.streams.video[0]):
+                for frame in container.decode(video_stream(container)):
                     if count in slots:
                         self._write(frame, count, reformatter, out, slots[count])
                     count += 1
@@ -273,25 +300,24 @@ class VideoReader:
             raise VideoReadError(self.path, f"frames {missing[:5]} not found while scanning (of {len(indices)})")
         return out
 
-    def _probe_first_frame(self) -> tuple[int, float, tuple[int, int], int]:
-        """Decode frame 0 with PyAV: its presentation timestamp (in stream ticks, and in seconds), its coded
-        (height, width), and the rotation a player applies to show it (counter-clockwise degrees: 0, 90, 180, 270).
-
-        Frame i is then the frame of the table starting i-th after frame 0's timestamp. The stream's start_time is not
-        always that frame: AVI with B-frames numbers decoded frames from 1, for one.
-        """
+    def _probe_first_frame(self) -> FirstFrame:
+        """Decode frame 0 with PyAV (see `FirstFrame`). Frame i is then the frame of the table starting i-th after
+        frame 0's timestamp; the stream's start_time is not always that frame (AVI with B-frames numbers decoded
+        frames from 1, for one)."""
         import av
 
         try:
             with av.open(str(self.path)) as container:
-                stream = container.streams.video[0]
-                first = next((f for f in container.decode(stream) if f.pts is not None), None)
+                stream = video_stream(container)
+                first = next(iter(container.decode(stream)), None)
                 if first is None:
-                    raise VideoReadError(self.path, "no decodable frame with a timestamp")
+                    raise VideoReadError(self.path, "no decodable frame")
                 rotation = int(round((first.rotation or 0) / 90.0)) * 90 % 360
-                # decord's frame times count from the stream's start_time (an MPEG-TS starts at 1.4 s, say)
-                seconds = float((first.pts - (stream.start_time or 0)) * stream.time_base)
-                return int(first.pts), seconds, (int(first.height), int(first.width)), rotation
+                seconds = None
+                if first.pts is not None:  # decord's frame times count from start_time (1.4 s in an MPEG-TS, say)
+                    seconds = float((first.pts - (stream.start_time or 0)) * stream.time_base)
+                return FirstFrame(None if first.pts is None else int(first.pts), seconds,
+                                  (int(first.height), int(first.width)), rotation, container.format.name)
         except VideoReadError:
             raise
         except Exception as err:  # PyAV raises its own error types per FFmpeg error code
@@ -307,14 +333,14 @@ class VideoReader:
         # which costs more than the conversion itself (scripts/bench/video_decode.py).
         reformatter = VideoReformatter()
         with self._open_decoder() as container:
-            stream = container.streams.video[0]
+            stream = video_stream(container)
             for job in jobs:
                 # A seek that lands past the job's first wanted frame is retried from earlier keyframes, and at last
                 # from the start of the stream, on a fresh demuxer (no seek at all).
                 for start in self._seek_starts(job.key):
                     if start == self.STREAM_START:
                         with self._open_decoder() as fresh:
-                            self._run_job(fresh, fresh.streams.video[0], job, reformatter, slots, out, found)
+                            self._run_job(fresh, video_stream(fresh), job, reformatter, slots, out, found)
                         break
                     # Half a frame past the start: seeking backward then lands on it even if pts rounding is off.
                     target = self.frame_table.starts[start] + 0.5 * self.frame_table.period(start)
@@ -331,7 +357,7 @@ class VideoReader:
         import av
 
         container = av.open(str(self.path))
-        container.streams.video[0].codec_context.thread_count = 1
+        video_stream(container).codec_context.thread_count = 1
         return container
 
     def _seek_starts(self, key: int) -> list[int]:
@@ -351,31 +377,36 @@ class VideoReader:
         """Decode forward from where the container was seeked until the job's frames are written.
 
         Returns False, having written nothing, when the first decoded frame is already past a wanted one, or when
-        no frame comes at all (a seek in an MPEG-TS can land at the end of the stream).
+        no frame comes at all (a seek in an MPEG-TS can land at the end of the stream). Raises VideoReadError when
+        the decoded timestamps do not step through the frame table one frame at a time: then they do not describe
+        the display order (or the table is wrong), and no frame placed by them can be trusted.
         """
         base, seconds_per_tick = self._frame0_pts, float(stream.time_base)
         pending = set(job.indices) - found
         if not pending:
             return True
-        first = True
+        previous, unplaced = None, 0
         for frame in container.decode(stream):
-            if frame.pts is None:
-                continue
-            index = self.frame_table.nearest((frame.pts - base) * seconds_per_tick)
-            if index < 0:  # a picture the table has no frame for: never written in place of one it has
-                continue
-            if first and pending and index > min(pending):
-                return False
-            first = False
+            index = -1 if frame.pts is None else self.frame_table.nearest((frame.pts - base) * seconds_per_tick)
+            if previous is None:  # where the seek landed
+                if index < 0:  # leading pictures the table has no frame for, if any, come first
+                    unplaced += 1
+                    if unplaced > self.SCAN_SLACK_FRAMES:
+                        raise VideoReadError(self.path, f"{unplaced} decoded pictures match no frame of the table")
+                    continue
+                if index > min(pending):
+                    return False
+            elif index != previous + 1:
+                raise VideoReadError(self.path, f"decoded timestamps are not in display order: frame {previous} "
+                                                f"was followed by {'a picture without one' if index < 0 else index}")
+            previous = index
             if index in pending:
                 self._write(frame, index, reformatter, out, slots[index])
                 found.add(index)
                 pending.discard(index)
                 if not pending:
                     break
-            if index > job.indices[-1] + self.SCAN_SLACK_FRAMES:
-                break
-        return not first
+        return previous is not None
 
     def sample_times(self, times: Sequence[float], max_pixels: int | None = None) -> Frames:
         """The frames showing the given times (deduplicated, sorted)."""
