@@ -1,17 +1,18 @@
 """Video reading: open once, sample many times, return exactly the frames asked for with their timestamps.
 
-A `VideoReader` opens a file once with decord (its index: frame count, rate, keyframes, frame times) and serves
-many samplings of it:
+A `VideoReader` opens a file once and reads its index (`cader.vlm.video_index`: decord's, or PyAV's where decord
+cannot read the file; frame count, rate, keyframes, frame times) and serves many samplings of it:
 CADER samples the same video several times per question (Stage 1 at 1 fps, then crops and RGR maps in Stage 2).
 Every sampling method reduces to a list of times (see `cader.vlm.sampling`), then to sorted unique frame indices,
 then to one decode. The decode is planned per keyframe interval (`cader.vlm.decode_plan`): seek to the keyframe,
 decode forward to the last wanted frame of the interval, never decode a frame twice, and run the intervals on
 parallel PyAV decoders. Frame i is the i-th frame of one sequential decode of the stream (tests: H.264, HEVC, VP9,
-MPEG-4 and MPEG-2 in MP4, MOV, MKV, WebM, AVI, MPEG-TS and MPEG-PS, B-frames and open GOPs). Where the plan cannot
-work (timestamps that do not fit the frame table, as in MPEG-PS), the reader says so once and decodes that video
-sequentially from then on: exact by definition, as slow as transformers' PyAV loader. decord's own batch decode is
-never used: it returned wrong frames for HEVC in MKV, AVI with B-frames, MPEG-PS, rotated and cut videos (tests).
-Measured in scripts/bench/video_decode.py.
+MPEG-4 and MPEG-2 in MP4, MOV, MKV, WebM, AVI, MPEG-TS and MPEG-PS, B-frames and open GOPs). The plan places
+pictures by their timestamps, so where those cannot be trusted (containers without presentation times, see
+`PLANNED_FORMATS`, or pictures that do not step through the frame table) the reader decodes the video sequentially:
+exact by definition, as slow as transformers' PyAV loader. decord's own batch decode is never used: it returned
+wrong frames for HEVC in MKV, AVI with B-frames, MPEG-PS, rotated and cut videos (tests). Measured in
+scripts/bench/video_decode.py.
 
 Times and frames meet in one table (`cader.vlm.frame_table`): frame i starts at i / fps for a constant-rate video,
 at the container's own timestamp for a variable-rate one (phone and screen recordings). Timestamps returned are
@@ -26,8 +27,8 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -41,6 +42,7 @@ from cader.vlm.sampling import (
     fps_map_times,
     uniform_times,
 )
+from cader.vlm.video_index import VideoIndex, read_index, video_stream
 
 log = logging.getLogger(__name__)
 
@@ -143,20 +145,15 @@ class FirstFrame(NamedTuple):
     """What decoding frame 0 tells about a stream."""
 
     pts: int | None  # presentation timestamp in stream ticks; None when the first picture carries none
-    seconds: float | None  # the same in seconds from the stream's start_time, the origin of decord's frame times
+    seconds: float | None  # the same in seconds from the stream's start_time, the origin of the index's frame times
     coded_size: tuple[int, int]  # (height, width) as stored
     rotation: int  # counter-clockwise degrees a player turns it: 0, 90, 180 or 270
     container_format: str  # FFmpeg's demuxer names, e.g. "mov,mp4,m4a,3gp,3g2,mj2"
 
 
-def video_stream(container):
-    """The stream FFmpeg picks as the video (av_find_best_stream), the one decord indexes too: the first video
-    stream can be a thumbnail or preview track."""
-    return container.streams.best("video")
-
-
 class VideoReader:
-    """One video file: decord's index for metadata, PyAV decoders per sampling; thread-safe."""
+    """One video file: its index (decord's, or PyAV's where decord fails), PyAV decoders per sampling;
+    thread-safe."""
 
     # A job gives up when this many pictures after a seek match no frame of the table; the decode then falls back to
     # a sequential one.
@@ -164,8 +161,9 @@ class VideoReader:
     STREAM_START = -1  # a seek ladder's last rung: decode from the start of the stream, on a fresh demuxer
 
     def __init__(self, path: str | os.PathLike, num_threads: int = 0, decode_workers: int | None = None):
-        """Open `path` once. `num_threads` goes to decord's reader (0 = its default); `decode_workers` is how many
-        parallel PyAV decoders one decode may use (None: `default_decode_workers()`)."""
+        """Open `path` once and read its index (`cader.vlm.video_index`). `num_threads` goes to decord's reader
+        (0 = its default); `decode_workers` is how many parallel PyAV decoders one decode may use (None:
+        `default_decode_workers()`)."""
         self.path = Path(path)
         self.decode_workers = default_decode_workers() if decode_workers is None else max(1, int(decode_workers))
         if not self.path.is_file():
@@ -173,15 +171,10 @@ class VideoReader:
         if self.path.stat().st_size == 0:
             raise VideoReadError(self.path, "file is empty (0 bytes)")
         try:
-            import decord
-        except ImportError as err:  # pragma: no cover - decord is a hard dependency
-            raise VideoReadError(self.path, f"decord is not installed ({err})") from err
-        try:
-            self._reader = decord.VideoReader(str(self.path), ctx=decord.cpu(0), num_threads=num_threads)
-            self.num_frames = len(self._reader)
-            self.native_fps = float(self._reader.get_avg_fps())
-        except Exception as err:  # decord raises its own DECORDError and sometimes RuntimeError
-            raise VideoReadError(self.path, f"cannot decode: {str(err).splitlines()[0][:200]}") from err
+            self.index: VideoIndex = read_index(self.path, num_threads)
+        except ValueError as err:
+            raise VideoReadError(self.path, str(err)) from err
+        self.num_frames, self.native_fps = self.index.num_frames, self.index.fps
         if self.num_frames <= 0:
             raise VideoReadError(self.path, "video has no frames")
         if not np.isfinite(self.native_fps) or self.native_fps <= 0:
@@ -191,17 +184,11 @@ class VideoReader:
         # Frames come back as a viewer shows them: a phone held upright stores landscape pictures plus a rotation.
         quarter_turn = self.rotation in (90, 270)
         self.height, self.width = self._coded_size[::-1] if quarter_turn else self._coded_size
-        try:  # decord read every frame's timestamp while opening: free here, and all a variable rate needs
-            container_times = self._reader.get_frame_timestamp(np.arange(self.num_frames))
-        except Exception:
-            container_times = None
-        self.frame_table: FrameTable = frame_table(self.num_frames, self.native_fps, container_times, first.seconds)
+        self.frame_table: FrameTable = frame_table(self.num_frames, self.native_fps, self.index.frame_times,
+                                                   first.seconds)
         self.num_frames, self.duration = len(self.frame_table), self.frame_table.duration
-        try:  # decord indexed the keyframes while opening; without them every job starts at frame 0 (slow, exact)
-            keys = np.asarray(self._reader.get_key_indices(), dtype=np.int64) - self.frame_table.hidden
-            self._key_indices = keys[keys >= 0]  # a keyframe among hidden frames: frame 0 stands for it
-        except Exception:
-            self._key_indices = np.zeros(1, dtype=np.int64)
+        keys = self.index.key_indices - self.frame_table.hidden
+        self._key_indices = keys[keys >= 0]  # a keyframe among hidden frames: frame 0 stands for it
         # The planned decode needs timestamps it can trust; without them, or once it failed, decode sequentially.
         self.planned = first.pts is not None and bool(PLANNED_FORMATS & set(first.container_format.split(",")))
 
@@ -312,9 +299,9 @@ class VideoReader:
                 first = next(iter(container.decode(stream)), None)
                 if first is None:
                     raise VideoReadError(self.path, "no decodable frame")
-                rotation = int(round((first.rotation or 0) / 90.0)) * 90 % 360
+                rotation = round((first.rotation or 0) / 90.0) * 90 % 360
                 seconds = None
-                if first.pts is not None:  # decord's frame times count from start_time (1.4 s in an MPEG-TS, say)
+                if first.pts is not None:  # the index's times count from start_time (1.4 s in an MPEG-TS, say)
                     seconds = float((first.pts - (stream.start_time or 0)) * stream.time_base)
                 return FirstFrame(None if first.pts is None else int(first.pts), seconds,
                                   (int(first.height), int(first.width)), rotation, container.format.name)

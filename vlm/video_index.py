@@ -35,6 +35,9 @@ def video_stream(container):
 
 def decord_index(path: Path, num_threads: int = 0) -> VideoIndex:
     """decord's index. Raises whatever decord raises when it cannot read the file."""
+    # PyAV's FFmpeg libraries must load before decord's bundled older copies, which otherwise shadow some of them
+    # for the whole process (PyAV's libvpx-vp9 encoder then fails to open).
+    import av  # noqa: F401
     import decord
 
     reader = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=num_threads)
