@@ -56,21 +56,32 @@ def barcode_video(tmp_path_factory):
     return path
 
 
-def write_coded_video(path, encoder, options, n_frames=240):
+def write_coded_video(path, encoder, options, n_frames=240, rate=24, durations_ms=None, container_options=None):
+    """A 64x48 test video whose frames all differ. `durations_ms`: how long each frame is shown (variable frame
+    rate, timestamps in milliseconds) instead of 1/rate; `container_options`: the muxer's (e.g. {"live": "1"})."""
+    from fractions import Fraction
+
     import av
 
-    with av.open(str(path), "w") as container:
+    with av.open(str(path), "w", options=container_options or {}) as container:
         try:
-            stream = container.add_stream(encoder, rate=24)
+            stream = container.add_stream(encoder, rate=rate)
         except ValueError as err:  # UnknownCodecError: an encoder this PyAV build lacks
             pytest.skip(f"no {encoder} encoder: {err}")
         stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        if durations_ms is not None:
+            stream.codec_context.time_base = Fraction(1, 1000)
         stream.options = options
+        pts = 0
         for k in range(n_frames):
             img = np.zeros((48, 64, 3), np.uint8)
             img[:, : (k % 64)] = (7 * k) % 256
             img[:8, :8] = (13 * k) % 256
-            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+            frame = av.VideoFrame.from_ndarray(img, format="rgb24")
+            if durations_ms is not None:
+                frame.pts, frame.time_base = pts, Fraction(1, 1000)
+                pts += int(durations_ms[k])
+            for packet in stream.encode(frame):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)

@@ -34,20 +34,9 @@ def test_an_av1_video_decord_cannot_open_is_read_exactly(tmp_path):
 
 def test_a_live_recording_without_cues_is_read_exactly(tmp_path):
     """WebM as a browser's MediaRecorder writes it: a live stream, no cues and no duration in the header."""
-    import av
-
     path = tmp_path / "live.webm"
-    with av.open(str(path), "w", options={"live": "1"}) as container:
-        stream = container.add_stream("libvpx-vp9", rate=30)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-        stream.options = {"g": "30", "deadline": "realtime", "cpu-used": "8"}
-        for k in range(90):
-            img = np.zeros((48, 64, 3), np.uint8)
-            img[:, : (k % 64)] = (7 * k) % 256
-            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+    write_coded_video(path, "libvpx-vp9", {"g": "30", "deadline": "realtime", "cpu-used": "8"}, 90, rate=30,
+                      container_options={"live": "1"})
     truth = sequential_decode(path)
     reader = VideoReader(path)
     assert reader.index.source == "pyav" and reader.num_frames == len(truth) == 90

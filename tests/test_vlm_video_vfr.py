@@ -1,37 +1,15 @@
 """Variable-frame-rate video (phone and screen recordings): frames, times and processor metadata stay exact."""
 
 import logging
-from fractions import Fraction
 
 import numpy as np
 import pytest
 from cader.vlm.video import VideoReader
+from conftest import write_coded_video
 
 N_FRAMES = 240
 # How long each frame is shown, in ms: irregular, as a phone camera that drops to 15 fps in low light would record.
 DURATIONS_MS = np.random.default_rng(7).choice([17, 33, 33, 33, 50, 67, 100], size=N_FRAMES)
-
-
-def write_vfr_video(path):
-    import av
-
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=30)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-        stream.codec_context.time_base = Fraction(1, 1000)
-        stream.options = {"g": "30", "bf": "2", "preset": "veryfast"}
-        pts = 0
-        for k in range(N_FRAMES):
-            img = np.zeros((48, 64, 3), np.uint8)
-            img[:, : (k % 64)] = (7 * k) % 256
-            img[:8, :8] = (13 * k) % 256
-            frame = av.VideoFrame.from_ndarray(img, format="rgb24")
-            frame.pts, frame.time_base = pts, Fraction(1, 1000)
-            pts += int(DURATIONS_MS[k])
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +18,8 @@ def vfr_video(tmp_path_factory):
     import av
 
     path = tmp_path_factory.mktemp("vfr") / "vfr.mp4"
-    write_vfr_video(path)
+    write_coded_video(path, "libx264", {"g": "30", "bf": "2", "preset": "veryfast"}, N_FRAMES, rate=30,
+                      durations_ms=DURATIONS_MS)
     with av.open(str(path)) as container:
         decoded = list(container.decode(container.streams.video[0]))
         times = np.array([float(f.pts * f.time_base) for f in decoded])
