@@ -137,6 +137,17 @@ def main(argv: list[str] | None = None) -> int:
             args.backend, verifier_path, args.device, args.dtype, args.attn_implementation
         )
 
+    # Whether each model's template honours enable_thinking, and so whether the backend adds the think block itself.
+    config_record["chat_template"] = {
+        role: (backend.template.to_dict() if getattr(backend, "template", None) else None)
+        for role, backend in (("model", main_backend), ("verifier", verifier_backend))
+    }
+    for role, check in config_record["chat_template"].items():
+        if check and check["think_block_added"]:
+            log.warning(
+                "the %s's chat template ignores enable_thinking; thinking-off prompts get the empty think block "
+                "from cader (recorded in report.json config.chat_template)", role
+            )
     target = predictions_path(out, shard)
     counts = run_samples(
         chosen, args.data_root, target, main_backend, verifier_backend, cfg, progress=args.progress

@@ -221,9 +221,11 @@ def test_canonical_options_fix_the_letter_per_colour():
 def test_direct_answer_target_continues_the_thinking_off_prefill():
     """The direct-answer target must be exactly what follows Stage 1's prompt (enable_thinking=False)."""
     import jinja2
-    from cader.vlm.chat_template import QWEN3_VL_CHAT_TEMPLATE
+    from cader.vlm.chat_template import QWEN3_VL_CHAT_TEMPLATE, add_thinking_switch
 
-    template = jinja2.Environment().from_string(QWEN3_VL_CHAT_TEMPLATE)
+    # the exported template: the tiny base template (which, like the released Instruct one, ignores the flag) plus
+    # the Qwen3 switch that training adds
+    template = jinja2.Environment().from_string(add_thinking_switch(QWEN3_VL_CHAT_TEMPLATE))
     user = [{"role": "user", "content": "Q"}]
     stage1 = template.render(messages=user, add_generation_prompt=True, enable_thinking=False)
     trained = template.render(

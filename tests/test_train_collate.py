@@ -163,6 +163,7 @@ def test_length_grouping_lowers_padding_and_shards_evenly():
 def test_direct_answer_rows_put_the_letter_where_stage1_reads_it(sft_data, encoder):
     """A direct-answer row's labels start with the empty think block Stage 1 pre-fills, then the letter: the prompt
     tokens before the letter are exactly Stage 1's thinking-off prompt (cader.vlm.messages.render)."""
+    from cader.evaluate.backends.base import template_check
     from cader.train.collate import chat_messages
     from cader.vlm.messages import render
 
@@ -171,7 +172,9 @@ def test_direct_answer_rows_put_the_letter_where_stage1_reads_it(sft_data, encod
     assert direct
     for sample in direct:
         messages = chat_messages(sample)
-        stage1_text = render(encoder.processor, messages[:-1], enable_thinking=False)
+        # as a backend renders Stage 1: the empty think block comes from the template or, without the switch, from us
+        stage1_text = render(encoder.processor, messages[:-1], enable_thinking=False,
+                             prefill_think=template_check(encoder.processor).prefill_think)
         _, full = encoder.texts(sample)
         letter = sample.turns[-1].text[-1]
         assert letter in "ABCDEF" and full == stage1_text + letter + "<|im_end|>"

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from cader.train.budget import BudgetConfig, BudgetPlan, ImageSpec, VideoSpec, VisionGeometry, plan_budget
 from cader.train.formats import Sample
+from cader.vlm.chat_template import apply_template
 from cader.vlm.messages import encode
 from torch.utils.data import Sampler
 
@@ -48,8 +49,7 @@ def chat_messages(sample: Sample) -> list[dict]:
 
 def _render(processor, messages, add_generation_prompt: bool) -> str:
     # enable_thinking=True leaves the generation prompt open, so the data's own <think> block is the target
-    return processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
-                                         enable_thinking=True)
+    return apply_template(processor, messages, add_generation_prompt=add_generation_prompt, enable_thinking=True)
 
 
 class SampleEncoder:

@@ -57,10 +57,12 @@ def export_hf(state: dict[str, torch.Tensor], model_path: str, out_dir: str | Pa
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
-    processor = load_processor(processor_path or model_path)
+    # The export carries the Qwen3 thinking switch even when the base template (released Instruct) ignores it:
+    # Stage 1 of CADER reads letters with thinking off, and a CoT-trained model otherwise opens with <think>.
+    processor = load_processor(processor_path or model_path, thinking_switch=True)
     processor.save_pretrained(tmp)
-    template = getattr(processor, "chat_template", None)
-    if template and not (tmp / "chat_template.jinja").exists() and not (tmp / "chat_template.json").exists():
+    template = processor.chat_template
+    if not (tmp / "chat_template.jinja").exists() and not (tmp / "chat_template.json").exists():
         (tmp / "chat_template.jinja").write_text(template)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.replace(tmp, out_dir)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from cader.vlm.chat_template import apply_template, render_prompt
 from cader.vlm.video import Frames
 
 
@@ -35,11 +36,38 @@ def build_messages(
     return messages
 
 
-def render(processor, messages: list[dict], *, enable_thinking: bool = False, add_generation_prompt: bool = True) -> str:
-    """The chat-template text (with vision placeholders not yet expanded)."""
-    return processor.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=add_generation_prompt, enable_thinking=enable_thinking
-    )
+def render(
+    processor,
+    messages: list[dict],
+    *,
+    enable_thinking: bool = False,
+    add_generation_prompt: bool = True,
+    prefill_think: bool = False,
+) -> str:
+    """The chat-template text (with vision placeholders not yet expanded).
+
+    `prefill_think`: the processor's template ignores `enable_thinking`, so a thinking-off generation prompt gets the
+    empty think block appended here (`cader.vlm.chat_template.render_prompt`).
+    """
+    if add_generation_prompt:
+        return render_prompt(processor, messages, enable_thinking=enable_thinking, prefill_think=prefill_think)
+    return apply_template(processor, messages, add_generation_prompt=False, enable_thinking=enable_thinking)
+
+
+VIDEO_PLACEHOLDER = "<|vision_start|><|video_pad|><|vision_end|>"
+VIDEO_PAD = "<|video_pad|>"
+
+
+def unwrap_video_placeholder(text: str) -> str:
+    """Replace the template's `<|vision_start|><|video_pad|><|vision_end|>` by the bare `<|video_pad|>`.
+
+    Qwen3-VL was trained with a video expanded to frame groups `<t seconds><|vision_start|>pads<|vision_end|>` and
+    nothing around them: the reference processor (transformers 4.57, `Qwen3VLProcessor.__call__`) replaces the whole
+    three-token placeholder with the groups. transformers 5.x replaces only the pad, so the template's outer
+    start/end tokens would survive around the groups. Both versions expand a bare pad to exactly the groups.
+    (vLLM matches the three-token placeholder itself, so its prompts keep it: `cader.evaluate.backends.vllm`.)
+    """
+    return text.replace(VIDEO_PLACEHOLDER, VIDEO_PAD)
 
 
 def _video_tensor(video: Frames) -> np.ndarray:
@@ -55,6 +83,7 @@ def encode(
     images: Sequence = (),
     enable_thinking: bool = False,
     add_generation_prompt: bool = True,
+    prefill_think: bool = False,
     text: str | None = None,
 ):
     """Chat template + processor -> BatchFeature (input_ids, attention_mask, pixel_values*, *_grid_thw), batch of 1.
@@ -63,7 +92,15 @@ def encode(
     processor is told not to resize them again.
     """
     if text is None:
-        text = render(processor, messages, enable_thinking=enable_thinking, add_generation_prompt=add_generation_prompt)
+        text = render(
+            processor,
+            messages,
+            enable_thinking=enable_thinking,
+            add_generation_prompt=add_generation_prompt,
+            prefill_think=prefill_think,
+        )
+    if video is not None:
+        text = unwrap_video_placeholder(text)
     kwargs: dict = {"text": [text], "return_tensors": "pt"}
     if video is not None:
         if len(video) == 0:

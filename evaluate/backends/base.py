@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cader.vlm.chat_template import honours_thinking_switch
 from cader.vlm.video import Frames
 
 
@@ -43,6 +44,26 @@ class Generation:
     text: str
     prompt_tokens: int
     completion_tokens: int
+
+
+@dataclass(frozen=True)
+class TemplateCheck:
+    """What the loaded chat template does with `enable_thinking`, and what the backend does about it."""
+
+    honours_enable_thinking: bool
+
+    @property
+    def prefill_think(self) -> bool:
+        # Thinking-off prompts get the empty think block from the backend when the template would not add it.
+        return not self.honours_enable_thinking
+
+    def to_dict(self) -> dict:
+        return {"honours_enable_thinking": self.honours_enable_thinking, "think_block_added": self.prefill_think}
+
+
+def template_check(processor) -> TemplateCheck:
+    """Render a probe both ways with the processor's own template (see `cader.vlm.chat_template`)."""
+    return TemplateCheck(honours_thinking_switch(processor))
 
 
 class BackendError(RuntimeError):

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from cader.evaluate.backends.base import Backend, BackendError, Generation, LetterLogits, Prompt, YesNo
+from cader.evaluate.backends.base import (
+    Backend,
+    BackendError,
+    Generation,
+    LetterLogits,
+    Prompt,
+    YesNo,
+    template_check,
+)
 from cader.vlm.loading import load_model, load_processor
 from cader.vlm.messages import build_messages, encode
 
@@ -29,6 +37,8 @@ class HFBackend(Backend):
         )
         self.tokenizer = self.processor.tokenizer
         self._single_token_ids: dict[str, int] = {}
+        # A template without the Qwen3 thinking switch (released Instruct) gets the empty think block from us.
+        self.template = template_check(self.processor)
 
     # ---- helpers -----------------------------------------------------------------------------------------
     def token_id(self, text: str) -> int:
@@ -42,7 +52,13 @@ class HFBackend(Backend):
 
     def _inputs(self, prompt: Prompt):
         messages = build_messages(prompt.user, system=prompt.system, video=prompt.video)
-        batch = encode(self.processor, messages, video=prompt.video, enable_thinking=prompt.enable_thinking)
+        batch = encode(
+            self.processor,
+            messages,
+            video=prompt.video,
+            enable_thinking=prompt.enable_thinking,
+            prefill_think=self.template.prefill_think,
+        )
         device, dtype = self.model.device, self.model.dtype
         out = {}
         for key, value in batch.items():

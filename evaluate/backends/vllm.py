@@ -16,7 +16,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from cader.evaluate.backends.base import Backend, BackendError, Generation, LetterLogits, Prompt, YesNo
+from cader.evaluate.backends.base import (
+    Backend,
+    BackendError,
+    Generation,
+    LetterLogits,
+    Prompt,
+    YesNo,
+    template_check,
+)
 from cader.vlm.messages import build_messages, render
 
 INSTALL_HINT = "the vLLM backend needs vLLM: pip install 'cader-toolkit[vllm]'"
@@ -42,6 +50,7 @@ class VLLMBackend(Backend):
         self.path = str(path)
         self.processor = AutoProcessor.from_pretrained(self.path)
         self.tokenizer = self.processor.tokenizer
+        self.template = template_check(self.processor)
         dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype)
         self.llm = vllm.LLM(
             model=self.path,
@@ -61,7 +70,13 @@ class VLLMBackend(Backend):
 
     def _request(self, prompt: Prompt) -> dict:
         messages = build_messages(prompt.user, system=prompt.system, video=prompt.video)
-        request = {"prompt": render(self.processor, messages, enable_thinking=prompt.enable_thinking)}
+        text = render(
+            self.processor,
+            messages,
+            enable_thinking=prompt.enable_thinking,
+            prefill_think=self.template.prefill_think,
+        )
+        request = {"prompt": text}
         if prompt.video is not None:
             request["multi_modal_data"] = {"video": [(prompt.video.frames, prompt.video.metadata())]}
             request["mm_processor_kwargs"] = {"do_sample_frames": False, "do_resize": False}
