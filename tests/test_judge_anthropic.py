@@ -10,7 +10,8 @@ from cader.evaluate.judge.client import RetryPolicy, judge_one
 from cader.evaluate.judge.loopback import LoopbackJudgeServer, reply_text, synthetic_judgment
 from cader.evaluate.judge.pipeline import judge_predictions, read_judgments
 from cader.evaluate.judge.prompt import SYSTEM_PROMPT_WITH_SCHEMA
-from cader.evaluate.judge.providers import ProviderError, make_provider
+from cader.evaluate.judge.params import CONTEXT_1M_BETA
+from cader.evaluate.judge.providers import LOOPBACK_MODEL, ProviderError, make_provider
 from cader.evaluate.judge.questions import Question, load_predictions, load_questions
 from cader.evaluate.judge.synthetic import synthetic_benchmark
 
@@ -39,7 +40,7 @@ RECORD = {"question_id": 7, "answer": "D", "correct": True, "pred": "D", "respon
 
 
 def judge_once(script, policy=FAST, timeout=5.0, sleep=None, **server_kwargs):
-    with LoopbackJudgeServer(script=script, **server_kwargs) as server:
+    with LoopbackJudgeServer(also_answers_as=[MODEL], script=script, **server_kwargs) as server:
         provider = make_provider("anthropic", MODEL, server.anthropic_base_url, timeout=timeout)
         kwargs = {"sleep": sleep} if sleep else {}
         row = judge_one(provider, question(), RECORD, "single-turn", policy=policy, **kwargs)
@@ -68,18 +69,22 @@ def run_cli_with_default_config(tmp_path: Path, server: LoopbackJudgeServer, n: 
 
 
 def test_default_config_judges_end_to_end_through_the_messages_api(tmp_path, capsys):
-    with LoopbackJudgeServer() as server:
+    with LoopbackJudgeServer(also_answers_as=[MODEL]) as server:
         out = run_cli_with_default_config(tmp_path, server, 5)
     rows = read_judgments(out / "judgments.jsonl")
     assert sorted(rows) == ["1", "2", "3", "4", "5"] and server.total_calls == 5
     for qid, row in rows.items():
         expected = synthetic_judgment(qid, [m["id"] for m in row["milestones"]], row["sweep_required"])
         assert row["error"] is None and row["judge_model"] == MODEL and row["attempts"] == 1
+        assert row["served_model"] == LOOPBACK_MODEL  # who answered, as the reply says
         assert row["scores"]["P1"] == expected["process_scores"]["task_understanding"]
         assert row["scores"]["P3"] == expected["process_scores"]["evidence_grounding"]
     report = json.loads((out / "judge_report.json").read_text())
     assert report["n_judged"] == 5 and report["failed_judgments"] == []
+    assert report["real_judge"] is False and "NOT A REAL JUDGE" in (out / "judge_report.md").read_text()
     assert "judged 5" in capsys.readouterr().out
+    # Table 16's "1M context enabled", as the official harness's client asks for it: the beta header on every call.
+    assert [h.get("anthropic-beta") for h in server.headers] == [CONTEXT_1M_BETA] * 5
     for body in server.requests:
         # App. D Table 16 settings; the system prompt travels as the top-level `system`, never as a message.
         assert body["model"] == MODEL and body["max_tokens"] == 4096
@@ -121,7 +126,7 @@ def test_overloaded_forever_is_bounded_and_named():
     ("429", 429, "rate_limit_error", True), ("500", 500, "api_error", True),
     ("overloaded", 529, "overloaded_error", True), ("400", 400, "invalid_request_error", False)])
 def test_anthropic_error_envelopes_are_classified(action, status, kind, transient):
-    with LoopbackJudgeServer(script=[action]) as server:
+    with LoopbackJudgeServer(also_answers_as=[MODEL], script=[action]) as server:
         provider = make_provider("anthropic", MODEL, server.anthropic_base_url, timeout=5.0)
         with pytest.raises(ProviderError) as caught:
             provider.complete("system text", [{"role": "user", "content": "QUESTION_ID: 1"}])
@@ -130,7 +135,7 @@ def test_anthropic_error_envelopes_are_classified(action, status, kind, transien
 
 def test_bad_request_is_not_retried_and_becomes_an_error_row(tmp_path):
     questions, predictions = write_inputs(tmp_path, 4)
-    with LoopbackJudgeServer(per_question={"2": ["400", "valid"]}) as server:
+    with LoopbackJudgeServer(also_answers_as=[MODEL], per_question={"2": ["400", "valid"]}) as server:
         provider = make_provider("anthropic", MODEL, server.anthropic_base_url, timeout=5.0)
         counts = judge_predictions(provider, questions, predictions, tmp_path / "out", framework="cader",
                                    concurrency=2, policy=FAST, use_cache=False)
@@ -153,16 +158,17 @@ def test_timeout_then_success():
 
 
 def test_openai_style_base_url_with_v1_is_accepted():
-    with LoopbackJudgeServer() as server:  # the SDK appends /v1/messages; a trailing /v1 must not double it
-        text = make_provider("anthropic", MODEL, server.base_url, timeout=5.0).complete(
+    # The SDK appends /v1/messages; a trailing /v1 must not double it.
+    with LoopbackJudgeServer(also_answers_as=[MODEL]) as server:
+        reply = make_provider("anthropic", MODEL, server.base_url, timeout=5.0).complete(
             "system text", [{"role": "user", "content": "QUESTION_ID: 3"}])
-    assert json.loads(text)["summary"] == "loopback judgment for question 3"
+    assert json.loads(reply.text)["summary"] == "loopback judgment for question 3"
 
 
 def test_key_reaches_the_server_but_no_file_or_log_line(tmp_path, caplog, capsys):
     caplog.set_level(logging.DEBUG)  # SDK and httpx debug logging included
     faults = {"1": ["malformed", "valid"], "2": ["400"], "3": ["429", "valid"], "4": ["overloaded", "valid"]}
-    with LoopbackJudgeServer(per_question=faults) as server:
+    with LoopbackJudgeServer(also_answers_as=[MODEL], per_question=faults) as server:
         out = run_cli_with_default_config(tmp_path, server, 5)
     assert server.api_keys and set(server.api_keys) == {SECRET}  # read from the environment
     assert "/v1/messages" in caplog.text  # the request logging was captured, so the next check can fail

@@ -73,7 +73,7 @@ def test_cache_avoids_paying_twice(tmp_path):
         (out / "judgments.jsonl").unlink()
         counts = judge(server, questions, predictions, out)
     assert server.total_calls == 5 and counts["cached"] == 5
-    with LoopbackJudgeServer() as server:  # another judge model is a different cache key
+    with LoopbackJudgeServer(also_answers_as=["other-judge"]) as server:  # another judge: another cache key
         provider = make_provider("openai", "other-judge", server.base_url)
         judge_predictions(provider, questions, predictions, out, framework="cader", policy=FAST)
     assert server.total_calls == 5

@@ -5,6 +5,8 @@ from cader.evaluate.judge.loopback import synthetic_judgment
 from cader.evaluate.judge.schema import (
     FAILURE_TAGS,
     JudgeOutputError,
+    applied_sweep,
+    json_objects,
     extract_json_object,
     p_scores,
     parse_judgment,
@@ -19,9 +21,17 @@ def judgment(sweep="yes", **changes):
     return value
 
 
-def test_vocabulary_has_the_21_tags_of_appendix_d():
+def test_vocabulary_has_the_21_tags_of_appendix_d_in_the_official_spelling():
     assert len(FAILURE_TAGS) == 21 == len(set(FAILURE_TAGS))
-    assert "audio_tranerror" in FAILURE_TAGS and "overconfident_uncertainty" in FAILURE_TAGS
+    assert "audio_transcript_error" in FAILURE_TAGS and "overconfident_uncertainty" in FAILURE_TAGS
+    assert "audio_tranerror" not in FAILURE_TAGS
+
+
+@pytest.mark.parametrize("spelling", ["audio_tranerror", "audio_transcript_error"])
+def test_audio_tag_accepted_in_both_spellings_and_stored_in_the_official_one(spelling):
+    value = judgment()
+    value["failure_tags"] = [spelling, "ocr_error", "audio_transcript_error"]
+    assert parse_judgment(json.dumps(value), IDS, "yes").failure_tags == ["audio_transcript_error", "ocr_error"]
 
 
 @pytest.mark.parametrize("wrap", [lambda s: s, lambda s: f"```json\n{s}\n```", lambda s: f"Sure! {s} Done {{x}}."])
@@ -48,11 +58,46 @@ def test_p4_forced_null_when_sweep_not_required():
     assert p_scores(out)["P4"] is None
 
 
-def test_p4_required_when_sweep_yes_and_free_when_unknown():
+def test_p4_required_when_sweep_yes():
     with pytest.raises(JudgeOutputError, match="P4"):
         parse_judgment(json.dumps(judgment(evidence_completeness=None)), IDS, "yes")
-    assert p_scores(parse_judgment(json.dumps(judgment(evidence_completeness=None)), IDS, "unknown"))["P4"] is None
-    assert p_scores(parse_judgment(json.dumps(judgment(evidence_completeness=1)), IDS, "unknown"))["P4"] == 1
+
+
+def with_p4_rationale(text, **scores):
+    value = judgment(**scores)
+    value["axis_rationales"]["P4"] = text
+    return json.dumps(value)
+
+
+def test_p4_when_unknown_follows_the_judges_own_anchor_test():
+    # Official prompt: with SWEEP_REQUIRED unknown the judge classifies the question and says so first in P4's
+    # rationale; YES means P4 is scored, NO means it is null like a pre-classified "no".
+    yes = parse_judgment(with_p4_rationale("FALLBACK SWEEP=YES because it counts reps", evidence_completeness=1),
+                         IDS, "unknown")
+    assert p_scores(yes)["P4"] == 1 and applied_sweep(yes, "unknown") == "yes"
+    no = parse_judgment(with_p4_rationale("FALLBACK SWEEP=NO because one shot decides", evidence_completeness=2),
+                        IDS, "unknown")
+    assert p_scores(no)["P4"] is None and applied_sweep(no, "unknown") == "no"
+    with pytest.raises(JudgeOutputError, match="your fallback says SWEEP=YES"):
+        parse_judgment(with_p4_rationale("FALLBACK SWEEP=YES because ...", evidence_completeness=None), IDS,
+                       "unknown")
+    with pytest.raises(JudgeOutputError, match="FALLBACK SWEEP=YES because"):
+        parse_judgment(with_p4_rationale("looks fine", evidence_completeness=1), IDS, "unknown")
+    # A pre-classified flag is never overridden by the judge's fallback text.
+    forced = parse_judgment(with_p4_rationale("FALLBACK SWEEP=YES because", evidence_completeness=2), IDS, "no")
+    assert p_scores(forced)["P4"] is None and applied_sweep(forced, "no") == "no"
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1}\n{"process_scores": {}}',
+    "Draft: {judgment}\nFinal: {judgment}",
+    "```json\n{judgment}\n```\n```json\n{judgment}\n```",
+])
+def test_more_than_one_json_object_is_refused(text):
+    one = json.dumps(judgment())
+    with pytest.raises(JudgeOutputError, match="JSON objects; return exactly one"):
+        parse_judgment(text.replace("{judgment}", one), IDS, "yes")
+    assert len(json_objects(text.replace("{judgment}", one))) == 2
 
 
 @pytest.mark.parametrize("ids", [["M1", "M2"], ["M2", "M1", "M3"], ["M1", "M2", "M3", "M4"]])

@@ -3,6 +3,8 @@
 Shapes follow the AgentVidBench paper: Table 1 (Acc., Traj.), Table 17 (MC-rate), Table 18 (failure tags per
 100 questions), Table 19 (coverage by milestone type). Accuracy never comes from the judge: the judge does not
 see the gold answer; a question with no prediction or an errored prediction counts as wrong and is listed.
+A judgment whose prompt no longer matches the current prediction is stale and not counted. Judgments served by
+the loopback test double are flagged in every place their numbers appear: they are not from a real judge.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import fmean
 
+from cader.evaluate.judge.pipeline import describe_rejudging
+from cader.evaluate.judge.providers import LOOPBACK_MODEL
 from cader.evaluate.judge.questions import Question
-from cader.evaluate.judge.schema import FAILURE_TAGS, STATUS_CREDIT
+from cader.evaluate.judge.schema import FAILURE_TAGS, STATUS_CREDIT, TAG_ALIASES
 from cader.vlm.files import write_atomic
 
 AXIS_NAMES = ("P1", "P2", "P3", "P4", "P5")
@@ -46,6 +50,7 @@ def tag_rates_per_100(rows: list[dict]) -> dict[str, float]:
     counts = dict.fromkeys(FAILURE_TAGS, 0)
     for row in rows:
         for tag in row.get("failure_tags") or []:
+            tag = TAG_ALIASES.get(tag, tag)  # rows judged before the official spelling was used
             counts[tag] = counts.get(tag, 0) + 1
     return {tag: (100.0 * c / len(rows) if rows else 0.0) for tag, c in counts.items()}
 
@@ -60,12 +65,27 @@ def coverage_by_type(questions: dict[str, Question], judged: dict[str, dict]) ->
     return {t: {"n": len(v), "mc_rate": fmean(v)} for t, v in sorted(credits.items())}
 
 
+def from_loopback(row: dict) -> bool:
+    """A judgment the loopback test double produced (asked for or answered under its model name)."""
+    return LOOPBACK_MODEL in (row.get("judge_model"), row.get("served_model"))
+
+
+NOT_A_REAL_JUDGE = (f"NOT A REAL JUDGE: these trajectory scores come from the loopback test double "
+                    f"(`{LOOPBACK_MODEL}`), which returns made-up judgments; they measure nothing")
+
+
 def build_report(questions: dict[str, Question], predictions: dict[str, dict], judgments: dict[str, dict],
-                 *, input_errors: list[str] = ()) -> dict:
+                 *, input_errors: list[str] = (), prompt_hashes: dict[str, str] | None = None,
+                 run_counts: dict | None = None) -> dict:
+    """The report over `questions`. With `prompt_hashes` (pipeline.current_prompt_hashes), a judgment of another
+    prompt than the current one is stale: listed, not scored. `run_counts` (pipeline.judge_predictions) says what
+    this run judged and why."""
     keys = list(questions)
     correct = {k: is_correct(questions[k], predictions.get(k)) for k in keys}
+    stale = [k for k in keys if k in judgments and prompt_hashes is not None and k in prompt_hashes
+             and judgments[k].get("prompt_hash") != prompt_hashes[k]]
     judged = {k: judgments[k] for k in keys if k in judgments and not judgments[k].get("error")
-              and judgments[k].get("scores")}
+              and judgments[k].get("scores") and k not in stale}
     slices: dict[str, dict] = {"difficulty": {}, "category": {}, "skill": {}}
     groups: dict[str, dict[str, list[str]]] = {name: defaultdict(list) for name in slices}
     for k in keys:
@@ -79,9 +99,17 @@ def build_report(questions: dict[str, Question], predictions: dict[str, dict], j
 
     overall = summarize(keys, correct, judged)
     traj_all = [judged[k]["traj"] if k in judged and judged[k]["traj"] is not None else 0.0 for k in keys]
+    rows = [judgments[k] for k in keys if k in judgments]
+    loopback = any(from_loopback(r) for r in rows)
     return {
-        "system": next((r.get("system") for r in judgments.values()), None),
-        "judge_model": next((r.get("judge_model") for r in judgments.values()), None),
+        "system": next((r.get("system") for r in rows), None),
+        "judge_model": next((r.get("judge_model") for r in rows), None),
+        "judge_models": sorted({str(r.get("judge_model")) for r in judged.values()}),
+        "served_models": sorted({str(r["served_model"]) for r in judged.values() if r.get("served_model")}),
+        "real_judge": not loopback,
+        "warning": NOT_A_REAL_JUDGE if loopback else None,
+        "rerun": ({**run_counts, "summary": describe_rejudging(run_counts)} if run_counts is not None else None),
+        "stale_judgments": [questions[k].question_id for k in stale],
         **overall,
         "n_correct": sum(correct.values()),
         "traj_unjudged_as_zero": fmean(traj_all) if traj_all else None,
@@ -89,7 +117,7 @@ def build_report(questions: dict[str, Question], predictions: dict[str, dict], j
         "failed_predictions": [{"question_id": questions[k].question_id, "error": predictions[k]["error"]}
                                for k in keys if k in predictions and predictions[k].get("error")],
         "failed_judgments": [{"question_id": questions[k].question_id, "error": judgments[k].get("error")}
-                             for k in keys if k in judgments and k not in judged],
+                             for k in keys if k in judgments and k not in judged and k not in stale],
         "unjudged": [questions[k].question_id for k in keys if k not in judgments],
         "questions_without_answer": [questions[k].question_id for k in keys if questions[k].answer is None],
         "predictions_for_unknown_questions": sorted(k for k in predictions if k not in questions),
@@ -115,7 +143,12 @@ def _table(title: str, rows: dict[str, dict]) -> list[str]:
 
 
 def render_markdown(report: dict) -> str:
-    lines = [f"# AgentVidBench judge report: {report['system']} (judge: {report['judge_model']})", ""]
+    judge = report["judge_model"] if report.get("real_judge", True) else f"{report['judge_model']}, NOT A REAL JUDGE"
+    lines = [f"# AgentVidBench judge report: {report['system']} (judge: {judge})", ""]
+    if report.get("warning"):
+        lines += [f"> **{report['warning']}**", ""]
+    if report.get("rerun"):
+        lines += [f"- this run: {report['rerun']['summary']}", ""]
     lines += _table("Overall", {"all": report})
     lines += [(f"- accuracy counts {len(report['missing_predictions'])} missing and "
                f"{len(report['failed_predictions'])} failed predictions as wrong"),
@@ -130,8 +163,10 @@ def render_markdown(report: dict) -> str:
     lines += ["### Milestone coverage by type", "", "| type | n | mc_rate |", "|---|---|---|"]
     lines += [f"| {t} | {v['n']} | {v['mc_rate']:.3f} |" for t, v in report["coverage_by_milestone_type"].items()]
     for title, key in (("Missing predictions", "missing_predictions"), ("Failed predictions", "failed_predictions"),
-                       ("Failed judgments", "failed_judgments"), ("Input errors", "input_errors")):
-        if report[key]:
+                       ("Failed judgments", "failed_judgments"),
+                       ("Stale judgments (prompt changed since; not scored)", "stale_judgments"),
+                       ("Input errors", "input_errors")):
+        if report.get(key):
             lines += ["", f"### {title}", ""] + [f"- {item}" for item in report[key]]
     return "\n".join(lines) + "\n"
 

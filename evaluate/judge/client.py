@@ -1,19 +1,23 @@
 """Judging one question: build the prompt, call the provider, validate, repair, retry, and build the row.
 
-Two bounded loops share one budget of calls: replies that fail validation are sent back with the validation error
-(up to `max_replies` replies), and transient API failures (429/5xx/timeouts) are retried with exponential backoff
-and jitter (up to `max_api_retries` retries). When both are spent the row is returned with `error` set and no
-scores: never a made-up score.
+Two bounded loops share one budget of calls: replies that fail validation (including a reply holding more than
+one JSON object) are sent back with the validation error (up to `max_replies` replies), and transient API failures
+(429/5xx/timeouts, a 200 whose body is not the API's JSON) are retried (up to `max_api_retries` retries). The wait
+before a retry is exponential backoff with jitter, or the server's Retry-After when it asks for longer (capped at
+`retry_after_max`); every wait counts against `time_budget`, the seconds one question may take in all. When a
+budget is spent the row is returned with `error` set and no scores: never a made-up score.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from cader.evaluate.judge.cache import JudgeCache
+from cader.evaluate.judge.params import config_hash
 from cader.evaluate.judge.prompt import (
     SYSTEM_PROMPT_WITH_SCHEMA,
     build_repair_prompt,
@@ -21,10 +25,10 @@ from cader.evaluate.judge.prompt import (
     prompt_hash,
     sweep_required,
 )
-from cader.evaluate.judge.providers import Provider, ProviderError
+from cader.evaluate.judge.providers import Completion, Provider, ProviderError
 from cader.evaluate.judge.questions import Question
 from cader.evaluate.judge.render import render_prediction
-from cader.evaluate.judge.schema import JudgeOutput, JudgeOutputError, p_scores, parse_judgment
+from cader.evaluate.judge.schema import JudgeOutput, JudgeOutputError, applied_sweep, p_scores, parse_judgment
 from cader.evaluate.judge.scoring import mc_rate, traj_score
 
 
@@ -34,6 +38,8 @@ class RetryPolicy:
     max_api_retries: int = 5      # retries after transient API errors
     backoff_base: float = 1.0     # seconds; delay k is in [d/2, d] with d = min(backoff_max, base * 2**k)
     backoff_max: float = 30.0
+    retry_after_max: float = 120.0  # the longest Retry-After honoured; a longer request waits this long
+    time_budget: float = 900.0    # seconds one question may take in all (calls and waits)
 
 
 def backoff_delay(retry_index: int, base: float, cap: float, rng: random.Random) -> float:
@@ -42,18 +48,43 @@ def backoff_delay(retry_index: int, base: float, cap: float, rng: random.Random)
     return ceiling / 2 + rng.uniform(0, ceiling / 2)
 
 
+def retry_delay(retry_index: int, retry_after: float | None, policy: RetryPolicy, rng: random.Random) -> float:
+    """The wait before retry `retry_index`: our backoff, or the server's Retry-After (capped) when longer."""
+    delay = backoff_delay(retry_index, policy.backoff_base, policy.backoff_max, rng)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, policy.retry_after_max))
+    return delay
+
+
+def cache_key(prompt_key: str, config: dict) -> str:
+    """A cached reply is reused only for the same prompt read by the same judge configuration."""
+    return hashlib.sha256(f"{prompt_key}:{config_hash(config)}".encode()).hexdigest()
+
+
 def build_prompt(question: Question, record: dict, framework: str) -> tuple[str, str]:
     user = build_user_prompt(qid=question.question_id, framework=framework, ecom_required=question.ecom_required,
                              question=question.question, options=question.options, milestones=question.milestones,
-                             trajectory=render_prediction(record), letters=record.get("letters") or None)
+                             trajectory=render_prediction(record), letters=_letters(record))
     return SYSTEM_PROMPT_WITH_SCHEMA, user
 
 
-def _row(question: Question, framework: str, model: str, key: str, sweep: str) -> dict:
-    return {"question_id": question.question_id, "system": framework, "judge_model": model, "scores": None,
-            "traj": None, "mc_rate": None, "milestones": [], "failure_tags": [], "summary": "",
-            "axis_rationales": {}, "sweep_required": sweep, "attempts": 0, "cached": False, "prompt_hash": key,
-            "error": None}
+def _letters(record: dict) -> list[str] | None:
+    letters = record.get("letters")
+    return letters if isinstance(letters, list) and all(isinstance(x, str) for x in letters) and letters else None
+
+
+def trajectory_hash(record: dict) -> str:
+    """The rendered trajectory alone, so a rerun can tell a changed prediction from a changed question."""
+    return hashlib.sha256(render_prediction(record).encode("utf-8")).hexdigest()
+
+
+def _row(question: Question, framework: str, provider: Provider, key: str, sweep: str) -> dict:
+    config = provider.config
+    return {"question_id": question.question_id, "system": framework, "judge_model": provider.model,
+            "served_model": None, "scores": None, "traj": None, "mc_rate": None, "milestones": [],
+            "failure_tags": [], "summary": "", "axis_rationales": {}, "sweep_required": sweep,
+            "sweep_applied": None, "attempts": 0, "waited_s": 0.0, "cached": False, "prompt_hash": key,
+            "judge_config": config, "judge_config_hash": config_hash(config), "error": None}
 
 
 def _fill(row: dict, out: JudgeOutput) -> dict:
@@ -61,28 +92,36 @@ def _fill(row: dict, out: JudgeOutput) -> dict:
     row.update(scores=scores, traj=traj_score(scores), mc_rate=mc_rate(m.status for m in out.milestone_coverage),
                milestones=[{"id": m.milestone_id, "status": m.status, "evidence": m.evidence_in_prediction}
                            for m in out.milestone_coverage],
-               failure_tags=list(out.failure_tags), summary=out.summary, axis_rationales=out.axis_rationales)
+               failure_tags=list(out.failure_tags), summary=out.summary, axis_rationales=out.axis_rationales,
+               sweep_applied=applied_sweep(out, row["sweep_required"]))
     return row
 
 
 def judge_one(provider: Provider, question: Question, record: dict, framework: str, *,
-              policy: RetryPolicy | None = None, cache: JudgeCache | None = None,
-              sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> dict:
-    """Judge one prediction; always returns a judgments.jsonl row (with `error` set if no valid judgment came)."""
+              policy: RetryPolicy | None = None, cache: JudgeCache | None = None, read_cache: bool = True,
+              sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+              rng: random.Random | None = None) -> dict:
+    """Judge one prediction; always returns a judgments.jsonl row (with `error` set if no valid judgment came).
+
+    `read_cache=False` asks the judge again even when a valid reply is cached (a forced re-judge); the new reply
+    still replaces the cached one. `sleep` and `clock` are injectable so tests need not wait."""
     policy = policy or RetryPolicy()
     rng = rng or random.Random()
+    started = clock()
     system, user = build_prompt(question, record, framework)
     milestone_ids = [m["id"] for m in question.milestones]
     sweep = sweep_required(question.ecom_required)
-    key = prompt_hash(system, user, provider.model)
-    row = _row(question, framework, provider.model, key, sweep)
+    key = prompt_hash(system, user)
+    stored = cache_key(key, provider.config)
+    row = _row(question, framework, provider, key, sweep)
+    row["trajectory_hash"] = trajectory_hash(record)
 
-    if cache is not None and (hit := cache.get(key)) is not None:
+    if cache is not None and read_cache and (hit := cache.get(stored)) is not None:
         try:
-            row["cached"] = True
+            row.update(cached=True, served_model=hit.get("served_model"))
             return _fill(row, parse_judgment(hit["reply"], milestone_ids, sweep))
         except (JudgeOutputError, KeyError, TypeError):
-            row["cached"] = False  # stale entry (e.g. an older schema): judge afresh
+            row.update(cached=False, served_model=None)  # stale entry (e.g. an older schema): judge afresh
 
     messages = [{"role": "user", "content": user}]
     replies = api_retries = 0
@@ -90,15 +129,23 @@ def judge_one(provider: Provider, question: Question, record: dict, framework: s
     while replies < policy.max_replies:
         row["attempts"] += 1
         try:
-            text = provider.complete(system, messages)
+            reply = provider.complete(system, messages)
         except ProviderError as error:
             last_error = str(error)
             if not error.transient or api_retries >= policy.max_api_retries:
                 break
-            sleep(backoff_delay(api_retries, policy.backoff_base, policy.backoff_max, rng))
+            delay = retry_delay(api_retries, error.retry_after, policy, rng)
+            if clock() - started + delay > policy.time_budget:
+                last_error += (f"; the next retry (after {delay:.1f} s) would pass the {policy.time_budget:g} s "
+                               "time budget")
+                break
+            sleep(delay)
+            row["waited_s"] = round(row["waited_s"] + delay, 3)
             api_retries += 1
             continue
         replies += 1
+        text = reply.text if isinstance(reply, Completion) else str(reply)
+        row["served_model"] = reply.served_model if isinstance(reply, Completion) else None
         try:
             out = parse_judgment(text, milestone_ids, sweep)
         except JudgeOutputError as error:
@@ -107,7 +154,7 @@ def judge_one(provider: Provider, question: Question, record: dict, framework: s
                          {"role": "user", "content": build_repair_prompt(str(error), milestone_ids)}]
             continue
         if cache is not None:
-            cache.put(key, {"reply": text, "model": provider.model})
+            cache.put(stored, {"reply": text, "model": provider.model, "served_model": row["served_model"]})
         return _fill(row, out)
     row["error"] = f"no valid judgment after {row['attempts']} calls ({replies} replies): {last_error}"
     return row

@@ -6,7 +6,15 @@ the prompt it receives: the question id, SWEEP_REQUIRED flag and milestone ids a
 (prompt.USER_TEMPLATE). Both APIs share one server, one script and one set of counters. Faults are scripted
 per question: `script` is a list of actions consumed one per request for that question, the last repeating, e.g.
 ["malformed", "valid"] answers garbage once and then a valid judgment; ["500"] fails forever. "400" is a
-non-retryable bad request, "overloaded" is Anthropic's HTTP 529, "empty" is a reply with no text.
+non-retryable bad request, "overloaded" is Anthropic's HTTP 529, "empty" is a reply with no text, "two_objects" a
+reply text holding two JSON objects, "truncated_body" a 200 whose JSON body is cut short, "text_body" a 200 with a
+text/plain body. Error replies carry `Retry-After: <retry_after>` when the server is given one.
+
+Its identity is fixed: it answers only requests for its own model name (providers.LOOPBACK_MODEL; 404
+model_not_found otherwise, as the real APIs do) and names itself in every reply's `model` field, so its made-up
+judgments are never recorded under a real model's name. Tests that check the request shape a real model family
+gets may let it also answer as that name (`also_answers_as`); its replies still name the loopback. For such names
+it applies the real APIs' request rules (OpenAI reasoning models: no `max_tokens`, no temperature but the default).
 
 Used by the tests, scripts/bench/judge_throughput.py and the quickstart:
     with LoopbackJudgeServer(delay=0.01) as server:
@@ -26,17 +34,22 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from fnmatch import fnmatchcase
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from cader.evaluate.judge.providers import LOOPBACK_MODEL
 from cader.evaluate.judge.schema import FAILURE_TAGS, MILESTONE_STATUSES
 
 ACTIONS = ("valid", "fenced", "prose", "malformed", "wrong_milestones", "bad_score", "unknown_tag", "p4_null",
-           "empty", "400", "429", "500", "overloaded", "hang")
+           "two_objects", "empty", "truncated_body", "text_body", "400", "429", "500", "overloaded", "hang")
+JSON = "application/json"
 ERROR_STATUS = {"400": 400, "429": 429, "500": 500, "overloaded": 529}
 # Anthropic's error `type` per HTTP status (https://docs.anthropic.com/en/api/errors).
 ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
                          429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+# OpenAI reasoning models (the API's "Unsupported parameter"/"Unsupported value" 400s for these families).
+REASONING_MODELS = ("gpt-5*", "o1*", "o3*", "o4*")
 _QID = re.compile(r"^QUESTION_ID: (.*)$", re.MULTILINE)
 _SWEEP = re.compile(r"^SWEEP_REQUIRED: (\w+)$", re.MULTILINE)
 _IDS = re.compile(r"entries with IDs (.*) in this order\.", re.MULTILINE)
@@ -57,12 +70,17 @@ def synthetic_judgment(qid: str, milestone_ids: Sequence[str], sweep: str) -> di
     scores = {name: seed[i] % 3 for i, name in enumerate(
         ("task_understanding", "gt_evidence_coverage", "evidence_grounding", "evidence_completeness",
          "reasoning_faithfulness"))}
+    rationales = {f"P{i}": "loopback" for i in range(1, 6)}
+    if sweep == "unknown":  # the official prompt's fallback: the judge classifies the question itself
+        decided = "YES" if seed[30] % 2 else "NO"
+        rationales["P4"] = f"FALLBACK SWEEP={decided} because the loopback flipped a coin"
+        sweep = decided.lower()
     if sweep == "no":
         scores["evidence_completeness"] = None
     coverage = [{"milestone_id": m, "status": MILESTONE_STATUSES[seed[5 + i % 20] % 4],
                  "evidence_in_prediction": f"loopback evidence for {m}"} for i, m in enumerate(milestone_ids)]
     tags = [FAILURE_TAGS[seed[26 + j] % len(FAILURE_TAGS)] for j in range(seed[25] % 3)]
-    return {"process_scores": scores, "axis_rationales": {f"P{i}": "loopback" for i in range(1, 6)},
+    return {"process_scores": scores, "axis_rationales": rationales,
             "milestone_coverage": coverage, "failure_tags": list(dict.fromkeys(tags)),
             "summary": f"loopback judgment for question {qid}"}
 
@@ -85,6 +103,8 @@ def reply_text(action: str, qid: str, ids: list[str], sweep: str, judgment_fn: C
         judgment["failure_tags"] = ["made_up_tag"]
     elif action == "p4_null":
         judgment["process_scores"]["evidence_completeness"] = None
+    elif action == "two_objects":  # e.g. a draft and a final answer in one reply
+        return json.dumps(judgment) + "\n" + json.dumps({**judgment, "summary": "second thoughts"})
     return json.dumps(judgment)
 
 
@@ -93,6 +113,20 @@ def content_text(content) -> str:
     if isinstance(content, str):
         return content
     return "".join(block.get("text", "") for block in content or [] if isinstance(block, dict))
+
+
+def openai_request_problem(body: dict) -> str | None:
+    """Why the real chat-completions API would answer 400 to this request from a reasoning model, or None."""
+    model = str(body.get("model", "")).lower()
+    if not any(fnmatchcase(model, pattern) for pattern in REASONING_MODELS):
+        return None
+    if "max_tokens" in body:
+        return ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.")
+    if body.get("temperature") not in (None, 1, 1.0):
+        return (f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
+                "Only the default (1) value is supported.")
+    return None
 
 
 def anthropic_request_problem(body: dict, headers) -> str | None:
@@ -116,10 +150,11 @@ def anthropic_request_problem(body: dict, headers) -> str | None:
     return None
 
 
-def error_payload(api: str, status: int, message: str) -> dict:
+def error_payload(api: str, status: int, message: str, code: str | None = None) -> dict:
     if api == "anthropic":
         return {"type": "error", "error": {"type": ANTHROPIC_ERROR_TYPES.get(status, "api_error"), "message": message}}
-    return {"error": {"message": message, "type": "loopback", "code": status}}
+    return {"error": {"message": message, "type": "invalid_request_error" if status < 500 else "server_error",
+                      "code": code or status}}
 
 
 class LoopbackJudgeServer:
@@ -127,15 +162,19 @@ class LoopbackJudgeServer:
 
     def __init__(self, *, delay: float = 0.0, script: Sequence[str] = ("valid",),
                  per_question: dict[str, Sequence[str]] | None = None, hang_seconds: float = 5.0,
-                 judgment_fn: Callable = synthetic_judgment, port: int = 0):
+                 judgment_fn: Callable = synthetic_judgment, port: int = 0, retry_after: str | None = None,
+                 also_answers_as: Sequence[str] = ()):
         for action in [*script, *(a for s in (per_question or {}).values() for a in s)]:
             if action not in ACTIONS:
                 raise ValueError(f"unknown loopback action {action!r}; choose from {ACTIONS}")
         self.delay, self.hang_seconds, self.judgment_fn = delay, hang_seconds, judgment_fn
+        self.retry_after = retry_after           # Retry-After header value sent with every error reply
+        self.model_names = {LOOPBACK_MODEL, *also_answers_as}
         self.script, self.per_question = list(script), {str(k): list(v) for k, v in (per_question or {}).items()}
         self.calls: Counter = Counter()          # requests per question id
         self.requests: list[dict] = []           # every request body received (both APIs)
         self.api_keys: list[str] = []            # the key each request carried (x-api-key or Bearer token)
+        self.headers: list[dict] = []            # every request's headers, lower-cased names, keys removed
         self.in_flight = self.max_in_flight = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
@@ -178,33 +217,45 @@ class LoopbackJudgeServer:
         script = self.per_question.get(qid, self.script)
         return script[min(index, len(script) - 1)]
 
-    def _respond(self, body: dict, api: str, headers) -> tuple[int, dict]:
+    def _respond(self, body: dict, api: str, headers) -> tuple[int, dict | bytes, str]:
+        """(status, JSON payload or raw body bytes, content type)."""
         first_user = next((m.get("content", "") for m in body.get("messages") or [] if m.get("role") == "user"), "")
         first_user = content_text(first_user)
         if api == "anthropic" and (problem := anthropic_request_problem(body, headers)):
-            return 400, error_payload(api, 400, problem)  # a request the real API would reject; no action consumed
+            return 400, error_payload(api, 400, problem), JSON  # a request the real API would reject; no action used
+        if body.get("model") not in self.model_names:
+            message = f"The model `{body.get('model')}` does not exist (this is the loopback test double)"
+            return 404, error_payload(api, 404, message, "model_not_found"), JSON
+        if api == "openai" and (problem := openai_request_problem(body)):
+            return 400, error_payload(api, 400, problem, "unsupported_parameter"), JSON
         qid, sweep, ids = parse_prompt(first_user)
         action = self._next_action(qid)
         time.sleep(self.delay)
         if action in ERROR_STATUS:
             status = ERROR_STATUS[action]
-            return status, error_payload(api, status, f"loopback injected {action}")
+            return status, error_payload(api, status, f"loopback injected {action}"), JSON
+        if action == "text_body":
+            return 200, b"upstream proxy error: try again later", "text/plain"
         if action == "hang":
             time.sleep(self.hang_seconds)
         text = reply_text(action, qid, ids, sweep, self.judgment_fn)
         tokens_in, tokens_out = len(first_user) // 4, len(text) // 4
         if api == "anthropic":
-            return 200, {"id": f"msg_loopback_{qid}", "type": "message", "role": "assistant",
-                         "model": body.get("model", "loopback"),
-                         "content": [{"type": "text", "text": text}] if text else [],
-                         "stop_reason": "end_turn", "stop_sequence": None,
-                         "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out}}
-        return 200, {"id": f"chatcmpl-loopback-{qid}", "object": "chat.completion", "created": int(time.time()),
-                     "model": body.get("model", "loopback"),
-                     "choices": [{"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": text}}],
-                     "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-                               "total_tokens": tokens_in + tokens_out}}
+            payload = {"id": f"msg_loopback_{qid}", "type": "message", "role": "assistant", "model": LOOPBACK_MODEL,
+                       "content": [{"type": "text", "text": text}] if text else [],
+                       "stop_reason": "end_turn", "stop_sequence": None,
+                       "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out}}
+        else:
+            payload = {"id": f"chatcmpl-loopback-{qid}", "object": "chat.completion", "created": int(time.time()),
+                       "model": LOOPBACK_MODEL,
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": text}}],
+                       "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
+                                 "total_tokens": tokens_in + tokens_out}}
+        if action == "truncated_body":  # a complete HTTP reply whose JSON stops half-way
+            data = json.dumps(payload).encode()
+            return 200, data[: len(data) // 2], JSON
+        return 200, payload, JSON
 
     def _handler_class(self):
         server = self
@@ -216,12 +267,14 @@ class LoopbackJudgeServer:
             def log_message(self, *args) -> None:  # keep test output clean
                 pass
 
-            def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
+            def _send(self, status: int, payload: dict | bytes, content_type: str = JSON) -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
+                    if status >= 400 and server.retry_after is not None:
+                        self.send_header("Retry-After", server.retry_after)
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
@@ -229,7 +282,7 @@ class LoopbackJudgeServer:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": "loopback", "object": "model"}]})
+                    self._send(200, {"object": "list", "data": [{"id": LOOPBACK_MODEL, "object": "model"}]})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
@@ -252,20 +305,23 @@ class LoopbackJudgeServer:
                 with server._lock:
                     server.requests.append(body)
                     server.api_keys.append(key)
+                    server.headers.append({name.lower(): value for name, value in self.headers.items()
+                                           if name.lower() not in ("x-api-key", "authorization")})
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    status, payload = server._respond(body, api, self.headers)
+                    status, payload, content_type = server._respond(body, api, self.headers)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
-                self._send(status, payload)
+                self._send(status, payload, content_type)
 
         return Handler
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve valid AgentVidBench judgments on 127.0.0.1 (test double).")
+    parser = argparse.ArgumentParser(description=f"Serve made-up AgentVidBench judgments on 127.0.0.1 as model "
+                                                 f"{LOOPBACK_MODEL!r} only (a test double, not a judge).")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
     parser.add_argument("--url_file", help="write the base URL here once listening")

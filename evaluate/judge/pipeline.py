@@ -1,18 +1,33 @@
-"""Judging a predictions file: bounded concurrency, append-as-finished, resume, cache."""
+"""Judging a predictions file: what needs (re)judging and why, bounded concurrency, append-as-finished, cache.
+
+A question is judged again when its last judgment failed, when the text the judge would read changed (a corrected
+prediction, an edited question, a new protocol text: the stored `prompt_hash`), or when the judge configuration
+changed (model, provider, request parameters: `judge_config_hash`); `force` re-judges everything and skips the
+cache. The counts say how many were re-judged and why.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from cader.evaluate.jsonl import JsonlAppender, read_jsonl
 from cader.evaluate.judge.cache import JudgeCache
-from cader.evaluate.judge.client import RetryPolicy, judge_one
+from cader.evaluate.judge.client import RetryPolicy, build_prompt, judge_one, trajectory_hash
+from cader.evaluate.judge.params import config_hash
+from cader.evaluate.judge.prompt import prompt_hash
 from cader.evaluate.judge.providers import Provider
 from cader.evaluate.judge.questions import Question
 
 JUDGMENTS_FILE = "judgments.jsonl"
 CACHE_DIR = "judge_cache"
+# Why a question is judged in this run; every reason but "new" is a re-judgment.
+REASONS = {"new": "never judged", "failed_before": "the last judgment failed",
+           "prediction_changed": "the prediction's rendered trajectory changed",
+           "prompt_changed": "the judge prompt changed (question, FRAMEWORK or protocol text)",
+           "judge_config_changed": "the judge configuration changed (model, provider or request parameters)",
+           "forced": "--force"}
 
 
 def read_judgments(path: str | Path) -> dict[str, dict]:
@@ -20,14 +35,42 @@ def read_judgments(path: str | Path) -> dict[str, dict]:
     return {str(row["question_id"]): row for row in read_jsonl(path) if "question_id" in row}
 
 
-def pending_ids(questions: dict[str, Question], predictions: dict[str, dict], done: dict[str, dict],
-                model: str, framework: str) -> list[str]:
-    """Predictions with a known question and no successful judgment by this model for this system yet."""
-    def finished(key: str) -> bool:
-        row = done.get(key)
-        return bool(row) and row.get("error") is None and row.get("judge_model") == model \
-            and row.get("system") == framework
-    return [key for key in predictions if key in questions and not finished(key)]
+def current_prompt_hashes(questions: dict[str, Question], predictions: dict[str, dict],
+                          framework: str) -> dict[str, str]:
+    """question id -> hash of the prompt the judge would read now, for every prediction with a known question."""
+    return {key: prompt_hash(*build_prompt(questions[key], predictions[key], framework))
+            for key in predictions if key in questions}
+
+
+def rejudge_reason(row: dict | None, prompt_key: str, trajectory_key: str, config_key: str,
+                   force: bool = False) -> str | None:
+    """Why this question must be judged now (a key of REASONS), or None when its last judgment still holds."""
+    if force:
+        return "forced"
+    if row is None:
+        return "new"
+    if row.get("error") is not None or not row.get("scores"):
+        return "failed_before"
+    if row.get("prompt_hash") != prompt_key:
+        return "prediction_changed" if row.get("trajectory_hash") != trajectory_key else "prompt_changed"
+    if row.get("judge_config_hash") != config_key:
+        return "judge_config_changed"
+    return None
+
+
+def plan_judging(provider: Provider, questions: dict[str, Question], predictions: dict[str, dict],
+                 done: dict[str, dict], framework: str, force: bool = False) -> dict[str, str]:
+    """question id -> reason, for every prediction with a known question that needs judging."""
+    config_key = config_hash(provider.config)
+    todo = {}
+    for key, record in predictions.items():
+        if key not in questions:
+            continue
+        prompt_key = prompt_hash(*build_prompt(questions[key], record, framework))
+        reason = rejudge_reason(done.get(key), prompt_key, trajectory_hash(record), config_key, force)
+        if reason is not None:
+            todo[key] = reason
+    return todo
 
 
 def _crash_row(question: Question, framework: str, model: str, error: Exception) -> dict:
@@ -38,19 +81,21 @@ def _crash_row(question: Question, framework: str, model: str, error: Exception)
 
 def judge_predictions(provider: Provider, questions: dict[str, Question], predictions: dict[str, dict],
                       out_dir: str | Path, *, framework: str, concurrency: int = 16,
-                      policy: RetryPolicy | None = None, use_cache: bool = True, progress: bool = False) -> dict:
-    """Judge every pending prediction, appending to <out_dir>/judgments.jsonl as each finishes.
+                      policy: RetryPolicy | None = None, use_cache: bool = True, progress: bool = False,
+                      force: bool = False, **judge_kwargs) -> dict:
+    """Judge every prediction that needs it, appending to <out_dir>/judgments.jsonl as each finishes.
 
-    Returns counts: {"pending", "judged", "failed", "cached", "skipped_done"}.
+    Returns counts: {"pending", "judged", "failed", "cached", "up_to_date", "reasons": {reason: n}}; `reasons`
+    counts why each pending question was judged (REASONS). `judge_kwargs` go to client.judge_one (sleep, clock).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / JUDGMENTS_FILE
-    done = read_judgments(path)
-    todo = pending_ids(questions, predictions, done, provider.model, framework)
+    todo = plan_judging(provider, questions, predictions, read_judgments(path), framework, force)
     cache = JudgeCache(out_dir / CACHE_DIR) if use_cache else None
     counts = {"pending": len(todo), "judged": 0, "failed": 0, "cached": 0,
-              "skipped_done": sum(1 for k in predictions if k in questions) - len(todo)}
+              "up_to_date": sum(1 for k in predictions if k in questions) - len(todo),
+              "reasons": dict(Counter(todo.values()))}
     if not todo:
         return counts
     appender = JsonlAppender(path)
@@ -61,12 +106,15 @@ def judge_predictions(provider: Provider, questions: dict[str, Question], predic
     try:
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             futures = {pool.submit(judge_one, provider, questions[key], predictions[key], framework,
-                                   policy=policy, cache=cache): key for key in todo}
+                                   policy=policy, cache=cache, read_cache=not force, **judge_kwargs): key
+                       for key in todo}
             for future in as_completed(futures):
+                key = futures[future]
                 try:
                     row = future.result()
                 except Exception as error:  # noqa: BLE001 (one odd record must not sink the rest)
-                    row = _crash_row(questions[futures[future]], framework, provider.model, error)
+                    row = _crash_row(questions[key], framework, provider.model, error)
+                row["judged_because"] = todo[key]
                 appender.write(row)
                 counts["failed" if row["error"] else "judged"] += 1
                 counts["cached"] += bool(row.get("cached"))
@@ -77,3 +125,13 @@ def judge_predictions(provider: Provider, questions: dict[str, Question], predic
         if bar is not None:
             bar.close()
     return counts
+
+
+def describe_rejudging(counts: dict) -> str:
+    """One line: how many were judged for the first time, how many again and why, how many still held."""
+    reasons = dict(counts.get("reasons") or {})
+    new = reasons.pop("new", 0)
+    again = sum(reasons.values())
+    why = ", ".join(f"{n} because {REASONS.get(r, r)}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    return (f"{new} judged for the first time, {again} re-judged" + (f" ({why})" if why else "")
+            + f", {counts.get('up_to_date', 0)} up to date")

@@ -1,8 +1,15 @@
 """The trajectory-judge protocol text (AgentVidBench paper, App. D.5) and the prompt builder.
 
-The system prompt and user template are spec: they are the paper's App. D.5 text verbatim (PDF extraction
-re-spaced, bullets written as "-"). The output schema that the paper prints right after the template ("Judge
-Output Schema", App. D.5) is appended to the system prompt so the judge knows the exact key names.
+The system prompt and user template are spec: they are the paper's App. D.5 text (PDF extraction re-spaced,
+bullets written as "-"). The output schema that the paper prints right after the template ("Judge Output Schema",
+App. D.5) is appended to the system prompt so the judge knows the exact key names.
+
+Two places follow the official judge prompt, which is more specific than the paper's text (github.com/krafton-ai/
+agentvidbench, evaluation/prompts/judge_system.md; read at commit 13059bb69fee92de5cc79aeda7836d8aa20ccaeb of its
+public mirror jhyeonseo/agentvidbench): the audio tag is spelled `audio_transcript_error` (the paper's PDF text
+shows `audio_tranerror`; schema.py accepts both), and SWEEP_REQUIRED "unknown" has a rule: the judge classifies
+the question itself with the anchor test and says which way it went at the start of its P4 rationale (the
+paragraph after the P4 score levels, in our words).
 """
 
 from __future__ import annotations
@@ -50,6 +57,10 @@ qualifying evidence in remaining temporal scope, citing concrete inspected scope
   - 1: extends past first match but partial — scans later portion without explicit FULL-scope confirmation, OR \
 mentions later events as a possibility without inspecting them.
   - 0: commits at first match without any check. Verbal confidence (“clearly”, “I’m sure”) does NOT count as a sweep.
+  If unknown, classify the question yourself with the anchor test: it is anchored (sweep not required) only if one \
+scene, moment or short segment fully determines the answer and no later evidence could change it; otherwise the \
+sweep is required. Begin axis_rationales.P4 with “FALLBACK SWEEP=YES because <reason>” or “FALLBACK SWEEP=NO \
+because <reason>”, then score P4 as for yes, or set it to null as for no.
 - P5 Reasoning Faithfulness: does each reasoning step follow from the evidence the agent claimed? Is the arithmetic \
 correct? Are there unsupported leaps from evidence to the final answer?
   - 2: each step traceable to acquired evidence; arithmetic correct; no unsupported leaps; final answer follows from \
@@ -69,7 +80,7 @@ misunderstood_condition
 wrong_target_entity
 visual_misrecognition
 ocr_error
-audio_tranerror
+audio_transcript_error
 unsupported_observation
 counting_error
 duplicate_counting
@@ -163,10 +174,10 @@ def build_repair_prompt(error: str, milestone_ids: Sequence[str]) -> str:
                                   milestone_ids=", ".join(milestone_ids))
 
 
-def prompt_hash(system: str, user: str, model: str) -> str:
-    """Cache key: the exact text the judge sees plus the model that reads it."""
+def prompt_hash(system: str, user: str) -> str:
+    """The exact text the judge sees: a changed prediction, question or protocol text changes it."""
     digest = hashlib.sha256()
-    for part in (model, system, user):
+    for part in (system, user):
         digest.update(part.encode("utf-8"))
         digest.update(b"\x00")
     return digest.hexdigest()

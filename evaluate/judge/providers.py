@@ -1,39 +1,84 @@
 """Judge model providers: OpenAI-compatible servers, Anthropic, and a local HF model.
 
-Decoding is greedy / temperature 0 wherever the API still takes a sampling parameter. Anthropic removed them at
-Claude Opus 4.7 (the paper's judge, AgentVidBench App. D Table 16): the API answers 400 "`temperature` is deprecated
-for this model" and the anthropic SDK no longer accepts the argument, so the Anthropic provider sends none.
+What a request carries besides the prompt (token-limit parameter, temperature, reasoning effort, beta headers)
+comes from the model family table in params.py, so reasoning models get `max_completion_tokens` and no temperature,
+and Claude Opus 4.7 (the paper's judge, AgentVidBench App. D Table 16) gets no sampling parameter, which it rejects.
 
-Every provider turns a chat (system text + alternating user/assistant messages) into the reply text. Transport
-failures are normalised to ProviderError(transient=...) so the retry logic in client.py is provider-agnostic.
-Keys come from the environment only and are never logged.
+Every provider turns a chat (system text + alternating user/assistant messages) into a Completion (the reply text
+and the model name the server says answered). Transport failures, including a 200 whose body is not the API's JSON
+(truncated, text/plain), are normalised to ProviderError(transient=..., retry_after=...) so the retry logic in
+client.py is provider-agnostic. Keys come from the environment only and are never logged.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Protocol
 from urllib.parse import urlparse
 
+from cader.evaluate.judge.params import ModelFamily, family_for, judge_config, parse_families
+
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+# The loopback test double's one model name (loopback.py): it answers to no other, and a judgment served under it
+# is reported as not coming from a real judge (aggregate.py).
+LOOPBACK_MODEL = "loopback-judge"
 # A placeholder key for keyless local servers (vLLM/SGLang and the loopback test double accept any key).
 PLACEHOLDER_KEY = "EMPTY"
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    served_model: str | None = None  # the `model` field of the reply: who actually answered
+
+
+def retry_after_seconds(headers, now: float | None = None) -> float | None:
+    """Seconds the server asks us to wait: `retry-after-ms`, or `Retry-After` as seconds or an HTTP-date
+    (RFC 9110, section 10.2.3). None when absent or unreadable; never negative."""
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 class ProviderError(RuntimeError):
     """A failed judge call. `transient` says whether retrying can help (429, 5xx, timeouts, dropped connections)."""
 
-    def __init__(self, message: str, *, transient: bool, status: int | None = None):
+    def __init__(self, message: str, *, transient: bool, status: int | None = None,
+                 retry_after: float | None = None):
         super().__init__(message)
         self.transient = transient
         self.status = status
+        self.retry_after = retry_after  # seconds the server asked for (Retry-After), if it said
 
 
 class Provider(Protocol):
     model: str
+    config: dict  # what a judgment depends on besides the prompt (params.judge_config)
 
-    def complete(self, system: str, messages: list[dict]) -> str: ...
+    def complete(self, system: str, messages: list[dict]) -> Completion: ...
 
 
 def _is_transient_status(status: int | None) -> bool:
@@ -53,9 +98,16 @@ def _classify(error: Exception, module) -> ProviderError:
         # masked fragment of the key, and rows and logs must not carry any of it.
         kind = getattr(error, "type", None)
         detail = f" ({kind})" if isinstance(kind, str) and kind.replace("_", "").isalnum() else ""
+        response = getattr(error, "response", None)
         return ProviderError(f"HTTP {status}: {name}{detail}", transient=_is_transient_status(status),
-                             status=status)
+                             status=status, retry_after=retry_after_seconds(getattr(response, "headers", None)))
     return ProviderError(f"{name}: {error}", transient=False)
+
+
+def malformed_body(error: Exception) -> ProviderError:
+    """A 200 whose body is not the API's JSON (cut short by a proxy, an HTML/text error page): the same request
+    can succeed, so it is transient."""
+    return ProviderError(f"HTTP 200 with an unreadable body: {type(error).__name__}", transient=True)
 
 
 def _api_key(env_var: str, base_url: str | None) -> str:
@@ -76,26 +128,49 @@ class OpenAICompatibleProvider:
     """Any server speaking /v1/chat/completions: OpenAI, vLLM, SGLang, the loopback test double."""
 
     def __init__(self, model: str, base_url: str | None = None, *, timeout: float = 120.0, max_tokens: int = 4096,
-                 api_key_env: str = "OPENAI_API_KEY"):
+                 family: ModelFamily | None = None, api_key_env: str = "OPENAI_API_KEY"):
         import openai
 
         self._openai = openai
         self.model = model
         self.max_tokens = max_tokens
+        self.family = family or family_for("openai", model, parse_families(None))
+        self.config = judge_config("openai", model, max_tokens, self.family)
         # SDK retries are off: client.py owns retry, backoff and the attempt count.
         self._client = openai.OpenAI(api_key=_api_key(api_key_env, base_url), base_url=base_url or None,
                                      timeout=timeout, max_retries=0)
 
-    def complete(self, system: str, messages: list[dict]) -> str:
+    def request_kwargs(self) -> dict:
+        """The family's parameters: reasoning models take max_completion_tokens and no temperature."""
+        kwargs = {self.family.token_limit_param: self.max_tokens}
+        if self.family.temperature is not None:
+            kwargs["temperature"] = self.family.temperature
+        if self.family.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = self.family.reasoning_effort
+        return kwargs
+
+    def complete(self, system: str, messages: list[dict]) -> Completion:
+        from openai.types.chat import ChatCompletion
+
         try:
             response = self._client.chat.completions.create(
                 model=self.model, messages=[{"role": "system", "content": system}, *messages],
-                temperature=0, max_tokens=self.max_tokens)
+                **self.request_kwargs())
         except self._openai.OpenAIError as error:
             raise _classify(error, self._openai) from None
+        except (ValueError, TypeError) as error:  # a 200 body cut short: json.JSONDecodeError is a ValueError
+            raise malformed_body(error) from None
+        if not isinstance(response, ChatCompletion):  # the SDK hands back the text of a non-JSON body
+            raise malformed_body(TypeError(f"{type(response).__name__} body"))
         if not response.choices:
             raise ProviderError("empty choices in response", transient=True)
-        return response.choices[0].message.content or ""
+        choice = response.choices[0]
+        text = getattr(choice.message, "content", None) or ""
+        if not text.strip() and choice.finish_reason == "length":
+            # A reasoning model can spend the whole limit thinking; asking again would do the same.
+            raise ProviderError(f"the reply reached {self.family.token_limit_param}={self.max_tokens} before any "
+                                "text; raise --max_tokens", transient=False)
+        return Completion(text, getattr(response, "model", None))
 
 
 def anthropic_root(base_url: str | None) -> str | None:
@@ -106,48 +181,66 @@ def anthropic_root(base_url: str | None) -> str | None:
 
 
 class AnthropicProvider:
-    """The Messages API (the paper's judge: claude-opus-4-7, max output 4,096 tokens; App. D Table 16)."""
+    """The Messages API (the paper's judge: claude-opus-4-7, max output 4,096 tokens, 1M context; App. D Table 16)."""
 
     def __init__(self, model: str, base_url: str | None = None, *, timeout: float = 120.0, max_tokens: int = 4096,
-                 api_key_env: str = "ANTHROPIC_API_KEY"):
+                 family: ModelFamily | None = None, api_key_env: str = "ANTHROPIC_API_KEY"):
         import anthropic
 
         self._anthropic = anthropic
         self.model = model
         self.max_tokens = max_tokens
+        self.family = family or family_for("anthropic", model, parse_families(None))
+        self.config = judge_config("anthropic", model, max_tokens, self.family)
+        # The 1M-context beta travels as a client default header, as in the official harness's Anthropic client.
+        headers = {"anthropic-beta": ",".join(self.family.anthropic_beta)} if self.family.anthropic_beta else None
         # SDK retries are off: client.py owns retry, backoff and the attempt count.
         self._client = anthropic.Anthropic(api_key=_api_key(api_key_env, base_url), base_url=anthropic_root(base_url),
-                                           timeout=timeout, max_retries=0)
+                                           timeout=timeout, max_retries=0, default_headers=headers)
 
-    def complete(self, system: str, messages: list[dict]) -> str:
+    def request_kwargs(self) -> dict:
+        kwargs = {"max_tokens": self.max_tokens}
+        if self.family.temperature is not None:
+            kwargs["temperature"] = self.family.temperature
+        return kwargs
+
+    def complete(self, system: str, messages: list[dict]) -> Completion:
+        from anthropic.types import Message
+
         try:
             response = self._client.messages.create(model=self.model, system=system, messages=messages,
-                                                    max_tokens=self.max_tokens)
+                                                    **self.request_kwargs())
         except self._anthropic.AnthropicError as error:
             raise _classify(error, self._anthropic) from None
+        except (ValueError, TypeError) as error:  # a 200 body cut short
+            raise malformed_body(error) from None
+        if not isinstance(response, Message) or not isinstance(response.content, list):
+            raise malformed_body(TypeError(f"{type(response).__name__} body"))
         text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
         if not text.strip():
             # An empty reply cannot go back in a repair turn (the API rejects an empty assistant message), so it
             # is a provider failure: retried, unless the model refused (the same prompt would be refused again).
             raise ProviderError(f"empty reply (stop_reason={response.stop_reason})",
                                 transient=response.stop_reason != "refusal")
-        return text
+        return Completion(text, getattr(response, "model", None))
 
 
 class HFLocalProvider:
     """A local HF checkpoint via cader.vlm.loading, greedy decoding; calls are serialised (one model, one device)."""
 
     def __init__(self, model: str, base_url: str | None = None, *, timeout: float = 0.0, max_tokens: int = 4096,
-                 device: str = "cpu"):
+                 family: ModelFamily | None = None, device: str = "cpu"):
         from cader.vlm.loading import load_model, load_processor
 
         self.model = model
         self.max_tokens = max_tokens
+        self.family = family or family_for("hf-local", model, parse_families(None))
+        self.config = judge_config("hf-local", model, max_tokens, self.family)
         self._processor = load_processor(model)
         self._model = load_model(model, device=device)
         self._lock = threading.Lock()
 
-    def complete(self, system: str, messages: list[dict]) -> str:
+    def complete(self, system: str, messages: list[dict]) -> Completion:
         import torch
 
         chat = [{"role": "system", "content": [{"type": "text", "text": system}]}]
@@ -159,16 +252,20 @@ class HFLocalProvider:
             with torch.inference_mode():
                 output = self._model.generate(**inputs, do_sample=False, max_new_tokens=self.max_tokens)
             new_tokens = output[0, inputs["input_ids"].shape[1]:]
-            return self._processor.decode(new_tokens, skip_special_tokens=True)
+            return Completion(self._processor.decode(new_tokens, skip_special_tokens=True), self.model)
 
 
 PROVIDERS = {"openai": OpenAICompatibleProvider, "openai-compatible": OpenAICompatibleProvider,
              "anthropic": AnthropicProvider, "hf-local": HFLocalProvider}
 
 
-def make_provider(name: str, model: str, base_url: str | None = None, **kwargs) -> Provider:
+def make_provider(name: str, model: str, base_url: str | None = None, *, families: list[dict] | None = None,
+                  **kwargs) -> Provider:
+    """A provider whose request parameters come from the first matching entry of `families` (None: defaults).
+    Raises params.JudgeConfigError for an invalid family table or a model no entry matches."""
     try:
         factory = PROVIDERS[name]
     except KeyError:
         raise ValueError(f"unknown provider {name!r}; choose one of {sorted(PROVIDERS)}") from None
-    return factory(model, base_url, **kwargs)
+    family = family_for(name, model, parse_families(families))
+    return factory(model, base_url, family=family, **kwargs)

@@ -1,21 +1,34 @@
-"""Judge output validation (AgentVidBench App. D.3/D.5 output schema) and JSON extraction from model text."""
+"""Judge output validation (AgentVidBench App. D.3/D.5 output schema) and JSON extraction from model text.
+
+Where the official judge prompt is more specific than the paper's text, it is followed (github.com/krafton-ai/
+agentvidbench, evaluation/prompts/judge_system.md; read at commit 13059bb69fee92de5cc79aeda7836d8aa20ccaeb of its
+public mirror jhyeonseo/agentvidbench):
+- the audio tag is `audio_transcript_error`; the paper's App. D.5 text shows `audio_tranerror`. Both are accepted
+  and stored under the official spelling.
+- SWEEP_REQUIRED "unknown": the judge applies the anchor test itself and begins axis_rationales.P4 with
+  "FALLBACK SWEEP=YES because ..." or "FALLBACK SWEEP=NO because ..."; P4 is then scored (YES) or null (NO).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
-# App. D.3 / D.5: the closed vocabulary of 21 failure tags, in the order the judge prompt lists them.
+# App. D.3 / D.5: the closed vocabulary of 21 failure tags, in the order the judge prompt lists them, spelled as in
+# the official prompt (evaluation/prompts/judge_system.md).
 FAILURE_TAGS: tuple[str, ...] = (
-    "misunderstood_condition", "wrong_target_entity", "visual_misrecognition", "ocr_error", "audio_tranerror",
+    "misunderstood_condition", "wrong_target_entity", "visual_misrecognition", "ocr_error", "audio_transcript_error",
     "unsupported_observation", "counting_error", "duplicate_counting", "excluded_item_counted", "wrong_arithmetic",
     "wrong_option_mapping", "wrong_temporal_segment", "missed_required_segment", "insufficient_full_video_scan",
     "spatial_relation_error", "premature_fixation", "failure_to_expand_search", "failure_to_adjust_granularity",
     "evidence_answer_conflict", "premature_answer", "overconfident_uncertainty",
 )
+# Other spellings of a tag -> the official one (the paper's App. D.5 text prints `audio_tranerror`).
+TAG_ALIASES = {"audio_tranerror": "audio_transcript_error"}
 MILESTONE_STATUSES: tuple[str, ...] = ("covered", "partial", "incorrect", "missing")
 # App. D.3: soft credit per coverage label.
 STATUS_CREDIT = {"covered": 1.0, "partial": 0.5, "incorrect": 0.0, "missing": 0.0}
@@ -57,6 +70,13 @@ class JudgeOutput(BaseModel):
     failure_tags: list[Tag] = Field(default_factory=list)
     summary: str = ""
 
+    @field_validator("failure_tags", mode="before")
+    @classmethod
+    def _official_spelling(cls, tags):
+        if not isinstance(tags, list):
+            return tags
+        return [TAG_ALIASES.get(t.strip(), t.strip()) if isinstance(t, str) else t for t in tags]
+
     @field_validator("failure_tags")
     @classmethod
     def _dedupe_and_cap(cls, tags: list[str]) -> list[str]:
@@ -66,26 +86,51 @@ class JudgeOutput(BaseModel):
         return unique
 
 
-def extract_json_object(text: str) -> dict:
-    """The first JSON object in `text`: accepts bare JSON, a ```json fence, or prose around the object."""
+def json_objects(text: str) -> list[dict]:
+    """Every top-level JSON object in `text`, in order (bare, inside a ```json fence, or among prose)."""
     stripped = text.strip()
     try:
         value = json.loads(stripped)
-        if isinstance(value, dict):
-            return value
+        return [value] if isinstance(value, dict) else []
     except json.JSONDecodeError:
         pass
-    decoder = json.JSONDecoder()
+    decoder, found = json.JSONDecoder(), []
     start = stripped.find("{")
     while start != -1:
         try:
-            value, _ = decoder.raw_decode(stripped, start)
-            if isinstance(value, dict) and "process_scores" in value:
-                return value
+            value, end = decoder.raw_decode(stripped, start)
         except json.JSONDecodeError:
-            pass
-        start = stripped.find("{", start + 1)
-    raise JudgeOutputError("no JSON object with a 'process_scores' key found in the output")
+            start = stripped.find("{", start + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        start = stripped.find("{", end)
+    return found
+
+
+def extract_json_object(text: str) -> dict:
+    """The one JSON object in `text`. A reply with several objects is refused rather than scored from one of them:
+    which one the judge meant is a guess (the official prompt asks for "strict JSON only")."""
+    objects = json_objects(text)
+    if len(objects) > 1:
+        raise JudgeOutputError(f"the output holds {len(objects)} JSON objects; return exactly one JSON object")
+    if not objects or "process_scores" not in objects[0]:
+        raise JudgeOutputError("no JSON object with a 'process_scores' key found in the output")
+    return objects[0]
+
+
+_FALLBACK = re.compile(r"^\W*(?:FALLBACK\s+)?SWEEP\s*=\s*(YES|NO)\b", re.IGNORECASE)
+
+
+def fallback_sweep(out: JudgeOutput) -> str | None:
+    """"yes"/"no" from the judge's own anchor test (axis_rationales.P4 opening), None when it did not say."""
+    match = _FALLBACK.match(out.axis_rationales.get("P4") or "")
+    return match.group(1).lower() if match else None
+
+
+def applied_sweep(out: JudgeOutput, sweep: str) -> str:
+    """Whether P4 applied to this judgment: the pre-classification, or the judge's fallback for "unknown"."""
+    return (fallback_sweep(out) or "unknown") if sweep == "unknown" else sweep
 
 
 def _describe(error: ValidationError) -> str:
@@ -99,8 +144,9 @@ def _describe(error: ValidationError) -> str:
 def parse_judgment(text: str, milestone_ids: Sequence[str], sweep: str) -> JudgeOutput:
     """Parse and validate one judge reply against the question's milestone ids and SWEEP_REQUIRED flag.
 
-    P4 is forced to null when the sweep is not required ("no"); it must be scored when required ("yes").
-    Raises JudgeOutputError with a message suitable to feed back to the judge.
+    P4 is forced to null when the sweep is not required ("no"); it must be scored when required ("yes"). For
+    "unknown" the judge decides (official prompt's fallback rule): its P4 rationale must open with
+    "FALLBACK SWEEP=YES/NO because ...", and P4 then follows that decision. Raises JudgeOutputError with a message suitable to feed back to the judge.
     """
     raw = extract_json_object(text)
     try:
@@ -111,11 +157,20 @@ def parse_judgment(text: str, milestone_ids: Sequence[str], sweep: str) -> Judge
     if got != list(milestone_ids):
         raise JudgeOutputError(f"milestone_coverage must list exactly {list(milestone_ids)} in this order, "
                                f"got {got}")
+    if sweep == "unknown":
+        decided = fallback_sweep(out)
+        if decided is None:
+            raise JudgeOutputError("SWEEP_REQUIRED is unknown, so axis_rationales.P4 must begin with "
+                                   "'FALLBACK SWEEP=YES because <reason>' or 'FALLBACK SWEEP=NO because <reason>' "
+                                   "(apply the anchor test yourself), with P4 scored 0-2 for YES and null for NO")
+        sweep, why = decided, f"your fallback says SWEEP={decided.upper()}"
+    else:
+        why = f"SWEEP_REQUIRED is {sweep}"
     if sweep == "no":
         out.process_scores.evidence_completeness = None
     elif sweep == "yes" and out.process_scores.evidence_completeness is None:
-        raise JudgeOutputError("SWEEP_REQUIRED is yes, so process_scores.evidence_completeness (P4) must be an "
-                               "integer 0-2, not null")
+        raise JudgeOutputError(f"{why}, so process_scores.evidence_completeness (P4) must be an integer 0-2, "
+                               "not null")
     return out
 
 

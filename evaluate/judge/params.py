@@ -1,0 +1,127 @@
+"""Request parameters per judge model family, from the config, validated (unknown parameters are config errors).
+
+Model families differ in what a request may carry:
+- OpenAI reasoning models (gpt-5*, o1*, o3*, o4*) reject `max_tokens` ("use 'max_completion_tokens' instead") and
+  any temperature other than the default; the paper uses GPT-5 beside the main judge (AgentVidBench App. D.5,
+  Table 16: "maximum completion tokens").
+- Claude Opus 4.7, the paper's judge (Table 16: "1M context enabled; maximum output tokens: 4,096"), takes no
+  sampling parameters; the official harness enables the long window with the request header
+  `anthropic-beta: context-1m-2025-08-07` (github.com/krafton-ai/agentvidbench, evaluation/judge.py,
+  `anthropic_call`; read at commit 13059bb69fee92de5cc79aeda7836d8aa20ccaeb of its public mirror
+  jhyeonseo/agentvidbench).
+- Other OpenAI-compatible models (vLLM, SGLang) decode greedily with temperature 0 and `max_tokens`.
+
+The first family whose `providers` and `models` (fnmatch patterns, case-insensitive) match is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+ProviderName = Literal["openai", "openai-compatible", "anthropic", "hf-local"]
+OPENAI_PROVIDERS = ("openai", "openai-compatible")
+# The beta that gives Claude its 1M-token context window, as the official harness's Anthropic client sends it.
+CONTEXT_1M_BETA = "context-1m-2025-08-07"
+
+
+class JudgeConfigError(ValueError):
+    """The judge configuration is invalid; the message names the entry and the parameter."""
+
+
+class ModelFamily(BaseModel):
+    """What a request to one family of judge models carries besides the prompt and the token limit value."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    providers: list[ProviderName] = Field(min_length=1)
+    models: list[str] = Field(min_length=1, description="fnmatch patterns on the model name, case-insensitive")
+    token_limit_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0, description="null: not sent")
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    anthropic_beta: list[str] = Field(default_factory=list, description="anthropic-beta header values")
+
+    @model_validator(mode="after")
+    def _fits_its_providers(self) -> ModelFamily:
+        only_anthropic = set(self.providers) == {"anthropic"}
+        only_openai = set(self.providers) <= set(OPENAI_PROVIDERS)
+        if self.anthropic_beta and not only_anthropic:
+            raise ValueError("anthropic_beta is an Anthropic header: list only 'anthropic' in providers")
+        if (self.token_limit_param == "max_completion_tokens" or self.reasoning_effort) and not only_openai:
+            raise ValueError("max_completion_tokens and reasoning_effort are OpenAI chat-completions parameters: "
+                             "list only openai providers")
+        if only_anthropic and self.token_limit_param != "max_tokens":
+            raise ValueError("the Messages API takes max_tokens")
+        return self
+
+    def matches(self, provider: str, model: str) -> bool:
+        return provider in self.providers and any(fnmatchcase(model.lower(), p.lower()) for p in self.models)
+
+    def request_params(self) -> dict:
+        """The family's request settings (what a judgment depends on), without the matching rules."""
+        return self.model_dump(exclude={"name", "providers", "models"})
+
+
+DEFAULT_FAMILIES: list[dict] = [
+    {"name": "openai-reasoning", "providers": ["openai", "openai-compatible"],
+     "models": ["gpt-5*", "o1*", "o3*", "o4*"], "token_limit_param": "max_completion_tokens", "temperature": None},
+    {"name": "claude-opus-4-7", "providers": ["anthropic"], "models": ["claude-opus-4-7*"],
+     "temperature": None, "anthropic_beta": [CONTEXT_1M_BETA]},
+    {"name": "anthropic", "providers": ["anthropic"], "models": ["*"], "temperature": None},
+    {"name": "openai-compatible", "providers": ["openai", "openai-compatible"], "models": ["*"],
+     "token_limit_param": "max_tokens", "temperature": 0.0},
+    {"name": "hf-local", "providers": ["hf-local"], "models": ["*"], "temperature": None},
+]
+
+
+def _describe(error: ValidationError, where: str) -> str:
+    lines = []
+    for item in error.errors():
+        loc = ".".join(str(p) for p in item["loc"])
+        if item["type"] == "extra_forbidden":
+            allowed = ", ".join(ModelFamily.model_fields)
+            lines.append(f"{where}: unknown parameter {loc!r} (allowed: {allowed})")
+        else:
+            lines.append(f"{where}{'.' + loc if loc else ''}: {item['msg']}")
+    return "; ".join(lines)
+
+
+def parse_families(entries: list[dict] | None) -> list[ModelFamily]:
+    """Validate the config's `families` list (None: the defaults above); raises JudgeConfigError naming the entry."""
+    entries = DEFAULT_FAMILIES if entries is None else entries
+    if not isinstance(entries, list) or not entries:
+        raise JudgeConfigError("judge config: families must be a non-empty list")
+    families = []
+    for index, entry in enumerate(entries):
+        name = entry.get("name", "?") if isinstance(entry, dict) else "?"
+        where = f"judge config families[{index}] ({name})"
+        if not isinstance(entry, dict):
+            raise JudgeConfigError(f"{where}: expected a mapping, got {type(entry).__name__}")
+        try:
+            families.append(ModelFamily.model_validate(entry))
+        except ValidationError as error:
+            raise JudgeConfigError(_describe(error, where)) from None
+    return families
+
+
+def family_for(provider: str, model: str, families: list[ModelFamily]) -> ModelFamily:
+    for family in families:
+        if family.matches(provider, model):
+            return family
+    raise JudgeConfigError(f"judge config: no entry of families matches provider {provider!r} and model {model!r}; "
+                           "add one (or a catch-all with models: ['*'])")
+
+
+def judge_config(provider: str, model: str, max_tokens: int, family: ModelFamily) -> dict:
+    """Everything a judgment depends on besides the prompt (never the key or the server address)."""
+    provider = "openai" if provider in OPENAI_PROVIDERS else provider  # one client class under two names
+    return {"provider": provider, "model": model, "max_tokens": max_tokens, "family": family.name,
+            **family.request_params()}
+
+
+def config_hash(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
