@@ -3,7 +3,9 @@
 import math
 
 import pytest
-from cader.evaluate.method.parsing import parse_answer, parse_time, parse_window, split_thinking
+from cader.evaluate.method.parsing import parse_time, parse_window, split_thinking
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 LETTERS = ["A", "B", "C", "D"]
 
@@ -82,40 +84,86 @@ def test_split_thinking():
 
 
 @pytest.mark.parametrize(
-    "text, letter, how",
+    "text, expected, how, n_windows",
     [
-        ("<answer>C</answer>", "C", "answer_tag"),
-        ("<think>A or B? I pick <answer>A</answer></think>Final: <answer>(B)</answer>", "B", "answer_tag"),
-        ("<answer>c</answer>", "C", "answer_tag"),
-        ("<answer>B. the red car</answer>", "B", "answer_tag"),
-        ("D", "D", "bare_letter"),
-        ("(B).", "B", "bare_letter"),
-        ("After watching, the answer is C because ...", "C", "answer_is"),
-        ("I think B. the dog is right", "B", "option_marker"),
-        ("A man walks; option C fits", "C", "last_letter"),
+        # units: minutes and hours are converted; a bare number takes its partner's unit
+        ("It happens from 2 to 3 minutes into the video.", (120.0, 180.0), "prose", 1),
+        ('"relevant_windows": [["1.5 min", "2 min"]]', (90.0, 120.0), "keyed", 1),
+        ("[1, 2 h]", (3600.0, 7200.0), "bracket", 1),
+        ('"relevant_windows": [["1:00", "90s"]]', (60.0, 90.0), "keyed", 1),
+        # the last keyed list wins (an echoed template or a draft comes first); its first window is used
+        (
+            'Format: "relevant_windows": [["<start_seconds>", "<end_seconds>"]]\n"relevant_windows": [[5, 15]]',
+            (5.0, 15.0),
+            "keyed",
+            1,
+        ),
+        ('"relevant_windows": [[10, 20]] no wait "relevant_windows": [[30, 45]]', (30.0, 45.0), "keyed", 1),
+        ('"relevant_windows": [[10, 20], [30, 40]]', (10.0, 20.0), "keyed", 2),
+        ('{"relevant_window": [12, 40]}', (12.0, 40.0), "keyed", 1),
+        # the same bare window written twice is still one window
+        ("[100, 160], i.e. [100, 160]", (100.0, 160.0), "bracket", 1),
     ],
 )
-def test_answer_formats(text, letter, how):
-    p = parse_answer(text, LETTERS)
-    assert (p.letter, p.how) == (letter, how)
+def test_window_units_last_keyed_and_counts(text, expected, how, n_windows):
+    parsed = parse_window(text, 10_000.0)
+    assert (parsed.window, parsed.how, parsed.n_windows) == (expected, how, n_windows)
+    assert parsed.to_dict()["n_windows"] == n_windows
 
 
-def test_answer_restricted_to_valid_letters():
-    assert parse_answer("<answer>E</answer>", LETTERS).letter is None
-    assert parse_answer("<answer>E</answer> so B", LETTERS).letter == "B"
-    assert parse_answer("Z", LETTERS).letter is None
-    assert parse_answer("Z", [chr(ord("A") + i) for i in range(26)]).letter == "Z"
-    none = parse_answer("no idea at all", LETTERS)
-    assert none.letter is None and none.reason == "no_valid_letter"
-    assert parse_answer("", LETTERS).reason == "empty_output"
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("Tried [2100, 2130] already, so now [2300, 2330].", "ambiguous_bracket_windows:2"),
+        ("either from 10 to 20 or from 30 to 40", "ambiguous_prose_windows:2"),
+        # the answer part is ambiguous: the thinking text is not consulted
+        ("<think>[40, 55]</think> [1, 2] or [3, 4]", "ambiguous_bracket_windows:2"),
+    ],
+)
+def test_window_ambiguous_prose_gives_none(text, reason):
+    parsed = parse_window(text, 3600.0)
+    assert parsed.window is None and parsed.reason == reason
 
 
-def test_answer_thinking_truncated_searches_whole_text():
-    # a closed think block with nothing after it: fall back to the thinking text
-    assert parse_answer("<think>it must be <answer>D</answer></think>", LETTERS).letter == "D"
+# (template, takes clock times): a clock time carries its own scale, so it is not combined with a unit
+FORMATS = [
+    ('"relevant_windows": [["{s}", "{e}"]]', True),
+    ('```json\n{{"relevant_windows": [[{s}, {e}]]}}\n```', True),
+    ("\"relevant_windows\": [['{s}s', '{e} seconds']]", False),
+    ("The evidence is at [{s}, {e}].", True),
+    ("It happens from {s} to {e} seconds.", False),
+    ("between {s}s and {e}s", False),
+]
 
 
-def test_parsers_are_deterministic():
-    text = "x A y B z <answer>C</answer> [3, 9]"
-    assert {parse_answer(text, LETTERS) for _ in range(5)} == {parse_answer(text, LETTERS)}
-    assert {parse_window(text, 50) for _ in range(5)} == {parse_window(text, 50)}
+def clock(t: int) -> str:
+    return f"{t // 60}:{t % 60:02d}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    start=st.integers(0, 7000),
+    width=st.integers(0, 600),
+    form=st.sampled_from(FORMATS),
+    thinking=st.sampled_from(["", "<think>maybe [1, 2] or [5, 9]?</think>", "<think>from 3 to 4</think>\n"]),
+    use_clock=st.booleans(),
+)
+def test_generated_windows_parse_to_their_numbers(start, width, form, thinking, use_clock):
+    end = start + width
+    template, takes_clock = form
+    write = clock if use_clock and takes_clock else str
+    reply = thinking + template.format(s=write(start), e=write(end))
+    parsed = parse_window(reply, 8000.0)
+    assert parsed.window == (float(start), float(end)), reply
+    assert not parsed.swapped and not parsed.clipped
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=200), duration=st.floats(0.5, 1e5))
+def test_any_text_gives_a_window_inside_the_video_or_a_reason(text, duration):
+    parsed = parse_window(text, duration)
+    if parsed.window is None:
+        assert parsed.reason
+    else:
+        lo, hi = parsed.window
+        assert 0.0 <= lo <= hi <= duration and parsed.reason is None

@@ -1,0 +1,275 @@
+"""The final letter (C.4): real-looking model outputs, and properties over generated answers with a known letter."""
+
+import string
+
+import pytest
+from cader.evaluate.method.parsing import parse_answer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+L4 = list("ABCD")
+L5 = list("ABCDE")
+L26 = list(string.ascii_uppercase)
+
+# (reply, valid letters, letter or None, how or the reason's tail). Written to look like Qwen3-VL-style replies to the
+# C.4 prompt ("After thinking, output your answer in this format: <answer>X</answer>").
+REAL_OUTPUTS = [
+    # the prose cases that used to give the first character of the prose
+    ("<answer>Based on the clip, the answer is C.</answer>", L4, "C", "answer_tag/tail"),
+    ("<answer>After watching, D</answer>", L4, "D", "answer_tag/prose"),
+    ("<answer>Clearly E</answer>", L5, "E", "answer_tag/prose"),
+    ("<answer>Clearly E</answer>", L4, None, "no_valid_letter"),
+    # the letter standing alone, in every dress
+    (
+        "<think>\nThe man picks up the red cup at 2310s.\n</think>\n\n<answer>C</answer>",
+        L4,
+        "C",
+        "answer_tag/alone",
+    ),
+    ("<answer>(C)</answer>", L26, "C", "answer_tag/alone"),
+    ("<answer>C.</answer>", L26, "C", "answer_tag/alone"),
+    ("<answer>C)</answer>", L26, "C", "answer_tag/alone"),
+    ("<answer> **B** </answer>", L4, "B", "answer_tag/alone"),
+    ("<answer>\nc\n</answer>", L4, "C", "answer_tag/alone"),
+    ("<ANSWER>D</ANSWER>", L4, "D", "answer_tag/alone"),
+    ("<answer>Answer: C</answer>", L26, "C", "answer_tag/alone"),
+    ("<answer>option C</answer>", L26, "C", "answer_tag/alone"),
+    ("<answer>The final answer is (B).</answer>", L4, "B", "answer_tag/alone"),
+    ("<answer>I</answer>", L26, "I", "answer_tag/alone"),
+    ("<answer>A</answer>", L4, "A", "answer_tag/alone"),
+    # a label and then the option text or a reason
+    ("<answer>C: The man waves goodbye</answer>", L26, "C", "answer_tag/lead"),
+    ("<answer>B. the red car</answer>", L4, "B", "answer_tag/lead"),
+    ("<answer>(D) A woman opens the door</answer>", L4, "D", "answer_tag/lead"),
+    ("<answer>A. A man walks in</answer>", L4, "A", "answer_tag/lead"),
+    ("<answer>Answer: B. I saw it at 12s</answer>", L26, "B", "answer_tag/lead"),
+    ("<answer>Z - the last option</answer>", L26, "Z", "answer_tag/lead"),
+    # prose naming one letter
+    ("<answer>The correct option is D because the cup is red.</answer>", L4, "D", "answer_tag/prose"),
+    ("<answer>I think it is C</answer>", L26, "C", "answer_tag/prose"),
+    ("<answer>I'm fairly sure it's B, given the scene</answer>", L26, "B", "answer_tag/prose"),
+    ("<answer>After checking the T-shirt colour, option B</answer>", L26, "B", "answer_tag/tail"),
+    ("<answer>option A is right</answer>", L4, "A", "answer_tag/prose"),
+    ("<answer>The answer is not C, it is D</answer>", L4, "D", "answer_tag/prose"),
+    ("<answer>Either A.I. or Q</answer>", L26, "Q", "answer_tag/prose"),
+    # the last tag wins, wherever the earlier ones are
+    (
+        "<think>A or B? I pick <answer>A</answer></think>Final: <answer>(B)</answer>",
+        L4,
+        "B",
+        "answer_tag/alone",
+    ),
+    ("<answer>B</answer>\nWait, on reflection: <answer>C</answer>", L4, "C", "answer_tag/alone"),
+    ("<answer>A</answer><answer>It could be either</answer>", L4, None, "answer_tag:no_valid_letter"),
+    # no tag: the single-letter fallback on the reply after the reasoning
+    ("D", L4, "D", "reply/alone"),
+    ("(B).", L4, "B", "reply/alone"),
+    ("<think>hmm</think>\nThe answer is C.", L4, "C", "reply/alone"),
+    ("<think>hmm</think>\nThe man lifts the cup, so the answer is C.", L4, "C", "reply/tail"),
+    ("<think>it must be <answer>D</answer></think>", L4, "D", "thinking_tag/alone"),
+    ("<think>it must be <answer>D</answer></think> I cannot decide.", L4, "D", "thinking_tag/alone"),
+    ("<answer>C", L4, "C", "answer_tag/alone"),  # cut off before the closing tag
+    # nothing unambiguous: no letter (the caller keeps A1 and flags it)
+    ("<answer>A red car</answer>", L4, None, "ambiguous_word:A"),
+    ("<answer>A is correct</answer>", L4, None, "ambiguous_word:A"),
+    ("<answer>A man walks in, so C</answer>", L4, None, "ambiguous_word:A"),
+    ("<answer>I would say B or D</answer>", L4, None, "ambiguous_letters:B,D"),
+    ("<answer>I guess the bag</answer>", L26, None, "no_valid_letter"),
+    ("<answer>I saw nothing</answer>", L26, None, "no_valid_letter"),
+    ("<answer>I wave</answer>", L26, None, "ambiguous_word:I"),
+    ("<answer>Neither C nor D</answer>", L4, None, "no_valid_letter"),
+    ("<answer>X</answer>", L4, None, "invalid_letter:X"),
+    ("<answer>E</answer> so B", L4, None, "invalid_letter:E"),
+    ("<answer>E. the blue one</answer>", L4, None, "invalid_letter:E"),
+    ("<answer></answer>", L4, None, "empty_answer"),
+    ("<think>B looks likely, but let me check", L4, None, "reply:empty_answer"),
+    ("no idea at all", L4, None, "reply:no_valid_letter"),
+    ("", L4, None, "empty_output"),
+    (None, L4, None, "empty_output"),
+]
+
+
+@pytest.mark.parametrize("text, letters, letter, how", REAL_OUTPUTS)
+def test_real_looking_outputs(text, letters, letter, how):
+    parsed = parse_answer(text, letters)
+    assert parsed.letter == letter
+    if letter is None:
+        assert parsed.how is None and parsed.reason.endswith(how)
+    else:
+        assert parsed.how == how and parsed.reason is None
+
+
+# ---- generated answers ----------------------------------------------------------------------------------------
+LOWER_WORDS = [
+    "the",
+    "man",
+    "red",
+    "cup",
+    "walks",
+    "into",
+    "room",
+    "after",
+    "scene",
+    "shows",
+    "clearly",
+    "door",
+]
+CAPITAL_WORDS = [
+    "Based",
+    "After",
+    "Clearly",
+    "Looking",
+    "The",
+    "Given",
+    "Considering",
+    "Overall",
+    "Dog",
+    "Car",
+]
+NEUTRAL_THINKING = st.lists(
+    st.sampled_from(LOWER_WORDS + CAPITAL_WORDS + list(string.ascii_uppercase)), max_size=12
+)
+
+
+@st.composite
+def letters_and_target(draw):
+    n = draw(st.integers(2, 26))
+    letters = L26[:n]
+    return letters, draw(st.sampled_from(letters))
+
+
+def lower_text(draw, min_size=0):
+    return " ".join(draw(st.lists(st.sampled_from(LOWER_WORDS), min_size=min_size, max_size=6)))
+
+
+def prose_text(draw, min_size=1):
+    """Prose whose only standalone capitals are none at all: capitalised words never stand alone."""
+    words = draw(st.lists(st.sampled_from(LOWER_WORDS + CAPITAL_WORDS), min_size=min_size, max_size=8))
+    return " ".join(words)
+
+
+@st.composite
+def alone_form(draw, letter):
+    """The letter standing alone, as the issue lists the forms, plus bold, brackets and a lowercase letter."""
+    template = draw(
+        st.sampled_from(
+            [
+                "{L}",
+                "({L})",
+                "{L}.",
+                "{L})",
+                "[{L}]",
+                "**{L}**",
+                "{l}",
+                "Answer: {L}",
+                "option {L}",
+                "Option ({L})",
+                "The answer is {L}.",
+                "answer: {l}",
+            ]
+        )
+    )
+    return template.format(L=letter, l=letter.lower())
+
+
+@st.composite
+def lead_form(draw, letter):
+    template = draw(st.sampled_from(["{L}: {t}", "{L}. {t}", "({L}) {t}", "{L}) {t}", "Answer: {L}. {t}"]))
+    # after the label anything may follow, even other capitals and letters
+    tail = draw(st.lists(st.sampled_from(LOWER_WORDS + CAPITAL_WORDS + L26), min_size=1, max_size=6))
+    return template.format(L=letter, t=" ".join(tail))
+
+
+@st.composite
+def prose_form(draw, letter):
+    """Prose with exactly one standalone capital, the letter, never first. After the letter only punctuation or a
+    comma clause follows, so an "A" or "I" does not read as a word."""
+    head = prose_text(draw)
+    joiner = draw(st.sampled_from([" ", ", ", ": the answer is ", " so ", ", it is option "]))
+    after = draw(st.sampled_from(["", ".", "!", ", " + lower_text(draw, 1), ". " + prose_text(draw)]))
+    return f"{head}{joiner}{letter}{after}"
+
+
+@st.composite
+def tagged_reply(draw, content):
+    """`content` in the last <answer> tag, with varied tag case and spacing, decoy tags and letters before it, and an
+    optional thinking block."""
+    open_tag = draw(st.sampled_from(["<answer>", "<ANSWER>", "<Answer>", "< answer >"]))
+    close_tag = draw(st.sampled_from(["</answer>", "</ANSWER>", "</ answer>"]))
+    pad = draw(st.sampled_from(["", " ", "\n", "\n  "]))
+    reply = f"{open_tag}{pad}{content}{pad}{close_tag}"
+    decoys = draw(st.lists(st.sampled_from(L26 + ["no idea", "B or C"]), max_size=2))
+    before = "".join(f"<answer>{d}</answer> hmm, wait. " for d in decoys)
+    reply = before + reply
+    if draw(st.booleans()):
+        thinking = " ".join(draw(NEUTRAL_THINKING))
+        decoy = draw(st.sampled_from(["", " <answer>Q</answer>", " <answer>A</answer>"]))
+        reply = f"<think>{thinking}{decoy}</think>{draw(st.sampled_from(['', chr(10), chr(10) * 2]))}{reply}"
+    return reply + draw(st.sampled_from(["", "\n", " Hope this helps."]))
+
+
+FORMS = {"alone": alone_form, "lead": lead_form, "prose": prose_form}
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(data=st.data(), case=letters_and_target(), form=st.sampled_from(sorted(FORMS)))
+def test_generated_answer_gives_its_letter(data, case, form):
+    letters, letter = case
+    content = data.draw(FORMS[form](letter))
+    reply = data.draw(tagged_reply(content))
+    parsed = parse_answer(reply, letters)
+    assert parsed.letter == letter, (reply, parsed)
+    assert parsed.how.startswith("answer_tag/")
+
+
+@SETTINGS
+@given(data=st.data(), case=letters_and_target())
+def test_untagged_reply_after_thinking_gives_its_letter(data, case):
+    letters, letter = case
+    content = data.draw(st.one_of(alone_form(letter), lead_form(letter), prose_form(letter)))
+    thinking = " ".join(data.draw(NEUTRAL_THINKING))
+    parsed = parse_answer(f"<think>{thinking}</think>\n{content}", letters)
+    assert parsed.letter == letter and parsed.how.startswith("reply/")
+
+
+@SETTINGS
+@given(data=st.data(), n=st.integers(3, 26))
+def test_prose_naming_two_letters_gives_none(data, n):
+    letters = L26[:n]
+    first, second = data.draw(st.lists(st.sampled_from(letters), min_size=2, max_size=2, unique=True))
+    joiner = data.draw(st.sampled_from([" or ", " and ", ", maybe ", "; perhaps "]))
+    content = f"{prose_text(data.draw)} {first}{joiner}{second}."
+    parsed = parse_answer(data.draw(tagged_reply(content)), letters)
+    assert parsed.letter is None and parsed.reason.startswith("answer_tag:")
+
+
+@SETTINGS
+@given(data=st.data(), n=st.integers(2, 25))
+def test_a_letter_that_is_not_an_option_gives_none(data, n):
+    letters = L26[:n]
+    outside = data.draw(st.sampled_from(L26[n:]))
+    content = data.draw(st.one_of(alone_form(outside), lead_form(outside)))
+    parsed = parse_answer(data.draw(tagged_reply(content)), letters)
+    assert parsed.letter is None and "invalid_letter" in parsed.reason
+
+
+@SETTINGS
+@given(
+    case=letters_and_target(),
+    head=st.sampled_from(CAPITAL_WORDS),
+    words=st.lists(st.sampled_from(LOWER_WORDS)),
+)
+def test_never_the_first_character_of_prose(case, head, words):
+    letters, letter = case
+    prose = " ".join([head, *words])
+    parsed = parse_answer(f"<answer>{prose}, {letter}</answer>", letters)
+    assert parsed.letter == letter
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=200), n=st.integers(1, 26))
+def test_any_text_gives_a_valid_letter_or_a_reason(text, n):
+    parsed = parse_answer(text, L26[:n])
+    assert (parsed.letter in L26[:n] and parsed.reason is None) or (parsed.letter is None and parsed.reason)
+    assert parse_answer(text, L26[:n]) == parsed  # deterministic
