@@ -9,6 +9,7 @@ import pytest
 from cader.evaluate.benchmarks import BenchmarkError, UnknownBenchmarkError, load_benchmark
 from cader.evaluate.benchmarks.base import RowError, answer_letter, strip_letter_prefixes
 from cader.evaluate.benchmarks.lvbench import parse_time_reference, split_options
+from cader.evaluate.benchmarks.mlvu import NO_MATCH
 from cader.evaluate.benchmarks.synth_data import make_synthetic_data
 
 
@@ -65,11 +66,18 @@ def test_videomme_answer_outside_letters(root):
     assert len(samples) == 2 and "not one of the letters" in error.reason
 
 
-def test_mlvu_answer_not_among_candidates_and_bad_json_file(root):
+def test_mlvu_keeps_odd_rows_as_the_official_scorer_does_and_reports_bad_json_file(root):
     files = sorted((root / "mlvu" / "MLVU" / "json").glob("[1-7]_*.json"))
     _rewrite_json(files[0], lambda rows: rows[0].update(answer="chartreuse"))
-    samples, error = _one_error("mlvu_dev", root, files[0].name, 0)
-    assert len(samples) == 2 and "matches none" in error.reason
+    _rewrite_json(
+        files[1], lambda rows: rows[0].update(candidates=["red", "red", "blue", "red"], answer="red")
+    )
+    samples, errors = load_benchmark("mlvu_dev", root)
+    assert errors == [] and len(samples) == 3
+    missing = next(s for s in samples if s.sample_id == f"{files[0].stem}-0")
+    assert missing.answer == NO_MATCH and missing.meta["answer_not_in_options"] is True
+    duplicate = next(s for s in samples if s.sample_id == f"{files[1].stem}-0")
+    assert duplicate.answer == "D" and duplicate.meta["duplicate_options"] is True  # the last equal candidate
     files[1].write_text("{not json")
     _, errors = load_benchmark("mlvu_dev", root)
     assert any(e.file.endswith(files[1].name) and e.row is None for e in errors)
@@ -90,7 +98,7 @@ def test_longvideobench_bad_correct_choice_and_missing_field(root):
 
 
 def test_lvbench_bad_line_and_bad_qa(root):
-    path = root / "lvbench" / "video_info.meta.jsonl"
+    path = root / "lvbench" / "data" / "video_info.meta.jsonl"
     _rewrite_jsonl(path, lambda rows: rows[0]["qa"][1].update(question="no options here"))
     path.write_text(path.read_text() + "{broken\n")
     samples, errors = load_benchmark("lvbench", root)
@@ -115,15 +123,23 @@ def test_videoevalpro_falls_back_to_answer_text(root):
     assert errors == [] and samples[0].options[ord(samples[0].answer) - 65] == samples[0].meta["answer_text"]
 
 
-def test_agentvidbench_unknown_video_and_duplicate_id(root):
+def test_agentvidbench_missing_video_path_and_duplicate_id(root):
     def edit(rows):
-        rows[0]["video_id"] = "v999"
+        del rows[0]["video_path"]
         rows[2]["question_id"] = rows[1]["question_id"]
 
     _rewrite_jsonl(root / "agentvidbench" / "questions.jsonl", edit)
     samples, errors = load_benchmark("agentvidbench", root)
     assert len(samples) == 1
-    assert [(e.row, e.reason.split(" ")[0]) for e in errors] == [(1, "video_id"), (3, "duplicate")]
+    assert [(e.row, e.reason.split(" ")[0]) for e in errors] == [(1, "missing"), (3, "duplicate")]
+
+
+def test_agentvidbench_bad_video_table_rows_are_counted(root):
+    path = root / "agentvidbench" / "videos.jsonl"
+    _rewrite_jsonl(path, lambda rows: rows[1].update(duration="about ten minutes"))
+    samples, error = _one_error("agentvidbench", root, "videos.jsonl", 2)
+    assert len(samples) == 3 and "H:MM:SS" in error.reason
+    assert samples[1].duration is None and samples[1].meta["duration_source"] == "not in video table"
 
 
 def test_synthetic_missing_answer_and_non_list_options(root):
@@ -180,3 +196,101 @@ def test_lvbench_parsers():
     assert parse_time_reference("01:05-1:02:03") == [65.0, 3723.0]
     assert parse_time_reference("00:10-00:05") is None
     assert parse_time_reference(None) is None and parse_time_reference("soon") is None
+
+
+# Where each loader reads the question text, the options and the video path of its first row, and how the error
+# for that row is named: (benchmark, annotation file, question field, options field, video field, error row).
+FIRST_ROW = {
+    "videomme_long": ("videomme/videomme/test-00000-of-00001.parquet", "question", "options", "videoID", 0),
+    "mlvu_dev": ("mlvu/MLVU/json/1_plotQA.json", "question", "candidates", "video", 0),
+    "longvideobench_val": ("longvideobench/lvb_val.json", "question", "candidates", "video_path", 0),
+    "videoevalpro_mcq": ("videoevalpro/data/test-00000-of-00001.parquet", "question", "options", "video", 0),
+    "agentvidbench": ("agentvidbench/questions.jsonl", "question_text", "options", "video_path", 1),
+    "synthetic": ("synthetic/test.jsonl", "question", "options", "video", 1),
+}
+
+
+def _edit_first_row(root, name, field, value):
+    file, *_ = FIRST_ROW[name]
+    path = root / file
+
+    def edit(rows):
+        rows[0][field] = value(rows[0][field]) if callable(value) else value
+
+    {".parquet": _rewrite_parquet, ".json": _rewrite_json, ".jsonl": _rewrite_jsonl}[path.suffix](path, edit)
+    return path
+
+
+def _first_row_error(root, name, field, value):
+    clean, _ = load_benchmark(name, root)
+    path = _edit_first_row(root, name, field, value)
+    samples, errors = load_benchmark(name, root)
+    assert len(errors) == 1, errors
+    assert errors[0].file.endswith(path.name) and errors[0].row == FIRST_ROW[name][4]
+    assert len(samples) == len(clean) - 1
+    return errors[0].reason
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_ROW))
+@pytest.mark.parametrize("bad", ["", "   ", None, float("nan")])
+def test_empty_or_missing_question_text_is_a_counted_row_error(root, name, bad):
+    if isinstance(bad, float) and name in ("videomme_long", "videoevalpro_mcq"):
+        bad = None  # a NaN written by pandas into a string column reads back from parquet as null
+    reason = _first_row_error(root, name, FIRST_ROW[name][1], bad)
+    assert "question" in reason or "missing" in reason
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_ROW))
+def test_an_empty_option_is_a_counted_row_error(root, name):
+    def blank_second(options):
+        return [options[0], "  ", *options[2:]]
+
+    reason = _first_row_error(root, name, FIRST_ROW[name][2], blank_second)
+    assert "empty" in reason
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_ROW))
+@pytest.mark.parametrize(
+    "escape", ["../../../outside.mp4", "/etc/passwd", "C:\\videos\\x.mp4", "..\\..\\x.mp4"]
+)
+def test_a_video_path_leaving_the_data_root_is_a_counted_row_error(root, name, escape):
+    if name == "videomme_long":  # the row names the video by id; the loader adds data/ and the suffix
+        escape = escape.removesuffix(".mp4")
+    reason = _first_row_error(root, name, FIRST_ROW[name][3], escape)
+    assert "absolute" in reason or "outside" in reason or "leaves" in reason
+
+
+def test_lvbench_key_leaving_the_data_root_loses_that_video_only(root):
+    path = root / "lvbench" / "data" / "video_info.meta.jsonl"
+    clean, _ = load_benchmark("lvbench", root)
+    _rewrite_jsonl(path, lambda rows: rows[0].update(key="../../x"))
+    samples, error = _one_error("lvbench", root, "video_info.meta.jsonl", 1)
+    assert len(samples) == len(clean) - 2 and "leaves the data root" in error.reason
+
+
+def test_lvbench_empty_question_and_option_beyond_z(root):
+    path = root / "lvbench" / "data" / "video_info.meta.jsonl"
+    many = (
+        "Q?" + "".join(f"\n({letter}) o{letter}" for letter in "ABCDEFGHIJKLMNOPQRSTUVWXYZ") + "\n(AA) extra"
+    )
+
+    def edit(rows):
+        rows[0]["qa"][0]["question"] = "\n(A) x\n(B) y"
+        rows[0]["qa"][1]["question"] = many
+        rows[1]["qa"][0]["question"] = "Q?\n(A) x\n(B) \n(C) z"
+
+    _rewrite_jsonl(path, edit)
+    _, errors = load_benchmark("lvbench", root)
+    assert [(e.row, e.reason) for e in errors] == [
+        ("1/qa[0]", "question is empty"),
+        ("1/qa[1]", "more than 26 options (an option lettered beyond Z)"),
+        ("2/qa[0]", "option B is empty"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "name", ["videomme_long", "mlvu_dev", "longvideobench_val", "agentvidbench", "synthetic"]
+)
+def test_more_than_26_options_is_a_counted_row_error(root, name):
+    reason = _first_row_error(root, name, FIRST_ROW[name][2], [f"colour {i}" for i in range(27)])
+    assert "27 options" in reason

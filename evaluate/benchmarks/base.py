@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -113,12 +114,41 @@ def require(row: Any, *keys: str) -> None:
         raise RowError(f"missing field(s) {missing}")
 
 
+def as_text(value: Any, what: str) -> str:
+    """A non-empty string; None, NaN (pandas-written parquet), other types and blank text are row errors."""
+    if not isinstance(value, str):
+        raise RowError(f"{what} must be text, got {value!r}")
+    if not value.strip():
+        raise RowError(f"{what} is empty")
+    return value
+
+
 def as_options(value: Any) -> list[str]:
+    """A list of non-empty option texts (a blank or NaN option would leave a letter nothing to stand for)."""
     if hasattr(value, "tolist"):  # numpy arrays from parquet
         value = value.tolist()
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise RowError(f"options must be a list of strings, got {value!r}")
+    for index, option in enumerate(value):
+        if not option.strip():
+            raise RowError(f"option {LETTERS[index] if index < MAX_OPTIONS else index} is empty")
     return list(value)
+
+
+def relative_path(value: Any, what: str) -> str:
+    """A path written in an annotation row: text, not absolute (POSIX or Windows form), not reaching above its
+    base with ``..``. Such a row would make the loader read a file the release does not contain."""
+    text = as_text(value, what)
+    if (
+        PurePosixPath(text).is_absolute()
+        or PureWindowsPath(text).is_absolute()
+        or PureWindowsPath(text).drive
+    ):
+        raise RowError(f"{what} {text!r} is absolute; the release writes paths relative to its root")
+    normal = os.path.normpath(text.replace("\\", "/"))
+    if normal == ".." or normal.startswith("../"):
+        raise RowError(f"{what} {text!r} leaves the data root")
+    return text
 
 
 def as_float(value: Any, what: str) -> float | None:
@@ -202,6 +232,16 @@ class Collector:
             return path.relative_to(self.data_root).as_posix()
         except ValueError:
             return path.as_posix()
+
+    def inside(self, base: Path, value: Any, what: str = "video path") -> Path:
+        """``base / value`` after checking that it stays under ``data_root`` (compared lexically, so a symlinked
+        video folder inside the data root is fine); a row error otherwise."""
+        rel = relative_path(value, what)
+        path = Path(os.path.normpath(base / rel))
+        top = Path(os.path.normpath(self.data_root))
+        if path != top and top not in path.parents:
+            raise RowError(f"{what} {rel!r} resolves outside the data root {self.data_root}")
+        return path
 
     def add(self, sample: Sample, file: Path, row: int | str) -> None:
         if sample.sample_id in self._ids:

@@ -3,10 +3,14 @@
 Expected layout under ``<data_root>/longvideobench/`` (the longvideobench/LongVideoBench release):
 
     lvb_val.json        a list of rows: video_id, question, candidates (list, 4-5), correct_choice (0-based int),
-                        id, video_path, duration (s), duration_group, question_category, level, topic_category, ...
-    videos/<video_path>
+                        id, video_path, subtitle_path, duration (s), duration_group (int), question_category,
+                        topic_category, starting_timestamp_for_subtitles, ...
+    videos/<video_path>          (from videos.tar.part.*)
+    subtitles/<subtitle_path>    (from subtitles.tar)
 
-``sample_id`` = ``id``; ``meta["task_type"]`` = ``question_category``; gold letter = ``LETTERS[correct_choice]``.
+This is what the official ``LongVideoBenchDataset`` reads (``<data_path>/lvb_val.json``, videos under
+``videos/``, subtitles under ``subtitles/``, gold ``chr(ord("A") + correct_choice)``). ``sample_id`` = ``id``;
+``meta["task_type"]`` = ``question_category``; ``meta["subtitle_path"]`` is relative to the data root.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from cader.evaluate.benchmarks.base import (
     Sample,
     as_float,
     as_options,
+    as_text,
     evidence_window,
     find_root,
     letters_for,
@@ -44,6 +49,7 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
     for index, row in enumerate(rows):
         try:
             require(row, "id", "video_path", "question", "candidates", "correct_choice")
+            question = as_text(row["question"], "question")
             options = as_options(row["candidates"])
             letters = letters_for(options)
             choice = row["correct_choice"]
@@ -55,6 +61,10 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                 "level": row.get("level"),
                 "video_id": row.get("video_id"),
             }
+            if row.get("subtitle_path") is not None:
+                meta["subtitle_path"] = out.rel(
+                    out.inside(root / "subtitles", row["subtitle_path"], "subtitle_path")
+                )
             window = evidence_window(row)
             if window:
                 meta["evidence_window"] = window
@@ -62,8 +72,8 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                 Sample(
                     NAME,
                     str(row["id"]),
-                    out.rel(root / "videos" / str(row["video_path"])),
-                    str(row["question"]),
+                    out.rel(out.inside(root / "videos", row["video_path"], "video_path")),
+                    question,
                     options,
                     letters,
                     LETTERS[choice],

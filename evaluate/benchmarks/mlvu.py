@@ -3,13 +3,23 @@
 
 Expected layout under ``<data_root>/mlvu/`` (the MLVU/MVLU release):
 
-    MLVU/json/<n>_<task>.json    a list of rows: video (file name), duration (s), question, candidates (list),
-                                 answer (the candidate's text), question_type
+    MLVU/json/<n>_<task>.json    a list of rows: video (file name), duration (s, a number), question,
+                                 candidates (list of strings), answer (the candidate's text), question_type
     MLVU/video/<n>_<task>/<video>
 
 The open-ended generation tasks (``8_sub_scene.json``, ``9_summary.json``, any file whose rows have no
 ``candidates``) are not multiple choice and are skipped as whole files by design. ``sample_id`` =
-``<json stem>-<row index>`` (e.g. ``1_plotQA-0``). The gold letter is the candidate equal to ``answer``.
+``<json stem>-<row index>`` (e.g. ``1_plotQA-0``).
+
+Scoring follows the official multiple-choice scorer (``choice_bench.py`` in the MLVU repository): every row of a
+task file is scored and counted in that task's denominator; the task is the file (``<task>`` of
+``<n>_<task>.json``, which is ``meta["task_type"]``); the gold option is the *last* candidate exactly equal to
+``answer``. Two kinds of release rows are kept, not rejected, and flagged in ``meta``:
+
+* ``meta["duplicate_options"]``: some candidate text occurs more than once (the gold is still the last match);
+* ``meta["answer_not_in_options"]``: no candidate equals ``answer``. The official scorer's gold index is then -1,
+  rendered as the character before "A", so no prediction can match it; ``Sample.answer`` is that character
+  (``NO_MATCH``), the row counts as wrong for every system, exactly as in the official M-Avg.
 """
 
 from __future__ import annotations
@@ -17,13 +27,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
+    LETTERS,
     BenchmarkError,
     Collector,
     RowError,
     Sample,
-    answer_letter,
     as_float,
     as_options,
+    as_text,
     evidence_window,
     find_root,
     letters_for,
@@ -34,6 +45,19 @@ from cader.evaluate.benchmarks.base import (
 NAME = "mlvu_dev"
 FOLDER = "mlvu"
 GENERATION_FILES = ("8_sub_scene", "9_summary")
+NO_MATCH = chr(ord("A") - 1)  # the official scorer's letter for answer index -1
+
+
+def official_gold(answer: str, options: list[str]) -> str:
+    """The letter the official scorer expects: the last candidate equal (exactly) to the answer text."""
+    matches = [i for i, option in enumerate(options) if option == answer]
+    return LETTERS[matches[-1]] if matches else NO_MATCH
+
+
+def task_of(stem: str) -> str:
+    """``1_plotQA`` -> ``plotQA``: the official scorer groups (and names) tasks by their annotation file."""
+    head, _, tail = stem.partition("_")
+    return tail if head.isdigit() and tail else stem
 
 
 def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
@@ -49,26 +73,32 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
             continue
         if rows and all(isinstance(r, dict) and "candidates" not in r for r in rows):
             continue  # an open-ended task file
-        task_from_file = file.stem.split("_", 1)[-1]
         for index, row in enumerate(rows):
             try:
                 require(row, "video", "question", "candidates", "answer")
+                question = as_text(row["question"], "question")
                 options = as_options(row["candidates"])
                 letters = letters_for(options)
-                meta = {"task_type": row.get("question_type") or task_from_file}
+                answer = as_text(row["answer"], "answer")
+                meta = {"task_type": task_of(file.stem), "question_type": row.get("question_type")}
+                if len(set(options)) < len(options):
+                    meta["duplicate_options"] = True
+                gold = official_gold(answer, options)
+                if gold == NO_MATCH:
+                    meta["answer_not_in_options"] = True
                 window = evidence_window(row)
                 if window:
                     meta["evidence_window"] = window
-                video = root / "MLVU" / "video" / file.stem / str(row["video"])
+                video = out.inside(root / "MLVU" / "video" / file.stem, row["video"], "video")
                 out.add(
                     Sample(
                         NAME,
                         f"{file.stem}-{index}",
                         out.rel(video),
-                        str(row["question"]),
+                        question,
                         options,
                         letters,
-                        answer_letter(row["answer"], options, letters),
+                        gold,
                         as_float(row.get("duration"), "duration"),
                         meta,
                     ),

@@ -5,11 +5,14 @@ rows carry the released field names plus one extra field, ``evidence_window`` ([
 loaders copy into ``Sample.meta["evidence_window"]`` (LVBench also states it natively as ``time_reference``).
 ``<out>/eval/manifest.json`` records, per benchmark, the ground truth the loaders must reproduce:
 ``expected_samples`` and, per sample id, ``answer``, ``video``, ``evidence_window``, ``colour``, ``duration``.
-The layouts themselves are documented in each loader's module docstring.
+The layouts themselves are documented in each loader's module docstring; they are the official releases' layouts
+(file and folder names, field names, value types), checked against ``tests/fixtures/<benchmark>/`` by
+``tests/test_benchmark_fixtures_schema.py``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -182,17 +185,28 @@ def write_longvideobench(root: Path, rng, n: int, new_spec: Callable) -> dict:
             }
         )
         truth.add(sample_id, letter, f"longvideobench/videos/{video_id}.mp4", spec)
+        subtitle = {"timestamp": [spec.t_s, spec.t_e], "text": "A shape appears."}  # one cue, during the event
+        write_json(root / "subtitles" / f"{video_id}_en.json", [subtitle])
     write_json(root / "lvb_val.json", rows)
     return truth.entry()
 
 
 def write_lvbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
-    """``n`` videos with two questions each (colour and time): LVBench has many questions per video."""
+    """``n`` videos with two questions each (colour and time): LVBench has many questions per video.
+
+    Laid out as a clone of the LVBench repository after its ``scripts/download.sh``: the annotation file in
+    ``data/``, the videos where video2dataset (``--output_format files``) puts them, numbered ``<shard><index>``
+    with a sidecar JSON whose ``url`` carries the YouTube key.
+    """
     truth, rows, uid = Truth("lvbench"), [], 0
     for i in range(n):
         spec = new_spec(f"lvbench_{i:03d}")
         key = _youtube_like_id(rng)
-        write_video(spec, root / "videos" / f"{key}.mp4")
+        number = f"{i:09d}"
+        shard = root / "scripts" / "videos" / "00000"
+        write_video(spec, shard / f"{number}.mp4")
+        write_json(shard / f"{number}.json", _video2dataset_sidecar(key, number))
+        video = f"lvbench/scripts/videos/00000/{number}.mp4"
         qa = []
         for question, (options, letter), qtype in (
             (COLOUR_QUESTION, colour_options(rng, spec.colour, 4), "key information retrieval"),
@@ -209,7 +223,7 @@ def write_lvbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
                     "time_reference": f"{timestamp(spec.t_s)}-{timestamp(spec.t_e)}",
                 }
             )
-            truth.add(str(uid), letter, f"lvbench/videos/{key}.mp4", spec)
+            truth.add(str(uid), letter, video, spec)
         rows.append(
             {
                 "key": key,
@@ -224,8 +238,19 @@ def write_lvbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
                 },
             }
         )
-    write_jsonl(root / "video_info.meta.jsonl", rows)
+    write_jsonl(root / "data" / "video_info.meta.jsonl", rows)
     return truth.entry()
+
+
+def _video2dataset_sidecar(key: str, number: str) -> dict:
+    """The per-sample metadata video2dataset writes next to each file (input columns + key/status/error)."""
+    return {
+        "url": f"https://www.youtube.com/watch?v={key}",
+        "key": number,
+        "status": "success",
+        "error_message": None,
+        "yt_meta_dict": None,
+    }
 
 
 def write_videoevalpro(root: Path, rng, n: int, new_spec: Callable) -> dict:
@@ -239,10 +264,10 @@ def write_videoevalpro(root: Path, rng, n: int, new_spec: Callable) -> dict:
             {
                 "video": name,
                 "question": COLOUR_QUESTION,
-                "options": options,
+                "options": [f"{LETTERS[k]}. {o}" for k, o in enumerate(options)],
                 "answer": letter,
                 "answer_text": options[LETTERS.index(letter)],
-                "meta": {"duration": spec.duration},
+                "meta": json.dumps({"duration": spec.duration}),  # the release stores meta as a string
                 "source": ("Video-MME", "MLVU", "LVBench", "LongVideoBench")[i % 4],
                 "qa_subtype": "attribute",
                 "qa_type": "Local Perception",
@@ -255,52 +280,89 @@ def write_videoevalpro(root: Path, rng, n: int, new_spec: Callable) -> dict:
 
 
 def write_agentvidbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
+    """The agentvidbench dataset layout: questions.jsonl, the videos.jsonl table keyed by ``file_name`` with
+    durations as text ("M:SS", every fourth an estimate "~M:SS"), ``videos/video<N>.mp4`` and
+    ``transcripts/video<N>.srt`` (empty for every third video, as for a video without speech)."""
     truth, questions, videos = Truth("agentvidbench"), [], []
     for i in range(n):
         spec = new_spec(f"avb_{i:03d}")
-        video_id = f"v{i + 1:03d}"
-        write_video(spec, root / "videos" / f"{video_id}.mp4")
+        video_path = f"videos/video{i + 1}.mp4"
+        transcript_path = f"transcripts/video{i + 1}.srt"
+        write_video(spec, root / video_path)
+        _write_transcript(root / transcript_path, spec if i % 3 != 2 else None)
         genre = GENRES[i % len(GENRES)]
+        duration = ("~" if i % 4 == 3 else "") + clock(spec.duration)
         videos.append(
             {
-                "video_id": video_id,
-                "path": f"videos/{video_id}.mp4",
-                "duration": spec.duration,
+                "file_name": video_path,
+                "title": f"Synthetic clip {i + 1}",
+                "duration": duration,
                 "genre": genre,
+                "length_category": "short",
+                "license": "CC0",
                 "source": "synthetic",
+                "author": "cader",
+                "url": "",
             }
         )
         options, letter = colour_options(rng, spec.colour, 26)
         row = {
             "question_id": i + 1,
-            "video_id": video_id,
-            "question": COLOUR_QUESTION,
+            "title": f"Shape colour {i + 1}",
+            "question_text": COLOUR_QUESTION,
             "options": options,
             "answer": letter,
+            "answer_explanation": f"The shape that appears is {spec.colour}.",
+            "video_path": video_path,
+            "transcript_path": transcript_path,
+            "categories": [genre],
+            "difficulty": DIFFICULTIES[i % len(DIFFICULTIES)],
+            "skills": list(SKILLS[: 1 + i % len(SKILLS)]),
             "milestones": [
                 {
                     "id": "M1",
-                    "type": "temporal localization",
+                    "type": "temporal_localization",
                     "description": f"Finds the moment the shape appears ({timestamp(spec.t_s)}-{timestamp(spec.t_e)}).",
                 },
                 {
                     "id": "M2",
-                    "type": "attribute recognition",
+                    "type": "visual_recognition",
                     "description": f"Identifies the shape's colour as {spec.colour}.",
                 },
             ],
-            "difficulty": DIFFICULTIES[i % len(DIFFICULTIES)],
-            "category": genre,
-            "skills": list(SKILLS[: 1 + i % len(SKILLS)]),
             "evidence_window": [spec.t_s, spec.t_e],
         }
         if i % 3 != 2:  # every third question leaves ecom_required out (= unknown)
             row["ecom_required"] = genre == "E-commerce live stream"
         questions.append(row)
-        truth.add(str(i + 1), letter, f"agentvidbench/videos/{video_id}.mp4", spec)
+        truth.add(str(i + 1), letter, f"agentvidbench/{video_path}", spec)
     write_jsonl(root / "questions.jsonl", questions)
     write_jsonl(root / "videos.jsonl", videos)
     return truth.entry()
+
+
+def clock(seconds: float) -> str:
+    """The video table's duration text: "2:26", "0:35", "1:02:03" (no leading zero on the first field)."""
+    whole = round(seconds)
+    h, rem = divmod(whole, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def _write_transcript(path: Path, spec: VideoSpec | None) -> None:
+    """A Whisper-style SRT with one cue during the event, or an empty file (no speech)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if spec is None:
+        path.write_text("", encoding="utf-8")
+        return
+
+    def srt_time(seconds: float) -> str:
+        whole = int(seconds)
+        return f"{whole // 3600:02d}:{whole % 3600 // 60:02d}:{whole % 60:02d},{int((seconds - whole) * 1000):03d}"
+
+    path.write_text(
+        f"1\n{srt_time(spec.t_s)} --> {srt_time(spec.t_e)}\nA shape appears.\n\n", encoding="utf-8"
+    )
 
 
 def write_synthetic_split(root: Path, rng, n: int, new_spec: Callable, split: str) -> dict:

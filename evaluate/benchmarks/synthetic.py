@@ -23,6 +23,7 @@ from cader.evaluate.benchmarks.base import (
     answer_letter,
     as_float,
     as_options,
+    as_text,
     evidence_window,
     find_root,
     iter_jsonl,
@@ -44,6 +45,7 @@ def load_split(data_root: str | Path, name: str) -> tuple[list[Sample], list[Ben
             if isinstance(row, RowError):
                 raise row
             require(row, "id", "video", "question", "options", "answer")
+            question = as_text(row["question"], "question")
             options = as_options(row["options"])
             letters = letters_for(options)
             meta = {"task_type": "colour", "split": split, "colour": row.get("colour")}
@@ -54,8 +56,8 @@ def load_split(data_root: str | Path, name: str) -> tuple[list[Sample], list[Ben
                 Sample(
                     name,
                     str(row["id"]),
-                    out.rel(root / str(row["video"])),
-                    str(row["question"]),
+                    out.rel(out.inside(root, row["video"], "video")),
+                    question,
                     options,
                     letters,
                     answer_letter(row["answer"], options, letters),

@@ -1,19 +1,28 @@
 """VideoEval-Pro, scored as multiple choice (benchmark name ``videoevalpro_mcq``).
 
-Expected layout under ``<data_root>/videoevalpro/`` (the TIGER-Lab/VideoEval-Pro release):
+Expected layout under ``<data_root>/videoevalpro/`` (a clone of the TIGER-Lab/VideoEval-Pro dataset):
 
-    **/*.parquet or **/*.jsonl   (outside videos/) rows: video (file name), question, options (list, optionally
-                                 "A. "-prefixed), answer (the MCQ answer: a letter or an option's text),
-                                 answer_text (free-form answer), meta, source, qa_type, qa_subtype
-    videos/<video>
+    data/test-*.parquet          (any **/*.parquet or **/*.jsonl outside the video folders) rows, every column a
+                                 string except ``options`` (list of strings): video (file name), question, options
+                                 (the source benchmark's options, "A. "-prefixed), answer (the MCQ answer: a
+                                 letter), answer_text (free-form answer), meta (a *string* holding the source
+                                 benchmark's metadata as a JSON or Python dict literal), source, qa_subtype, qa_type
+    videos/<video>               the extracted ``videos_part_*.tar.gz``; ``videos/videos_filtered/<video>`` and
+                                 ``videos_filtered/<video>`` (the folder lmms-eval reads) are found as well
 
 The gold letter is ``answer`` when it is a letter, else the option equal to ``answer``, else the option equal to
 ``answer_text``. ``sample_id`` = ``<row index>`` (5 digits), prefixed by ``<file stem>:`` when several
-annotation files exist. ``meta["task_type"]`` = ``qa_type``; duration from ``meta.duration`` when stated.
+annotation files exist. ``meta["task_type"]`` = ``qa_type``. The ``meta`` string is parsed; its ``duration``
+becomes ``Sample.duration`` when it is a number of seconds (a non-numeric duration, e.g. a duration category, is
+kept as ``meta["source_duration"]``); a ``meta`` string that does not parse is kept as text in
+``meta["source_meta"]`` and flagged with ``meta["source_meta_unparsed"]``.
 """
 
 from __future__ import annotations
 
+import ast
+import json
+import math
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
@@ -22,8 +31,8 @@ from cader.evaluate.benchmarks.base import (
     RowError,
     Sample,
     answer_letter,
-    as_float,
     as_options,
+    as_text,
     evidence_window,
     find_root,
     iter_jsonl,
@@ -35,14 +44,16 @@ from cader.evaluate.benchmarks.base import (
 
 NAME = "videoevalpro_mcq"
 FOLDER = "videoevalpro"
+VIDEO_FOLDERS = ("videos", "videos/videos_filtered", "videos_filtered")
 
 
 def _annotation_files(root: Path) -> list[Path]:
+    skip = {"videos", "videos_filtered"}
     files = [
         p
         for pattern in ("*.parquet", "*.jsonl")
         for p in root.rglob(pattern)
-        if "videos" not in p.relative_to(root).parts
+        if not skip & set(p.relative_to(root).parts)
     ]
     return sorted(files)
 
@@ -55,13 +66,51 @@ def _rows(file: Path):
             yield line - 1, row
 
 
-def _gold(row: dict, options: list[str], letters: list[str]) -> str:
+def parse_source_meta(value) -> dict | None:
+    """The release's ``meta`` column: a dict written as JSON or as a Python literal; None when it is neither."""
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str) or not value.strip():
+        return None
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            parsed = parse(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(parsed, dict):
+            return parsed
+    return None
+
+
+def seconds(value) -> float | None:
+    """A duration in seconds from a number or a numeric string; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _gold(row: dict, raw: list[str], options: list[str], letters: list[str]) -> str:
     try:
         return answer_letter(row["answer"], options, letters)
     except RowError:
+        for candidate in (
+            row["answer"],
+            row.get("answer_text"),
+        ):  # "B. text" as written, then the free answer
+            if isinstance(candidate, str) and candidate.strip() in raw:
+                return letters[raw.index(candidate.strip())]
         if isinstance(row.get("answer_text"), str):
             return answer_letter(row["answer_text"], options, letters)
         raise
+
+
+def _video(out: Collector, root: Path, name) -> Path:
+    candidates = [out.inside(root / folder, name, "video") for folder in VIDEO_FOLDERS]
+    return next((c for c in candidates if c.is_file()), candidates[0])
 
 
 def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
@@ -75,15 +124,25 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                 if isinstance(row, RowError):
                     raise row
                 require(row, "video", "question", "options", "answer")
-                options = strip_letter_prefixes(as_options(row["options"]))
+                question = as_text(row["question"], "question")
+                raw = as_options(row["options"])
+                options = strip_letter_prefixes(raw)
                 letters = letters_for(options)
-                extra = row.get("meta") if isinstance(row.get("meta"), dict) else {}
                 meta = {
                     "task_type": row.get("qa_type"),
                     "qa_subtype": row.get("qa_subtype"),
                     "source": row.get("source"),
                     "answer_text": row.get("answer_text"),
                 }
+                source_meta = parse_source_meta(row.get("meta"))
+                duration = None
+                if source_meta is not None:
+                    duration = seconds(source_meta.get("duration"))
+                    if duration is None and source_meta.get("duration") is not None:
+                        meta["source_duration"] = source_meta["duration"]
+                elif row.get("meta") is not None:
+                    meta["source_meta"] = row["meta"]
+                    meta["source_meta_unparsed"] = True
                 window = evidence_window(row)
                 if window:
                     meta["evidence_window"] = window
@@ -91,12 +150,12 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                     Sample(
                         NAME,
                         f"{prefix}{index:05d}",
-                        out.rel(root / "videos" / str(row["video"])),
-                        str(row["question"]),
+                        out.rel(_video(out, root, row["video"])),
+                        question,
                         options,
                         letters,
-                        _gold(row, options, letters),
-                        as_float(extra.get("duration"), "meta.duration"),
+                        _gold(row, raw, options, letters),
+                        duration,
                         meta,
                     ),
                     file,

@@ -6,8 +6,12 @@ Expected layout under ``<data_root>/videomme/`` (the lmms-lab/Video-MME release)
                                  videoID, question_id, task_type, question, options (["A. ...", ...]), answer ("C")
     data/<videoID>.mp4           (also .MP4 / .mkv; the first that exists, else .mp4)
 
-Rows whose ``duration`` is not "long" are skipped by design (not errors). ``sample_id`` = ``question_id``.
-Video-MME states no duration in seconds, so ``Sample.duration`` is None; ``meta["task_type"]`` = ``task_type``.
+Every column is a string, ``options`` a list of strings (the dataset card's features). The video lookup follows
+lmms-eval's ``videomme_doc_to_visual`` (``<cache>/data/<videoID>.mp4``, then ``.MP4``, then ``.mkv``); the
+``duration == "long"`` filter is its ``videomme_process_docs_long``. Rows whose ``duration`` is not "long" are
+skipped by design (not errors). ``sample_id`` = ``question_id``. Video-MME states no duration in seconds, so
+``Sample.duration`` is None; ``meta["task_type"]`` = ``task_type``. A ``videoID`` that would leave the data root,
+an empty question or option, and more than 26 options are row errors.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from cader.evaluate.benchmarks.base import (
     Sample,
     answer_letter,
     as_options,
+    as_text,
     evidence_window,
     find_root,
     letters_for,
@@ -33,12 +38,11 @@ NAME = "videomme_long"
 FOLDER = "videomme"
 
 
-def _video_file(root: Path, video_key: str) -> Path:
-    for suffix in (".mp4", ".MP4", ".mkv"):
-        candidate = root / "data" / f"{video_key}{suffix}"
-        if candidate.exists():
-            return candidate
-    return root / "data" / f"{video_key}.mp4"
+def _video_file(out: Collector, root: Path, video_key: str) -> Path:
+    candidates = [
+        out.inside(root / "data", f"{video_key}{suffix}", "videoID") for suffix in (".mp4", ".MP4", ".mkv")
+    ]
+    return next((c for c in candidates if c.exists()), candidates[0])
 
 
 def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
@@ -50,6 +54,7 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                 require(row, "duration", "videoID", "question_id", "question", "options", "answer")
                 if row["duration"] != "long":
                     continue
+                question = as_text(row["question"], "question")
                 options = strip_letter_prefixes(as_options(row["options"]))
                 letters = letters_for(options)
                 meta = {
@@ -67,8 +72,8 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                     Sample(
                         NAME,
                         str(row["question_id"]),
-                        out.rel(_video_file(root, str(row["videoID"]))),
-                        str(row["question"]),
+                        out.rel(_video_file(out, root, as_text(row["videoID"], "videoID"))),
+                        question,
                         options,
                         letters,
                         answer_letter(row["answer"], options, letters),

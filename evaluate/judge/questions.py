@@ -1,10 +1,14 @@
-"""Reading AgentVidBench questions.jsonl / videos.jsonl and predictions.jsonl; bad rows become errors naming file+line."""
+"""Reading AgentVidBench questions.jsonl / videos.jsonl (through the benchmark's release parser,
+``cader.evaluate.benchmarks.agentvidbench``) and predictions.jsonl; bad rows become errors naming file+line."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cader.evaluate.benchmarks.agentvidbench import parse_question, read_video_table
+from cader.evaluate.benchmarks.base import RowError
 
 
 class InputRowError(ValueError):
@@ -13,6 +17,8 @@ class InputRowError(ValueError):
 
 @dataclass
 class Question:
+    """What the judge needs of one AgentVidBench question; ``question`` is the release's ``question_text``."""
+
     question_id: int | str
     question: str
     options: list[str]
@@ -21,8 +27,13 @@ class Question:
     ecom_required: bool | None = None
     video_id: str | None = None
     difficulty: str | None = None
-    category: str | None = None
+    category: str | None = None  # the first of ``categories``
     skills: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    video_path: str | None = None
+    transcript_path: str | None = None
+    title: str | None = None
+    answer_explanation: str | None = None
 
     @property
     def key(self) -> str:
@@ -48,33 +59,21 @@ def _read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[InputRowError]
 
 
 def _question_from_row(row: dict) -> Question:
-    for name in ("question_id", "question", "options", "milestones"):
-        if name not in row:
-            raise ValueError(f"missing field '{name}'")
-    options = row["options"]
-    if not isinstance(options, list) or not options or not all(isinstance(o, str) for o in options):
-        raise ValueError("'options' must be a non-empty list of strings")
-    milestones = row["milestones"]
-    if not isinstance(milestones, list) or not milestones:
+    """The release row through the benchmark's own parser (one reading of the file for loader and judge); the
+    judge additionally needs milestones to judge against."""
+    try:
+        parsed = parse_question(row)
+    except RowError as error:
+        raise ValueError(str(error)) from None
+    if not parsed.milestones:
         raise ValueError("'milestones' must be a non-empty list")
-    seen = set()
-    for index, milestone in enumerate(milestones):
-        if not isinstance(milestone, dict) or not isinstance(milestone.get("id"), str):
-            raise ValueError(f"milestone {index} needs a string 'id'")
-        if milestone["id"] in seen:
-            raise ValueError(f"duplicate milestone id {milestone['id']!r}")
-        seen.add(milestone["id"])
-    ecom = row.get("ecom_required")
-    if ecom is not None and not isinstance(ecom, bool):
-        raise ValueError("'ecom_required' must be true, false or absent")
-    skills = row.get("skills") or []
-    if isinstance(skills, str):
-        skills = [skills]
-    answer = row.get("answer")
-    return Question(question_id=row["question_id"], question=str(row["question"]), options=options,
-                    answer=str(answer).strip().upper() if answer is not None else None, milestones=milestones,
-                    ecom_required=ecom, video_id=row.get("video_id"), difficulty=row.get("difficulty"),
-                    category=row.get("category"), skills=list(skills))
+    return Question(question_id=parsed.question_id, question=parsed.question_text, options=parsed.options,
+                    answer=parsed.answer, milestones=parsed.milestones, ecom_required=parsed.ecom_required,
+                    video_id=parsed.video_id, difficulty=parsed.difficulty,
+                    category=parsed.categories[0] if parsed.categories else None, skills=parsed.skills,
+                    categories=parsed.categories, video_path=parsed.video_path,
+                    transcript_path=parsed.transcript_path, title=parsed.title,
+                    answer_explanation=parsed.answer_explanation)
 
 
 def load_questions(path: str | Path) -> tuple[dict[str, Question], list[InputRowError]]:
@@ -96,16 +95,12 @@ def load_questions(path: str | Path) -> tuple[dict[str, Question], list[InputRow
 
 
 def load_videos(path: str | Path) -> tuple[dict[str, dict], list[InputRowError]]:
-    """videos.jsonl rows keyed by video_id."""
+    """videos.jsonl rows keyed by ``file_name`` (a question's ``video_path``), each with ``duration_seconds`` added
+    (None for "unknown"); malformed rows are returned as errors."""
     path = Path(path)
-    rows, errors = _read_jsonl(path)
-    videos: dict[str, dict] = {}
-    for line_no, row in rows:
-        if not isinstance(row.get("video_id"), str) or not isinstance(row.get("path"), str):
-            errors.append(InputRowError(f"{path}:{line_no}: needs string 'video_id' and 'path'"))
-            continue
-        videos[row["video_id"]] = row
-    return videos, errors
+    table = read_video_table(path)
+    videos = {name: {**row, "duration_seconds": table.seconds[name]} for name, row in table.rows.items()}
+    return videos, [InputRowError(f"{path}:{line}: {reason}") for line, reason in table.errors]
 
 
 def prediction_key(row: dict) -> str | None:
