@@ -2,10 +2,12 @@
 # The whole pipeline on the embedded default, CPU only, no downloads (DESIGN.md section 1):
 #   tiny Qwen3-VL + synthetic data -> tiny SFT (export) -> Stage-1 run on the held-out split -> calibrate/fit.py
 #   -> full CADER with --calibration on every synthetic benchmark -> the paper's ablation variants
-#   -> AgentVidBench judge (a loopback OpenAI-compatible server unless JUDGE_BASE_URL is set) -> one summary.
+#   -> AgentVidBench judge (the loopback test double unless JUDGE_BASE_URL is set; its made-up scores are labelled
+#   as such everywhere) -> one summary.
 # Usage: bash scripts/quickstart.sh [WORKDIR]   (outputs in WORKDIR/runs/tiny, default WORKDIR = the repo;
 #        rerunning resumes every step)
-# Env:   JUDGE_BASE_URL, JUDGE_MODEL, OPENAI_API_KEY  to judge with a real endpoint; LIMIT=N samples per benchmark.
+# Env:   JUDGE_BASE_URL, JUDGE_MODEL (default gpt-5), OPENAI_API_KEY  to judge with a real endpoint (JUDGE_MODEL is
+#        not used without JUDGE_BASE_URL: the loopback answers only as itself); LIMIT=N samples per benchmark.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 WORKDIR="${1:-$REPO}"
@@ -68,19 +70,8 @@ done
 
 step "7/8 AgentVidBench judge"
 JUDGE_OUT="$ROOT/judge"
-if [ -z "${JUDGE_BASE_URL:-}" ]; then
-  URL_FILE="$(mktemp)"
-  python -m cader.evaluate.judge.loopback --delay 0.01 --url_file "$URL_FILE" >/dev/null &
-  SERVER=$!
-  trap 'kill $SERVER 2>/dev/null || true' EXIT
-  for _ in $(seq 100); do [ -s "$URL_FILE" ] && break; sleep 0.1; done
-  JUDGE_BASE_URL="$(cat "$URL_FILE")"
-  JUDGE_MODEL="${JUDGE_MODEL:-loopback}"
-  echo "   judging against the loopback server at $JUDGE_BASE_URL (set JUDGE_BASE_URL for a real judge)"
-fi
-python "$REPO/evaluate/judge.py" --predictions "$EVAL/full/agentvidbench/predictions.jsonl" \
-  --questions "$DATA/eval/agentvidbench/questions.jsonl" --out "$JUDGE_OUT" --provider openai \
-  --base_url "$JUDGE_BASE_URL" --model "${JUDGE_MODEL:-gpt-5}" --concurrency 16 --progress false
+bash "$REPO/scripts/quickstart_judge.sh" "$EVAL/full/agentvidbench/predictions.jsonl" \
+  "$DATA/eval/agentvidbench/questions.jsonl" "$JUDGE_OUT"
 wrote "$JUDGE_OUT/judgments.jsonl" "$JUDGE_OUT/judge_report.md"
 
 step "8/8 summary"

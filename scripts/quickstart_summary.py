@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cader.evaluate.judge.aggregate import NOT_A_REAL_JUDGE
+from cader.evaluate.judge.providers import LOOPBACK_MODEL
 from cader.vlm.files import write_atomic
 from jsonargparse import CLI
 
@@ -41,6 +43,30 @@ def eval_rows(root: Path) -> list[str]:
     return rows
 
 
+def judge_lines(root: Path) -> list[str]:
+    """The judge's headline numbers, and, first, a warning when they did not come from a real judge."""
+    judge = _load(root / "judge" / "judge_report.json")
+    if not judge:
+        return ["- **no judge report found**"]
+    lines = []
+    if judge.get("real_judge") is False or judge.get("judge_model") == LOOPBACK_MODEL:
+        lines.append(f"- **{judge.get('warning') or NOT_A_REAL_JUDGE}.** Set JUDGE_BASE_URL and JUDGE_MODEL "
+                     "to judge with a real model.")
+    failed = judge.get("failed_judgments") or []
+    lines.append(
+        f"- {_link(root, root / 'judge' / 'judge_report.md')}: judge `{judge.get('judge_model')}`, n = {judge['n']}, "
+        f"accuracy {_number(judge.get('accuracy'))}, Traj {_number(judge.get('traj'))}, "
+        f"MC-rate {_number(judge.get('mc_rate'))}, failed judgments {len(failed)}"
+    )
+    if (judge.get("rerun") or {}).get("summary"):
+        lines.append(f"- last judge run: {judge['rerun']['summary']}")
+    return lines
+
+
+def _number(value) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
 def summarize(root: Path) -> str:
     lines = [f"# Quickstart summary: `{root}`", ""]
     export = root / "sft" / "export"
@@ -71,16 +97,7 @@ def summarize(root: Path) -> str:
               "| run | n | accuracy | Stage-1 accuracy | Stage-1 exit | failures | report |",
               "|---|---|---|---|---|---|---|", *eval_rows(root)]  # fmt: skip
 
-    lines += ["", "## 4. AgentVidBench judge", ""]
-    judge = _load(root / "judge" / "judge_report.json")
-    if judge:
-        lines.append(
-            f"- {_link(root, root / 'judge' / 'judge_report.md')}: judge `{judge.get('judge_model')}`, n = {judge['n']}, "
-            f"accuracy {judge.get('accuracy')}, Traj {judge.get('traj')}, MC-rate {judge.get('mc_rate')}, "
-            f"failed judgments {judge.get('failed_judgments')}"
-        )
-    else:
-        lines.append("- **no judge report found**")
+    lines += ["", "## 4. AgentVidBench judge", "", *judge_lines(root)]
     return "\n".join(lines) + "\n"
 
 

@@ -6,8 +6,8 @@ from cader.evaluate.judge.schema import (
     FAILURE_TAGS,
     JudgeOutputError,
     applied_sweep,
-    json_objects,
     extract_json_object,
+    json_objects,
     p_scores,
     parse_judgment,
 )

@@ -1,4 +1,4 @@
-"""Judge throughput (issue 6, P5): 200 trajectories against a loopback OpenAI-compatible judge that answers after
+"""Judge throughput: 200 trajectories against a loopback OpenAI-compatible judge that answers after
 a fixed delay, at concurrency 16 and at concurrency 1 in the same run. Goal: >= 8x.
 
     python scripts/bench/judge_throughput.py [--n 200] [--delay 0.05] [--concurrency 16]
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cader.evaluate.judge.client import RetryPolicy
 from cader.evaluate.judge.pipeline import judge_predictions, read_judgments
-from cader.evaluate.judge.providers import make_provider
+from cader.evaluate.judge.providers import LOOPBACK_MODEL, make_provider
 from cader.evaluate.judge.questions import load_predictions, load_questions
 from cader.evaluate.judge.synthetic import synthetic_benchmark
 from jsonargparse import CLI
@@ -30,7 +30,7 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 def _timed_run(base_url: str, root: Path, out: str, concurrency: int) -> tuple[float, int, int]:
     questions, _ = load_questions(root / "questions.jsonl")
     predictions, _ = load_predictions(root / "predictions.jsonl")
-    provider = make_provider("openai", "loopback-judge", base_url, timeout=30.0)
+    provider = make_provider("openai", LOOPBACK_MODEL, base_url, timeout=30.0)
     start = time.perf_counter()
     counts = judge_predictions(provider, questions, predictions, root / out, framework="cader",
                                concurrency=concurrency, policy=RetryPolicy(), use_cache=False)

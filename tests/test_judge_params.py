@@ -1,0 +1,128 @@
+"""Request parameters per model family, from the config, checked on the wire through the real openai and anthropic
+clients: reasoning models get max_completion_tokens and no temperature, Claude Opus 4.7 gets the 1M-context beta
+header when configured, and an unknown parameter is a config error."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+from cader.evaluate.judge.client import RetryPolicy, judge_one
+from cader.evaluate.judge.loopback import LoopbackJudgeServer
+from cader.evaluate.judge.params import (
+    CONTEXT_1M_BETA,
+    DEFAULT_FAMILIES,
+    JudgeConfigError,
+    family_for,
+    parse_families,
+)
+from cader.evaluate.judge.providers import make_provider
+from cader.evaluate.judge.questions import Question
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "configs" / "judge" / "default.yaml"
+FAST = RetryPolicy(max_replies=2, max_api_retries=1, backoff_base=0.001, backoff_max=0.01)
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "loopback-dummy")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "loopback-dummy")
+    for name in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def question():
+    return Question(question_id=11, question="Which sign appears first?", options=["a", "b", "c"], answer="B",
+                    ecom_required=False, milestones=[{"id": "M1", "type": "ocr_text_reading", "description": "sign"}])
+
+
+def judge_as(api, model, families=None, max_tokens=4096):
+    """One judgment by `model` against a loopback server that applies that model's request rules."""
+    with LoopbackJudgeServer(also_answers_as=[model]) as server:
+        url = server.base_url if api == "openai" else server.anthropic_base_url
+        provider = make_provider(api, model, url, timeout=5.0, families=families, max_tokens=max_tokens)
+        row = judge_one(provider, question(), {"question_id": 11, "pred": "B"}, "cader", policy=FAST)
+    return row, server
+
+
+@pytest.mark.parametrize("model", ["gpt-5", "gpt-5-mini", "o1", "o3-mini", "o4-mini"])
+def test_reasoning_models_get_max_completion_tokens_and_no_temperature(model):
+    row, server = judge_as("openai", model, max_tokens=16384)
+    assert row["error"] is None and row["attempts"] == 1
+    body = server.requests[0]
+    assert body["model"] == model and body["max_completion_tokens"] == 16384
+    assert "max_tokens" not in body and "temperature" not in body
+    assert row["judge_config"]["family"] == "openai-reasoning"
+
+
+def test_the_loopback_rejects_the_old_request_shape_for_gpt5():
+    # The request every model used to get (temperature 0, max_tokens): the API's 400, not retried, no score.
+    old_shape = [{"name": "everything", "providers": ["openai"], "models": ["*"], "temperature": 0.0}]
+    row, server = judge_as("openai", "gpt-5", families=old_shape)
+    assert len(server.requests) == 1 and row["scores"] is None and "HTTP 400" in row["error"]
+    assert row["attempts"] == 1 and "invalid_request_error" in row["error"]
+
+
+def test_other_openai_compatible_models_decode_greedily_with_max_tokens():
+    row, server = judge_as("openai", "Qwen/Qwen3-32B")
+    body = server.requests[0]
+    assert row["error"] is None and body["temperature"] == 0 and body["max_tokens"] == 4096
+    assert "max_completion_tokens" not in body
+
+
+def test_reasoning_effort_comes_from_the_family():
+    families = [{"name": "gpt5-medium", "providers": ["openai"], "models": ["gpt-5*"],
+                 "token_limit_param": "max_completion_tokens", "reasoning_effort": "medium"}]
+    row, server = judge_as("openai", "gpt-5", families=families)
+    assert row["error"] is None and server.requests[0]["reasoning_effort"] == "medium"
+    assert row["judge_config"]["reasoning_effort"] == "medium"
+
+
+def test_opus_4_7_gets_the_1m_context_beta_and_other_claude_models_do_not():
+    row, server = judge_as("anthropic", "claude-opus-4-7")
+    assert row["error"] is None and server.headers[0]["anthropic-beta"] == CONTEXT_1M_BETA
+    assert not {"temperature", "top_p", "top_k"} & set(server.requests[0])
+    row, server = judge_as("anthropic", "claude-custom-judge")
+    assert row["error"] is None and "anthropic-beta" not in server.headers[0]
+
+
+def test_default_yaml_families_are_the_built_in_ones():
+    raw = yaml.safe_load(CONFIG.read_text())
+    assert parse_families(raw["families"]) == parse_families(None) == parse_families(DEFAULT_FAMILIES)
+    assert family_for("anthropic", raw["model"], parse_families(raw["families"])).anthropic_beta == [CONTEXT_1M_BETA]
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"temprature": 0}, "unknown parameter 'temprature'"),
+    ({"max_tokens": 10}, "unknown parameter 'max_tokens'"),
+    ({"anthropic_beta": ["x"]}, "anthropic_beta is an Anthropic header"),
+    ({"token_limit_param": "max_output_tokens"}, "token_limit_param"),
+    ({"temperature": 5}, "temperature"),
+])
+def test_bad_family_entries_are_config_errors_naming_entry_and_parameter(entry, message):
+    family = {"name": "mine", "providers": ["openai"], "models": ["*"], **entry}
+    with pytest.raises(JudgeConfigError, match=message) as caught:
+        parse_families([DEFAULT_FAMILIES[0], family])
+    assert "families[1] (mine)" in str(caught.value)
+
+
+def test_a_model_no_family_matches_is_a_config_error():
+    only_gpt = [{"name": "gpt", "providers": ["openai"], "models": ["gpt-*"]}]
+    with pytest.raises(JudgeConfigError, match="no entry of families matches provider 'openai' and model 'qwen3'"):
+        make_provider("openai", "qwen3", "http://127.0.0.1:9/v1", families=only_gpt)
+
+
+def test_cli_stops_on_an_unknown_parameter_before_any_call(tmp_path):
+    raw = yaml.safe_load(CONFIG.read_text())
+    raw["families"][0]["temprature"] = 0
+    config = tmp_path / "judge.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    with pytest.raises(SystemExit) as caught:
+        entry.main(["--config", str(config), "--predictions", "p.jsonl", "--questions", "q.jsonl",
+                    "--out", str(tmp_path / "out")])
+    assert "config error" in str(caught.value) and "unknown parameter 'temprature'" in str(caught.value)
+    assert not (tmp_path / "out").exists()
