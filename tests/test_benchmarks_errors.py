@@ -3,6 +3,7 @@
 import json
 import shutil
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -10,15 +11,13 @@ from cader.evaluate.benchmarks import BenchmarkError, UnknownBenchmarkError, loa
 from cader.evaluate.benchmarks.base import RowError, answer_letter, strip_letter_prefixes
 from cader.evaluate.benchmarks.lvbench import parse_time_reference, split_options
 from cader.evaluate.benchmarks.mlvu import NO_MATCH
-from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+from cader.evaluate.benchmarks.synth_eval import write_eval_sets
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     out = tmp_path_factory.mktemp("pristine")
-    make_synthetic_data(
-        out, seed=5, n_train=1, n_images=0, n_tool=0, n_eval=3, n_heldout=2, eval_duration=(12, 14)
-    )
+    write_eval_sets(out / "eval", np.random.default_rng(5), 3, 2, (12, 14))  # make_synthetic_data's eval half
     return out / "eval"
 
 

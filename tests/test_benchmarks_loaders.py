@@ -3,9 +3,10 @@
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 from cader.evaluate.benchmarks import LETTERS, available, load_benchmark, video_path
-from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+from cader.evaluate.benchmarks.synth_eval import write_eval_sets
 
 N_EVAL = 7
 
@@ -13,9 +14,8 @@ N_EVAL = 7
 @pytest.fixture(scope="module")
 def eval_root(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    make_synthetic_data(
-        out, seed=11, n_train=1, n_images=0, n_tool=0, n_eval=N_EVAL, n_heldout=5, eval_duration=(12, 20)
-    )
+    # the evaluation half of make_synthetic_data (the training mix is not needed here)
+    write_eval_sets(out / "eval", np.random.default_rng(11), N_EVAL, 5, (12, 20))
     return out / "eval"
 
 

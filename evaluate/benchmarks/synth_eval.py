@@ -137,22 +137,17 @@ def write_mlvu(root: Path, rng, n: int, new_spec: Callable) -> dict:
         truth.add(f"{stem}-{row_index}", letter, f"mlvu/MLVU/video/{stem}/{name}", spec)
     for stem, rows in per_task.items():
         write_json(root / "MLVU" / "json" / f"{stem}.json", rows)
-    for (
-        stem,
-        qtype,
-    ) in MLVU_GENERATION_TASKS:  # open-ended tasks: not multiple choice, the loader skips the files
-        write_json(
-            root / "MLVU" / "json" / f"{stem}.json",
-            [
-                {
-                    "video": f"{qtype}_000.mp4",
-                    "duration": 30.0,
-                    "question": "Describe the video.",
-                    "answer": "A grey background with a coloured shape.",
-                    "question_type": qtype,
-                }
-            ],
-        )
+    for stem, qtype in MLVU_GENERATION_TASKS:  # open-ended tasks: not multiple choice, the loader skips them
+        row = {
+            "video": f"{qtype}_000.mp4",
+            "duration": 30.0,
+            "question": "Describe the video.",
+            "answer": "A grey background with a coloured shape.",
+            "question_type": qtype,
+        }
+        if stem == "8_sub_scene":  # the sub-scene task is graded against scoring points
+            row["scoring_points"] = ["a grey background", "a coloured shape"]
+        write_json(root / "MLVU" / "json" / f"{stem}.json", [row])
     return truth.entry()
 
 
@@ -171,7 +166,7 @@ def write_longvideobench(root: Path, rng, n: int, new_spec: Callable) -> dict:
                 "question_wo_referring_query": COLOUR_QUESTION,
                 "candidates": options,
                 "correct_choice": LETTERS.index(letter),
-                "position": [],
+                "position": [int(spec.t_s), int(spec.t_e)],
                 "topic_category": "NP-News-Programs",
                 "question_category": ("S2A", "T2A", "E2O")[i % 3],
                 "level": "L1-Perception",
@@ -185,7 +180,7 @@ def write_longvideobench(root: Path, rng, n: int, new_spec: Callable) -> dict:
             }
         )
         truth.add(sample_id, letter, f"longvideobench/videos/{video_id}.mp4", spec)
-        subtitle = {"timestamp": [spec.t_s, spec.t_e], "text": "A shape appears."}  # one cue, during the event
+        subtitle = {"start": _hms(spec.t_s), "end": _hms(spec.t_e), "line": "A shape appears."}  # one cue
         write_json(root / "subtitles" / f"{video_id}_en.json", [subtitle])
     write_json(root / "lvb_val.json", rows)
     return truth.entry()
@@ -216,7 +211,7 @@ def write_lvbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
             text = question + "".join(f"\n({LETTERS[k]}) {o}" for k, o in enumerate(options))
             qa.append(
                 {
-                    "uid": str(uid),
+                    "uid": uid,
                     "question": text,
                     "answer": letter,
                     "question_type": [qtype],
@@ -330,6 +325,17 @@ def write_agentvidbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
                     "description": f"Identifies the shape's colour as {spec.colour}.",
                 },
             ],
+            "trajectory": {
+                "steps": [
+                    {
+                        "tool": "analyze_video",
+                        "args": {"start": timestamp(spec.t_s), "end": timestamp(spec.t_e)},
+                        "thought": "Look where the shape appears.",
+                        "observation": f"A {spec.colour} shape fills the centre.",
+                    }
+                ],
+                "final_answer": letter,
+            },
             "evidence_window": [spec.t_s, spec.t_e],
         }
         if i % 3 != 2:  # every third question leaves ecom_required out (= unknown)
@@ -339,6 +345,12 @@ def write_agentvidbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
     write_jsonl(root / "questions.jsonl", questions)
     write_jsonl(root / "videos.jsonl", videos)
     return truth.entry()
+
+
+def _hms(seconds: float) -> str:
+    """LongVideoBench subtitle time: "HH:MM:SS.mmm"."""
+    millis = round(seconds * 1000)
+    return f"{millis // 3600000:02d}:{millis // 60000 % 60:02d}:{millis // 1000 % 60:02d}.{millis % 1000:03d}"
 
 
 def clock(seconds: float) -> str:
