@@ -9,8 +9,12 @@ held-out split for ``calibrate/fit.py``; a separate name rather than a ``--split
 ``--benchmark`` can select it). Each loader's module docstring gives the layout it expects under
 ``<data_root>/<folder>/``; ``data_root`` may also point straight at that folder.
 
+Each layout is the official release's, pinned by a conformance fixture under ``tests/fixtures/<benchmark>/`` whose
+``PROVENANCE.md`` names the release files and reader code every field and rule comes from.
+
 Contract: a malformed row never raises; it comes back as a ``BenchmarkError`` naming file and row, so the runner
-records and counts it. A missing layout raises ``FileNotFoundError``; an unknown name raises
+records and counts it. Empty or missing question/option text, more than 26 options and a video path that is
+absolute or climbs out of ``data_root`` with ``..`` are such row errors. A missing layout raises ``FileNotFoundError``; an unknown name raises
 ``UnknownBenchmarkError`` (a ``KeyError``) with a did-you-mean suggestion. Gold answers are always letters,
 extracted deterministically.
 """
