@@ -56,6 +56,15 @@ def test_reasoning_models_get_max_completion_tokens_and_no_temperature(model):
     assert row["judge_config"]["family"] == "openai-reasoning"
 
 
+def test_a_reasoning_model_out_of_tokens_before_any_text_is_an_error_naming_the_limit():
+    with LoopbackJudgeServer(also_answers_as=["gpt-5"], script=["out_of_tokens", "valid"]) as server:
+        provider = make_provider("openai", "gpt-5", server.base_url, timeout=5.0, max_tokens=512)
+        row = judge_one(provider, question(), {"question_id": 11, "pred": "B"}, "cader", policy=FAST)
+    # Asking again would spend the same budget the same way: one call, no repair turn with an empty reply.
+    assert server.total_calls == 1 and row["scores"] is None
+    assert "max_completion_tokens=512" in row["error"] and "raise --max_tokens" in row["error"]
+
+
 def test_the_loopback_rejects_the_old_request_shape_for_gpt5():
     # The request every model used to get (temperature 0, max_tokens): the API's 400, not retried, no score.
     old_shape = [{"name": "everything", "providers": ["openai"], "models": ["*"], "temperature": 0.0}]

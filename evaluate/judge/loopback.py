@@ -8,7 +8,8 @@ per question: `script` is a list of actions consumed one per request for that qu
 ["malformed", "valid"] answers garbage once and then a valid judgment; ["500"] fails forever. "400" is a
 non-retryable bad request, "overloaded" is Anthropic's HTTP 529, "empty" is a reply with no text, "two_objects" a
 reply text holding two JSON objects, "truncated_body" a 200 whose JSON body is cut short, "text_body" a 200 with a
-text/plain body. Error replies carry `Retry-After: <retry_after>` when the server is given one.
+text/plain body, "out_of_tokens" an empty reply stopped by the token limit (a reasoning model that spent its
+whole budget thinking). Error replies carry `Retry-After: <retry_after>` when the server is given one.
 
 Its identity is fixed: it answers only requests for its own model name (providers.LOOPBACK_MODEL; 404
 model_not_found otherwise, as the real APIs do) and names itself in every reply's `model` field, so its made-up
@@ -42,7 +43,7 @@ from cader.evaluate.judge.providers import LOOPBACK_MODEL
 from cader.evaluate.judge.schema import FAILURE_TAGS, MILESTONE_STATUSES
 
 ACTIONS = ("valid", "fenced", "prose", "malformed", "wrong_milestones", "bad_score", "unknown_tag", "p4_null",
-           "two_objects", "empty", "truncated_body", "text_body", "400", "429", "500", "overloaded", "hang")
+           "two_objects", "empty", "out_of_tokens", "truncated_body", "text_body", "400", "429", "500", "overloaded", "hang")
 JSON = "application/json"
 ERROR_STATUS = {"400": 400, "429": 429, "500": 500, "overloaded": 529}
 # Anthropic's error `type` per HTTP status (https://docs.anthropic.com/en/api/errors).
@@ -87,7 +88,7 @@ def synthetic_judgment(qid: str, milestone_ids: Sequence[str], sweep: str) -> di
 
 def reply_text(action: str, qid: str, ids: list[str], sweep: str, judgment_fn: Callable) -> str:
     judgment = judgment_fn(qid, ids, sweep)
-    if action == "empty":
+    if action in ("empty", "out_of_tokens"):
         return ""
     if action == "fenced":
         return "```json\n" + json.dumps(judgment, indent=1) + "\n```"
@@ -243,12 +244,12 @@ class LoopbackJudgeServer:
         if api == "anthropic":
             payload = {"id": f"msg_loopback_{qid}", "type": "message", "role": "assistant", "model": LOOPBACK_MODEL,
                        "content": [{"type": "text", "text": text}] if text else [],
-                       "stop_reason": "end_turn", "stop_sequence": None,
+                       "stop_reason": "max_tokens" if action == "out_of_tokens" else "end_turn", "stop_sequence": None,
                        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out}}
         else:
             payload = {"id": f"chatcmpl-loopback-{qid}", "object": "chat.completion", "created": int(time.time()),
                        "model": LOOPBACK_MODEL,
-                       "choices": [{"index": 0, "finish_reason": "stop",
+                       "choices": [{"index": 0, "finish_reason": "length" if action == "out_of_tokens" else "stop",
                                     "message": {"role": "assistant", "content": text}}],
                        "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                                  "total_tokens": tokens_in + tokens_out}}

@@ -18,11 +18,9 @@ import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Protocol
-from urllib.parse import urlparse
 
 from cader.evaluate.judge.params import ModelFamily, family_for, judge_config, parse_families
 
-LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 # The loopback test double's one model name (loopback.py): it answers to no other, and a judgment served under it
 # is reported as not coming from a real judge (aggregate.py).
 LOOPBACK_MODEL = "loopback-judge"
@@ -118,10 +116,6 @@ def _api_key(env_var: str, base_url: str | None) -> str:
         return PLACEHOLDER_KEY
     raise ProviderError(f"set {env_var} in the environment (keys are read from the environment only)",
                         transient=False)
-
-
-def is_loopback(base_url: str | None) -> bool:
-    return bool(base_url) and urlparse(base_url).hostname in LOOPBACK_HOSTS
 
 
 class OpenAICompatibleProvider:
