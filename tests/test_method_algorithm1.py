@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
 from cader.evaluate.method.config import CaderConfig
-from cader.evaluate.method.stage1 import Cost, run_stage1
+from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
 from cader.evaluate.method.stage2 import Stage2Failure, run_stage2
 from cader.vlm.sampling import uniform_times
 from cader.vlm.video import Frames
@@ -64,7 +64,7 @@ def window(s, e):
 
 
 def run(main, verifier, duration=3600.0, **cfg):
-    cfg = CaderConfig(max_frames=64, **cfg)
+    cfg = CaderConfig(**{"max_frames": 64, **cfg})
     reader = FakeReader(duration)
     f1 = reader.sample_uniform(cfg.r1, max_frames=cfg.max_frames)
     cost = Cost()
@@ -171,7 +171,10 @@ def test_short_proposal_is_expanded_and_reversed_out_of_range_is_fixed():
     main = ScriptedBackend(['"relevant_windows": [["3650", "3598"]]', "<answer>A</answer>"])
     rec, _, _, _ = run(main, ScriptedBackend(p_yes=[0.95]))
     assert rec["steps"][0]["window"] == [3598.0, 3600.0] and rec["steps"][0]["parsed"]["swapped"]
-    assert rec["steps"][1]["crop"] == [3594.0, 3600.0]  # 10 s about 3599, clipped at the end
+    assert rec["steps"][1]["crop"] == [3590.0, 3600.0]  # 10 s about 3599, shifted back inside the video
+    main = ScriptedBackend(['"relevant_windows": [["3650", "3598"]]', "<answer>A</answer>"])
+    rec, _, _, _ = run(main, ScriptedBackend(p_yes=[0.95]), crop_edge="clip")
+    assert rec["steps"][1]["crop"] == [3594.0, 3600.0]  # --crop_edge clip: cut at the end
 
 
 def test_verifier_error_keeps_partial_trajectory():
@@ -199,3 +202,87 @@ def test_stage1_margin_and_exit():
         ScriptedBackend(logits=[0, 30.0, 0, 0]), frames, "Q", OPTIONS, LETTERS, CaderConfig(tau=1.01), Cost()
     )
     assert not out.exits
+
+
+# ---- each constant and switch of the method, where a one-line change would otherwise pass ------------------------
+
+
+class VocabYesNo(ScriptedBackend):
+    """A verifier whose P_yes and P_no over the whole vocabulary do not sum to 1 (as a real model's do not)."""
+
+    def __init__(self, pairs):
+        super().__init__()
+        self.pairs = list(pairs)
+
+    def yes_no(self, prompts):
+        self.prompts += [("yes_no", p) for p in prompts]
+        return [YesNo(*self.pairs.pop(0), 7) for _ in prompts]
+
+
+@pytest.mark.parametrize("p_yes, accepted", [(0.60, True), (0.5999, False), (0.6001, True)])
+def test_segment_accepted_iff_p_yes_at_least_delta(p_yes, accepted):
+    main = ScriptedBackend([window(100, 130), "<answer>C</answer>"])
+    rec, _, _, _ = run(main, ScriptedBackend(p_yes=[p_yes]), variant="no_reflection")
+    assert rec["steps"][1]["accepted"] is accepted
+    assert (rec["pred"], rec["fallback"]) == (("C", None) if accepted else ("A", "not_accepted"))
+
+
+def test_p_yes_is_the_vocabulary_probability_by_default():
+    # P(Yes) = 0.5, P(No) = 0.2 over the vocabulary: 0.5 < delta, rejected; renormalised it would be 0.714
+    main = ScriptedBackend([window(100, 130)])
+    rec, _, _, _ = run(main, VocabYesNo([(0.5, 0.2)]), variant="no_reflection")
+    verify = rec["steps"][1]
+    assert verify["p_yes"] == 0.5 and verify["accepted"] is False and verify["f"] == pytest.approx(0.9)
+    assert (verify["p_yes_vocab"], verify["p_no_vocab"]) == (0.5, 0.2)
+    main = ScriptedBackend([window(100, 130), "<answer>B</answer>"])
+    rec, _, _, _ = run(main, VocabYesNo([(0.5, 0.2)]), variant="no_reflection", p_yes_mode="yes_no")
+    assert rec["steps"][1]["p_yes"] == pytest.approx(0.5 / 0.7) and rec["pred"] == "B"
+    main = ScriptedBackend([window(100, 130)])
+    rec, _, _, _ = run(main, VocabYesNo([(0.0, 0.0)]), variant="no_reflection", p_yes_mode="yes_no")
+    assert rec["steps"][1]["p_yes"] == 0.0  # nothing on either token: no evidence, not a division by zero
+
+
+def test_final_answer_sees_the_dense_crop_not_f1():
+    main = ScriptedBackend([window(100, 104), "<answer>C</answer>"])
+    rec, _, cost, f1 = run(main, ScriptedBackend(p_yes=[0.9]), max_frames=100)
+    crop = rec["steps"][1]["crop"]
+    assert crop == [97.0, 107.0] and rec["steps"][1]["r2"] == 8.0
+    final = main.prompts[-1][1]
+    assert final.video is not f1 and len(final.video) == 80 == rec["steps"][-1]["n_frames"]  # 10 s at 8 fps
+    assert final.video.timestamps.min() > 97.0 and final.video.timestamps.max() < 107.0
+    assert "(97s ~ 107s)" in final.user
+    assert cost.frames_decoded == 80  # the crop is decoded once and reused (F1 is the caller's)
+
+
+def test_thinking_off_for_stage1_and_verifier_on_for_proposal_and_answer():
+    frames = frames_at([0.5, 1.5])
+    backend = ScriptedBackend(logits=[1.0, 0, 0, 0])
+    run_stage1(backend, frames, "Q", OPTIONS, LETTERS, CaderConfig(), Cost())
+    ((kind, prompt),) = backend.prompts
+    assert kind == "logits" and prompt.enable_thinking is False and prompt.video is frames
+    assert prompt.user.endswith("Answer:") and prompt.system.startswith("You are a video question answering")
+    main = ScriptedBackend([window(100, 130), "<answer>C</answer>"])
+    verifier = ScriptedBackend(p_yes=[0.9])
+    run(main, verifier)
+    assert [p.enable_thinking for _, p in main.prompts] == [True, True]
+    assert [p.enable_thinking for _, p in verifier.prompts] == [False]
+
+
+def test_stage1_samples_the_whole_video_at_one_fps():
+    reader = FakeReader(120.0)
+    cost = Cost()
+    frames = sample_stage1_frames(reader, CaderConfig(), cost)
+    assert reader.calls == [("uniform", 1.0, None, None)]
+    assert len(frames) == 120 == cost.frames_decoded
+    frames = sample_stage1_frames(FakeReader(120.0), CaderConfig(max_frames=50), Cost())
+    assert len(frames) == 50  # over the backbone's frame budget: uniformly capped
+
+
+def test_reflection_context_samples_unexplored_time_at_r1():
+    # rejected [100, 130] at P_yes 0.2 -> f = 0.6: 18 frames there, the other 270 s of a 300 s video at r1
+    main = ScriptedBackend([window(100, 130), window(200, 230), "<answer>B</answer>"])
+    rec, _, _, _ = run(main, ScriptedBackend(p_yes=[0.2, 0.9]), duration=300.0)
+    assert rec["steps"][2]["n_frames_planned"] == 18 + 270
+    main = ScriptedBackend([window(100, 130), window(200, 230), "<answer>B</answer>"])
+    rec, _, _, _ = run(main, ScriptedBackend(p_yes=[0.2, 0.9]), duration=300.0, r1=0.5)
+    assert rec["steps"][2]["n_frames_planned"] == 18 + 135

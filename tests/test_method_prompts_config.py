@@ -60,6 +60,8 @@ def test_config_defaults_are_the_paper_values():
     assert (c.r1, c.temperature, c.tau, c.delta, c.k_reflections, c.f_min) == (1.0, 2.0, 0.97, 0.60, 2, 0.4)
     assert (c.n_budget, c.r_min, c.r_max, c.min_crop) == (512, 1.0, 8.0, 10.0)
     assert (c.breadth_max_seconds, c.breadth_max_fraction) == (1200.0, 0.2)
+    # P_yes is "the token probability assigned to Yes" (C.3); the minimum crop holds at the video edges too
+    assert (c.p_yes_mode, c.crop_edge, c.f_max) == ("vocab", "shift", 1.0)
 
 
 def test_config_variants_switch_the_table2_components():

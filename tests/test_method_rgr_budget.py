@@ -97,14 +97,15 @@ def test_crop_min_duration_symmetric():
     assert crop_window(2100, 2130, 3600) == (2100, 2130)  # already >= 10 s
     assert crop_window(100, 104, 3600) == (97.0, 107.0)  # mid 102 +- 5
     assert crop_window(50, 50, 3600) == (45.0, 55.0)
-    # near the start: clip (default) vs shift
-    assert crop_window(1, 3, 3600) == (0.0, 7.0)
-    assert crop_window(1, 3, 3600, edge="shift") == (0.0, 10.0)
+    # near the start: shift (default) keeps 10 s inside the video, clip cuts at 0
+    assert crop_window(1, 3, 3600) == (0.0, 10.0)
+    assert crop_window(1, 3, 3600, edge="clip") == (0.0, 7.0)
     # near the end
-    assert crop_window(3598, 3600, 3600) == (3594.0, 3600.0)
-    assert crop_window(3598, 3600, 3600, edge="shift") == (3590.0, 3600.0)
+    assert crop_window(3598, 3600, 3600) == (3590.0, 3600.0)
+    assert crop_window(3598, 3600, 3600, edge="clip") == (3594.0, 3600.0)
     # video shorter than the minimum crop: the whole video either way
-    assert crop_window(2, 3, 6, edge="shift") == (0.0, 6.0)
+    assert crop_window(2, 3, 6) == (0.0, 6.0)
+    assert crop_window(2, 3, 6, edge="clip") == (0.0, 6.0)
     assert crop_window(2, 3, 6, min_crop=4) == (0.5, 4.5)
     with pytest.raises(ValueError):
         crop_window(1, 2, 10, edge="wrap")

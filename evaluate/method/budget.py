@@ -22,12 +22,13 @@ def is_too_broad(
 
 
 def crop_window(
-    start: float, end: float, duration: float, min_crop: float = 10.0, edge: str = "clip"
+    start: float, end: float, duration: float, min_crop: float = 10.0, edge: str = "shift"
 ) -> tuple[float, float]:
     """The crop of a proposed window: at least `min_crop` seconds, expanded symmetrically about its midpoint.
 
+    edge="shift" (default): an expanded window that crosses 0 or `duration` is slid back inside the video, so it
+    keeps min_crop when the video is that long (the paper's minimum is a rule on the window).
     edge="clip": the expanded window is cut at 0 and `duration` (it may end up shorter than min_crop at an edge).
-    edge="shift": it is slid back inside the video instead, so it keeps min_crop when the video is that long.
     """
     if end - start >= min_crop:
         return max(0.0, start), min(duration, end)

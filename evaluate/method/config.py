@@ -31,10 +31,12 @@ class CaderConfig:
     breadth_max_seconds: float = 1200.0  # a window wider than this is "globally dependent" -> A1
     breadth_max_fraction: float = 0.20  # ... or wider than this fraction of the video
     min_crop: float = 10.0  # seconds; shorter windows are expanded symmetrically around their midpoint
-    # The paper does not say what happens when the expanded crop crosses 0 or the end of the video.
-    # "clip" (default, as the issue states): cut at the edge, so a crop at the very edge may be < min_crop.
-    # "shift": slide the window back inside, keeping min_crop whenever the video is long enough.
-    crop_edge: str = "clip"
+    # What happens when the expanded crop crosses 0 or the end of the video. The paper states the minimum as a
+    # rule on the window ("enforcing a minimum duration of 10 s", Stage 2 "Temporal Segment Proposal"; "The window
+    # must be at least {min_crop} seconds wide", C.2), so by default the crop keeps it at the edges too:
+    # "shift" (default): slide the window back inside, keeping min_crop whenever the video is that long.
+    # "clip": cut at the edge, so a crop at the very start or end may be shorter than min_crop.
+    crop_edge: str = "shift"
     # Stage 2: verification
     n_budget: float = 512.0  # N_budget of Eq. 4 (frames)
     r_min: float = 1.0  # fps, Eq. 4

@@ -1,0 +1,358 @@
+"""report.json's tables (paper Tables 3, 4, 5, 7 and Figure 4) from hand-built predictions records, edge by edge."""
+
+import json
+
+import pytest
+from cader.evaluate.report import (
+    MARGIN_BINS,
+    build_report,
+    compare_runs,
+    render_markdown,
+    write_report,
+)
+
+
+def verify(p_yes, accepted=None):
+    return {"phase": "verify", "p_yes": p_yes, "accepted": accepted}
+
+
+def rec(
+    sid,
+    margin=0.5,
+    s1="A",
+    final="A",
+    *,
+    bench="lvbench",
+    answer="A",
+    route=None,
+    cycles=1,
+    steps=None,
+    fallback=None,
+    task=None,
+    tau=0.97,
+    error=None,
+    cost=None,
+):
+    """One predictions.jsonl record as the runner writes it. route None: exit when margin >= tau."""
+    route = route or ("exit" if margin >= tau else "stage2")
+    stage2 = None
+    if route == "stage2":
+        stage2 = {"pred": final, "cycles": cycles, "fallback": fallback, "steps": steps or []}
+    return {
+        "benchmark": bench,
+        "sample_id": str(sid),
+        "answer": answer,
+        "meta": {"task_type": task} if task else {},
+        "stage1": {"pred": s1, "margin": margin, "tau": tau},
+        "route": route,
+        "stage2": stage2,
+        "pred": final,
+        "correct": final == answer,
+        "error": error,
+        "cost": cost or {},
+    }
+
+
+# ---- Table 3 ------------------------------------------------------------------------------------------------
+
+
+def test_table3_counts_every_routed_sample_as_triggered_even_without_a_crop():
+    records = [
+        rec(1, 0.99),  # exit
+        rec(2, 0.5, cycles=0, fallback="too_broad"),  # Stage 2, fell back before any crop
+        rec(3, 0.5, cycles=0, fallback="unparseable_proposal"),
+        rec(4, 0.5, cycles=2, fallback="not_accepted"),
+    ]
+    row = build_report(records)["table3_trigger"]["lvbench"]
+    assert row["total"] == 4
+    assert (row["stage2_trigger_rate"], row["stage1_exit_rate"]) == (75.0, 25.0)
+    assert row["accuracy"] == 100.0 and row["accuracy_metric"] == "accuracy"
+
+
+def test_table3_rates_leave_failed_samples_out_but_total_counts_them():
+    records = [rec(1, 0.99), rec(2, 0.5), rec(3, 0.5, error="stage1_failed: boom", final=None)]
+    row = build_report(records)["table3_trigger"]["lvbench"]
+    assert row["total"] == 3
+    assert (row["stage2_trigger_rate"], row["stage1_exit_rate"]) == (50.0, 50.0)
+    assert row["accuracy"] == pytest.approx(66.67)  # a failed sample counts as wrong
+
+
+def test_table3_accuracy_for_mlvu_is_m_avg():
+    # task x: 1/1 correct, task y: 1/3 correct -> micro 50 %, M-Avg (100 + 33.33) / 2 = 66.67 %
+    records = [
+        rec(1, 0.99, bench="mlvu_dev", task="x"),
+        rec(2, 0.99, bench="mlvu_dev", task="y"),
+        rec(3, 0.5, final="B", bench="mlvu_dev", task="y"),
+        rec(4, 0.5, final="C", bench="mlvu_dev", task="y"),
+    ]
+    report = build_report(records)
+    row = report["table3_trigger"]["mlvu_dev"]
+    assert row["accuracy"] == pytest.approx(66.67) and row["accuracy_metric"] == "M-Avg"
+    assert report["benchmarks"]["mlvu_dev"]["accuracy"] == 50.0
+    assert report["benchmarks"]["mlvu_dev"]["m_avg"] == pytest.approx(66.67)
+    assert "| mlvu_dev | 4 | 50.0 | 50.0 | 66.67 (M-Avg) |" in render_markdown(report)
+
+
+def test_task_types_outside_mlvu_give_m_avg_in_the_summary_but_not_in_table3():
+    records = [rec(1, 0.99, task="x"), rec(2, 0.5, final="B", task="y"), rec(3, 0.5, task="y")]
+    report = build_report(records)
+    assert report["benchmarks"]["lvbench"]["m_avg"] == pytest.approx(75.0)
+    assert report["table3_trigger"]["lvbench"]["accuracy"] == pytest.approx(66.67)
+    assert "m_avg" not in build_report([rec(1, 0.99)])["benchmarks"]["lvbench"]
+
+
+# ---- Table 4 ------------------------------------------------------------------------------------------------
+
+
+def test_table4_bin_edges_are_the_papers():
+    # each edge lands in the bin above it (intervals closed below); just under it, in the bin below
+    margins = [0.995, 0.99499, 0.99, 0.98999, 0.97, 0.96999, 0.90, 0.89999, 1.0, 0.0]
+    records = [rec(i, m, s1="A" if i % 2 == 0 else "B") for i, m in enumerate(margins)]
+    rows = build_report(records)["table4_margin_bins"]["lvbench"]
+    assert [r["bin"] for r in rows] == [">=0.995", "[0.99,0.995)", "[0.97,0.99)", "[0.90,0.97)", "<0.90"]
+    assert [r["n"] for r in rows] == [2, 2, 2, 2, 2]
+    # Stage-1 accuracy per bin: indices (0, 8), (1, 2), (3, 4), (5, 6), (7, 9) -> A at even indices
+    assert [r["stage1_accuracy"] for r in rows] == [100.0, 50.0, 50.0, 50.0, 0.0]
+    assert [(lo, hi) for _, lo, hi in MARGIN_BINS] == [
+        (0.995, float("inf")),
+        (0.99, 0.995),
+        (0.97, 0.99),
+        (0.90, 0.97),
+        (float("-inf"), 0.90),
+    ]
+
+
+def test_table4_empty_bin_has_no_accuracy():
+    rows = build_report([rec(1, 0.999)])["table4_margin_bins"]["lvbench"]
+    assert rows[0] == {"bin": ">=0.995", "n": 1, "stage1_accuracy": 100.0}
+    assert rows[1] == {"bin": "[0.99,0.995)", "n": 0, "stage1_accuracy": None}
+
+
+# ---- Table 5 ------------------------------------------------------------------------------------------------
+
+
+def test_table5_bands_are_090_to_tau_and_below_090():
+    records = [
+        rec(1, 0.90, s1="B", final="A"),  # [0.90, tau): corrected
+        rec(2, 0.96999, s1="A", final="A"),  # [0.90, tau)
+        rec(3, 0.89999, s1="A", final="B"),  # < 0.90: overturned
+        rec(4, 0.2, s1="B", final="B"),  # < 0.90
+        rec(5, 0.97, s1="B", final="B"),  # M = tau exits: in neither band
+        rec(6, 0.5, error="stage2_failed: x"),  # failed: in neither band
+    ]
+    rows = {r["band"]: r for r in build_report(records)["table5_low_confidence"]["lvbench"]}
+    assert rows["[0.90,tau)"] == {
+        "band": "[0.90,tau)",
+        "n": 2,
+        "stage1_accuracy": 50.0,
+        "final_accuracy": 100.0,
+        "gain": 50.0,
+    }
+    assert rows["<0.90"] == {
+        "band": "<0.90",
+        "n": 2,
+        "stage1_accuracy": 50.0,
+        "final_accuracy": 0.0,
+        "gain": -50.0,
+    }
+
+
+def test_table5_uses_each_records_tau_and_a_tau_below_090():
+    # tau = 0.95: 0.96 exits; tau = 0.5: [0.90, tau) is empty and "< 0.90" stops at tau
+    records = [rec(1, 0.96, tau=0.95), rec(2, 0.93, tau=0.95), rec(3, 0.6, tau=0.5), rec(4, 0.4, tau=0.5)]
+    rows = {r["band"]: r for r in build_report(records)["table5_low_confidence"]["lvbench"]}
+    assert rows["[0.90,tau)"]["n"] == 1 and rows["<0.90"]["n"] == 1
+    empty = build_report([rec(1, 0.99)])["table5_low_confidence"]["lvbench"]
+    assert empty[0] == {
+        "band": "[0.90,tau)",
+        "n": 0,
+        "stage1_accuracy": None,
+        "final_accuracy": None,
+        "gain": None,
+    }
+
+
+def test_table5_reads_tau_097_when_a_record_has_none():
+    record = rec(1, 0.95)
+    del record["stage1"]["tau"]
+    rows = build_report([record])["table5_low_confidence"]["lvbench"]
+    assert rows[0]["n"] == 1
+
+
+# ---- Table 7 ------------------------------------------------------------------------------------------------
+
+
+def test_table7_by_depth_leaves_out_samples_that_never_cropped():
+    records = [
+        rec(1, 0.5, s1="B", final="A", cycles=1),
+        rec(2, 0.5, s1="A", final="A", cycles=1),
+        rec(3, 0.5, s1="B", final="A", cycles=2),
+        rec(4, 0.5, s1="A", final="B", cycles=3, fallback=None),
+        rec(5, 0.5, s1="B", final="B", cycles=0, fallback="too_broad"),  # depth 0: not in Table 7
+        rec(6, 0.5, s1="A", final="A", cycles=0, fallback="unparseable_proposal"),
+        rec(7, 0.99),  # exit
+        rec(8, 0.5, cycles=2, error="stage2_failed: x"),  # failed
+    ]
+    rows = build_report(records)["table7_depth"]["lvbench"]
+    assert rows == [
+        {
+            "depth": 1,
+            "reflections": 0,
+            "n": 2,
+            "stage1_accuracy": 50.0,
+            "final_accuracy": 100.0,
+            "gain": 50.0,
+        },
+        {
+            "depth": 2,
+            "reflections": 1,
+            "n": 1,
+            "stage1_accuracy": 0.0,
+            "final_accuracy": 100.0,
+            "gain": 100.0,
+        },
+        {
+            "depth": 3,
+            "reflections": 2,
+            "n": 1,
+            "stage1_accuracy": 100.0,
+            "final_accuracy": 0.0,
+            "gain": -100.0,
+        },
+    ]
+
+
+def test_table7_record_without_cycles_is_depth_zero():
+    record = rec(1, 0.5)
+    del record["stage2"]["cycles"]
+    assert build_report([record])["table7_depth"]["lvbench"] == []
+
+
+# ---- Figure 4 ------------------------------------------------------------------------------------------------
+
+
+def test_figure4_uses_the_first_proposals_p_yes():
+    records = [
+        # first proposal at exactly 0.9: counted (P_yes >= 0.9); Stage 1 wrong, final right -> corrected
+        rec(1, 0.5, s1="B", final="A", steps=[verify(0.9, True)]),
+        # first proposal rejected at 0.5, the second accepted at 0.95: not counted (first proposal only)
+        rec(2, 0.5, s1="B", final="A", steps=[verify(0.5, False), verify(0.95, True)], cycles=2),
+        # first at 0.95, overturned
+        rec(3, 0.5, s1="A", final="B", steps=[verify(0.95, True)]),
+        # first at 0.99, Stage 1 right and final right: counted, neither corrected nor overturned
+        rec(4, 0.5, s1="A", final="A", steps=[verify(0.99, True)]),
+        # first just under 0.9 with a later high one: not counted
+        rec(5, 0.5, s1="B", final="A", steps=[verify(0.8999, False), verify(0.99, True)], cycles=2),
+        # no verifier (w/o Verifier variant): no P_yes, not counted
+        rec(6, 0.5, s1="B", final="A", steps=[{"phase": "verify", "p_yes": None, "skipped": True}]),
+        rec(7, 0.5, s1="B", final="A", steps=[], cycles=0, fallback="too_broad"),
+    ]
+    gain = build_report(records)["figure4_net_gain"]["lvbench"]
+    assert gain == {"n": 3, "corrected": 1, "overturned": 1, "net_gain": 0}
+
+
+def test_figure4_reads_steps_in_order_past_other_phases():
+    steps = [
+        {"phase": "propose"},
+        verify(0.3, False),
+        {"phase": "resample"},
+        {"phase": "propose"},
+        verify(0.97),
+    ]
+    assert build_report([rec(1, 0.5, s1="B", steps=steps, cycles=2)])["figure4_net_gain"]["lvbench"]["n"] == 0
+    steps = [{"phase": "propose"}, verify(0.92, True), {"phase": "answer"}]
+    assert build_report([rec(1, 0.5, s1="B", steps=steps)])["figure4_net_gain"]["lvbench"] == {
+        "n": 1,
+        "corrected": 1,
+        "overturned": 0,
+        "net_gain": 1,
+    }
+
+
+# ---- the rest of report.json ----------------------------------------------------------------------------------
+
+
+def test_summary_fallbacks_cycles_costs_and_failures():
+    records = [
+        rec(1, 0.99, cost={"forwards": 1, "frames_decoded": 10}),
+        rec(2, 0.5, final="B", cycles=0, fallback="too_broad", cost={"forwards": 2, "frames_decoded": 10}),
+        rec(
+            3,
+            0.5,
+            cycles=1,
+            steps=[verify(0.7, True), {"phase": "answer", "fallback_to_stage1": True}],
+            cost={"forwards": 4, "frames_decoded": 75},
+        ),
+        rec(4, 0.5, error="video_unreadable: x.mp4: no such file", final=None),
+        rec(5, 0.5, bench="mlvu_dev", error="stage1_failed: RuntimeError: OOM", final=None, answer=None),
+    ]
+    report = build_report(
+        records, load_errors=["lvbench: row 9: no options"], config={"variant": "full", "tau": 0.9}
+    )
+    overall = report["overall"]
+    assert report["n"] == 5 and overall["n"] == 5 and overall["n_scored"] == 4 and overall["failures"] == 2
+    assert overall["accuracy"] == 50.0  # 2 of the 4 scored: a failure counts as wrong
+    assert overall["stage1_accuracy"] == 100.0  # over the samples that did not fail
+    assert (overall["stage2_trigger_rate"], overall["stage1_exit_rate"]) == (
+        pytest.approx(66.67),
+        pytest.approx(33.33),
+    )
+    assert report["fallbacks"] == {"too_broad": 1, "none": 1}
+    assert report["answer_parse_fallbacks"] == 1
+    assert report["cycles_histogram"] == {"0": 1, "1": 1}
+    assert report["cost"]["total"] == {"forwards": 7, "frames_decoded": 95}
+    assert report["cost"]["per_sample"] == {"forwards": 1.4, "frames_decoded": 19.0}
+    assert report["failures"]["count"] == 2
+    assert report["failures"]["by_reason"] == {"video_unreadable": 1, "stage1_failed": 1}
+    assert report["failures"]["samples"][0] == {
+        "benchmark": "lvbench",
+        "sample_id": "4",
+        "error": "video_unreadable: x.mp4: no such file",
+    }
+    assert report["load_errors"] == {"count": 1, "errors": ["lvbench: row 9: no options"]}
+    assert report["config"] == {"variant": "full", "tau": 0.9}
+    assert sorted(report["benchmarks"]) == ["lvbench", "mlvu_dev"]
+    md = render_markdown(report)
+    assert "Variant `full`, T = None, tau = 0.9" in md
+    assert "- lvbench/4: video_unreadable: x.mp4: no such file" in md
+    assert "1 benchmark rows could not be loaded." in md and "- lvbench: row 9: no options" in md
+    assert '- fallbacks: {"too_broad": 1, "none": 1}' in md
+    assert "(Stage-1 answer kept): 1" in md
+
+
+def test_report_without_records_or_config():
+    report = build_report([])
+    assert report["n"] == 0 and report["overall"]["accuracy"] is None and report["cost"]["per_sample"] == {}
+    assert "config" not in report and report["benchmarks"] == {}
+    assert render_markdown(report).startswith("# CADER evaluation report\n\n## Accuracy")
+
+
+def test_markdown_tables_show_each_row():
+    records = [
+        rec(1, 0.999),
+        rec(2, 0.93, s1="B", final="A", steps=[verify(0.95, True)]),
+        rec(3, 0.2, s1="B", final="B", cycles=3, fallback="not_accepted"),
+    ]
+    md = render_markdown(build_report(records))
+    assert "| lvbench | 3 | 66.67 | - | 33.33 | 0 |" in md
+    assert (
+        "| >=0.995 | 1 / 100.0 |" in md and "| [0.99,0.995) | 0 / - |" in md and "| <0.90 | 1 / 0.0 |" in md
+    )
+    assert "| lvbench | [0.90,tau) | 1 | 0.0 | 100.0 | 100.0 |" in md
+    assert "| lvbench | 3 | 1 | 0.0 | 0.0 | 0.0 |" in md  # Table 7 depth 3
+    assert "| lvbench | 1 | 1 | 0 | 1 |" in md  # Figure 4
+    assert "| lvbench | 3 | 66.67 | 33.33 | 66.67 |" in md  # Table 3
+
+
+def test_write_report_and_paired_comparison(tmp_path):
+    mine = [rec(i, 0.5, final="A" if i < 6 else "B") for i in range(10)]
+    theirs = [rec(i, 0.5, final="A" if i < 3 else "B") for i in range(10)] + [rec(99, 0.5)]
+    report = write_report(tmp_path, mine, config={"variant": "full"}, compare_to=theirs)
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    assert (tmp_path / "report.md").read_text() == render_markdown(report)
+    comparison = compare_runs(mine, theirs)
+    assert comparison["n"] == 10 and saved["comparison"]["n"] == 10
+    assert "## Paired comparison" in (tmp_path / "report.md").read_text()
+    assert compare_runs(mine, [rec(50, 0.5)]) == {"n": 0}
+    assert "comparison" not in write_report(tmp_path, mine)
