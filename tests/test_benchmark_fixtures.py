@@ -249,3 +249,15 @@ def test_question_file_line_errors_keep_their_line_numbers(tmp_path):
     assert [line for line, _ in parsed] == [1, 2, 3]
     assert not isinstance(parsed[0][1], RowError)
     assert re.search("JSON", str(parsed[1][1])) and "empty" in str(parsed[2][1])
+
+
+def test_agentvidbench_counts_questions_without_a_known_duration(caplog, tmp_path):
+    import shutil
+
+    shutil.copytree(FIXTURES / "agentvidbench", tmp_path / "agentvidbench")
+    (tmp_path / "agentvidbench" / "videos.jsonl").unlink()  # the table is optional in the release's harness
+    with caplog.at_level("WARNING"):
+        samples, errors = load_benchmark("agentvidbench", tmp_path / "agentvidbench")
+    assert errors == [] and all(s.duration is None for s in samples)
+    assert {s.meta["duration_source"] for s in samples} == {"not in video table"}
+    assert f"{len(samples)} question(s) have no known video duration" in caplog.text

@@ -276,7 +276,6 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
     out = Collector(NAME, data_root)
     table = _table(root, out)
     file = root / QUESTIONS_FILE
-    unknown = 0
     for line, question in read_questions(file):
         try:
             if isinstance(question, RowError):
@@ -326,9 +325,9 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                 file,
                 line,
             )
-            unknown += duration is None
         except RowError as exc:
             out.error(file, line, str(exc))
+    unknown = sum(s.duration is None for s in out.samples)
     if unknown:
         log.warning(
             "agentvidbench: %d question(s) have no known video duration (see meta.duration_source)", unknown
