@@ -64,10 +64,13 @@ def _is_tool_row(row: dict) -> bool:
     """Independent re-implementation of the tool-call criterion the training loader must apply."""
     text = json.dumps(row)
     roles = re.findall(r'"(?:role|from)": "(\w+)"', text)
+    tools = row.get("tools")
+    # LLaMA-Factory's `tools` is a JSON string: "" and "[]" declare none
+    declared = bool(json.loads(tools)) if isinstance(tools, str) and tools.strip() else bool(tools)
     return (
         bool(TOOL_MARKERS.search(text))
         or bool({"tool", "function_call", "observation"} & set(roles))
-        or bool(row.get("tools"))
+        or declared
     )
 
 
@@ -103,24 +106,62 @@ def _is_direct_row(row: dict) -> bool:
     return bool(DIRECT_TARGET.fullmatch(text))
 
 
-def test_longvt_rows_have_openai_parts_and_some_are_json_strings(data, tmp_path):
-    structured = _load(data / "train" / "longvt_sft.parquet", tmp_path)
-    as_string = _load(data / "train" / "longvt_sft_json.parquet", tmp_path)
-    assert isinstance(as_string[0]["messages"], str)
-    messages = structured[0]["messages"]
-    kinds = {part["type"] for m in messages for part in m["content"]}
-    assert "text" in kinds and kinds & {"video_url", "image_url"}
-    for row in list(structured) + [dict(r, messages=json.loads(r["messages"])) for r in as_string]:
-        for m in row["messages"]:
-            for part in m["content"]:
-                if part["type"] in ("video_url", "image_url"):
-                    assert (data / "train" / part[part["type"]]["url"]).exists()
-        if not _is_tool_row(row):
-            final = row["messages"][-1]
-            assert final["role"] == "assistant"
-            assert re.fullmatch(
-                r"<think>.+</think><answer>[A-F]</answer>", final["content"][0]["text"], re.DOTALL
-            ) or DIRECT_TARGET.fullmatch(final["content"][0]["text"])
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def test_longvt_files_have_the_release_names_and_schema(data, tmp_path):
+    """The synthetic LongVT files carry the release's names and exactly the fixture's `datasets` schema."""
+    from cader.evaluate.benchmarks.synth_train import LONGVT_FILES
+
+    fixture = FIXTURES / "longvt_parquet"
+    assert sorted(LONGVT_FILES) == sorted(p.name for p in fixture.glob("*.parquet"))
+    for name in LONGVT_FILES:
+        ds = _load(data / "train" / name, tmp_path)
+        assert ds.features == _load(fixture / name, tmp_path).features, name
+        assert len(ds) >= 1
+        for row in ds:
+            for m in row["messages"]:
+                for part in m["content"]:
+                    assert set(part) == {"type", "text", "image_url", "video_url"}
+                    if part["type"] in ("video_url", "image_url"):
+                        assert (data / "train" / part[part["type"]]["url"]).exists()
+            if not _is_tool_row(row):
+                final = row["messages"][-1]
+                assert final["role"] == "assistant"
+                assert re.fullmatch(
+                    r"<think>.+</think><answer>[A-F]</answer>", final["content"][0]["text"], re.DOTALL
+                ) or DIRECT_TARGET.fullmatch(final["content"][0]["text"])
+
+
+def _json_rows(path: Path) -> list[dict]:
+    text = path.read_text(encoding="utf-8")
+    return [json.loads(x) for x in text.splitlines() if x.strip()] if path.suffix == ".jsonl" else json.loads(text)
+
+
+def _field_types(rows: list[dict]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for row in rows:
+        for key, value in row.items():
+            out.setdefault(key, set()).add(type(value).__name__)
+    return out
+
+
+@pytest.mark.parametrize(
+    "synthetic, fixture",
+    [
+        ("video_r1_cot.json", "video_r1_cot/Video-R1-COT-165k.json"),
+        ("longvideo_reason.jsonl", "longvideo_reason/train.jsonl"),
+        ("sharegpt_conversations.json", "llamafactory_sharegpt/glaive_toolcall_en_demo.json"),
+    ],
+)
+def test_json_layouts_match_the_release_fixtures(data, synthetic, fixture):
+    """Same fields with the same JSON types as the fixture laid out like the release (extra media columns of
+    sharegpt aside: the fixture file is text-only)."""
+    mine, release = _field_types(_json_rows(data / "train" / synthetic)), _field_types(_json_rows(FIXTURES / fixture))
+    extra = {"videos", "images"} if "sharegpt" in synthetic else set()
+    assert set(mine) - extra == set(release)
+    for key in release:
+        assert mine[key] == release[key], key
 
 
 def test_video_r1_and_longvideo_reason_fields(data, tmp_path):
@@ -130,7 +171,7 @@ def test_video_r1_and_longvideo_reason_fields(data, tmp_path):
     )
     assert {"video", "image"} == set(r1["data_type"])
     for row in r1:
-        assert (data / "train" / row["path"]).exists()
+        assert row["path"].startswith("./") and (data / "train" / row["path"]).exists()
         assert re.fullmatch(r"<answer>.+</answer>", row["solution"])
         assert "<think>" in row["process"]
         if row["problem_type"] == "multiple choice":
@@ -139,8 +180,9 @@ def test_video_r1_and_longvideo_reason_fields(data, tmp_path):
             assert [o.split(". ", 1)[1] for o in row["options"]] == list(EVENT_COLOURS)  # fixed order
     reason = _load(data / "train" / "longvideo_reason.jsonl", tmp_path)
     for row in reason:
-        assert (data / "train" / row["videos"]).exists()
-        assert row["answer"] in "ABCDEF" and f"{row['answer']}. " in row["problem"]
+        assert isinstance(row["videos"], str) and (data / "train" / row["videos"]).exists()
+        letter = re.fullmatch(r"<answer>([A-F])</answer>", row["answer"]).group(1)
+        assert f"\n{letter}. " in row["problem"]
 
 
 def test_sharegpt_placeholders_match_media(data, tmp_path):

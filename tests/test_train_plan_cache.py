@@ -58,6 +58,16 @@ def _setup(dm):
     return dm
 
 
+def _setup_with_dead_sources(dm):
+    """setup() on a budget that leaves some sources with nothing to train: it stops with SourceError after
+    planning (and caching) every source, and the report still holds every count."""
+    from cader.train.datamodule import SourceError
+
+    with pytest.raises(SourceError, match="none of its"):
+        dm.setup()
+    return dm
+
+
 def _counts(report):
     """The report without the cache section: what must not depend on hits or misses."""
     return {name: {k: v for k, v in entry.items() if k != "plan_cache"} for name, entry in report.items()}
@@ -69,7 +79,7 @@ def _cache(dm, key):
 
 def _kept_rows(dm):
     """Rows that reach planning (format-valid, tool-free), per source."""
-    return {src.name: len(dm._read(src)[0]) for src in dm.sources}
+    return {src.name: len(dm.read_source(src).rows) for src in dm.sources}
 
 
 def test_warm_run_opens_no_video_and_reports_the_same(tiny_model_dir, data, tmp_path, video_opens):
@@ -94,16 +104,16 @@ def test_skipped_samples_are_cached_with_their_reason(tiny_model_dir, data, tmp_
     # a budget so tight that samples are dropped, and a missing image: the warm report lists the same ids and reasons
     image = next(p for p in (data / "media" / "images").iterdir())
     hidden = image.rename(tmp_path / image.name)
-    cold = _setup(_dm(tiny_model_dir, data, tmp_path, max_length=150, min_frames=2))
+    cold = _setup_with_dead_sources(_dm(tiny_model_dir, data, tmp_path, max_length=150, min_frames=2))
     skipped = {reason for entry in cold.report.values() for reason in entry["skipped"]}
     assert {"over_budget", "missing_media"} <= skipped
     opens = len(video_opens)
-    warm = _setup(_dm(tiny_model_dir, data, tmp_path, max_length=150, min_frames=2))
+    warm = _setup_with_dead_sources(_dm(tiny_model_dir, data, tmp_path, max_length=150, min_frames=2))
     assert len(video_opens) == opens
     assert _counts(warm.report) == _counts(cold.report) and warm.items == cold.items
     # the image comes back: exactly the samples that use it are planned again
     hidden.rename(image)
-    back = _setup(_dm(tiny_model_dir, data, tmp_path, max_length=150, min_frames=2))
+    back = _setup_with_dead_sources(_dm(tiny_model_dir, data, tmp_path, max_length=150, min_frames=2))
     rel = str(image.relative_to(data))
     assert _cache(back, "misses") == _uses(back, rel) and sum(_uses(back, rel).values()) >= 1
     assert sum(e["skipped"].get("missing_media", 0) for e in back.report.values()) == 0
@@ -137,7 +147,7 @@ def test_budget_change_replans_everything_and_keeps_the_old_cache(tiny_model_dir
 
 def _uses(dm, rel_path):
     """Per source: how many planned rows reference this media file."""
-    return {src.name: sum(any(m["path"] == rel_path for m in s.media) for _, s in dm._read(src)[0])
+    return {src.name: sum(any(m["path"] == rel_path for m in s.media) for _, s in dm.read_source(src).rows)
             for src in dm.sources}
 
 

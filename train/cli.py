@@ -1,6 +1,7 @@
 """Helpers of train/sft.py kept out of the entry script: config lookup, missing-input message, the final export."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -76,13 +77,35 @@ def missing_inputs_message(argv: list[str]) -> str | None:
     return None
 
 
+def local_processor_problem(path: str) -> str | None:
+    """Why ``path`` cannot be loaded without the network (None if it can): planning runs on CPU nodes that may
+    have no hub access, so a hub id is used only when it is already in the local Hugging Face cache."""
+    if not path:
+        return "no processor: set --model.model_path (a local folder or a hub id already downloaded)"
+    if Path(path).is_dir():
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        for name in ("preprocessor_config.json", "processor_config.json", "tokenizer_config.json"):
+            if isinstance(try_to_load_from_cache(path, name), str):
+                return None
+    except (ImportError, ValueError) as err:  # an id the hub client rejects is reported like a missing one
+        return f"processor {path!r}: {err}; pass --model.model_path <local folder>"
+    return (f"processor {path!r} is neither a local folder nor in the Hugging Face cache; download it first "
+            f"(huggingface-cli download {path}) or pass --model.model_path <local folder>")
+
+
 def plan_only(argv: list[str]) -> int | None:
     """If the arguments ask for `--plan_only`, plan the data of the config and return the exit code; else None.
 
     Only the data section is instantiated, so the paper recipe's 8-GPU Trainer is never built: the mix can be
     checked and its plan cache filled on any machine that sees the data (the ranks' setup then only reads it).
+    The data is read and checked before any processor is loaded; a source with nothing trainable exits 2 with
+    the reason.
     """
-    from cader.train.datamodule import SFTDataModule
+    from cader.train.datamodule import SFTDataModule, SourceError
+    from cader.train.source_report import group_totals, loss_warnings, summary_line
 
     cfg = make_parser().parse_args(argv)
     if not cfg.plan_only:
@@ -91,17 +114,30 @@ def plan_only(argv: list[str]) -> int | None:
     data["report_dir"] = data.get("report_dir") or cfg.trainer.default_root_dir or "."
     module = SFTDataModule(**data)
     try:
+        module.read_all()
+        problem = local_processor_problem(module.processor_path)
+        if problem:
+            print(f"plan_only: {problem}", file=sys.stderr)
+            return 2
+        if not Path(module.processor_path).is_dir():
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")   # in the cache: never reach for the network
         module.prepare_data()
         module.setup("fit")
-    except (FileNotFoundError, ValueError) as err:  # a missing source file, a mix with nothing trainable
+    except (FileNotFoundError, SourceError) as err:  # a missing source file, a source with nothing trainable
         print(f"plan_only: {err}", file=sys.stderr)
         return 2
     for name, source in module.report.items():
         cache = source.get("plan_cache", {})
         filled = cache.get("prepare_data", cache)  # what filling the cache did; setup then only reads it
-        print(f"{name}: {source['rows']} rows, {source['tool_calls_dropped']} tool-call rows dropped, "
-              f"skipped {source['skipped']}, {source['train_samples']} to train "
-              f"(plan cache: {filled.get('hits', 0)} hits, {filled.get('misses', 0)} misses)")
+        print(f"{summary_line(name, source)}; plan cache: {filled.get('hits', 0)} hits, "
+              f"{filled.get('misses', 0)} misses")
+    for group, tot in group_totals(module.report).items():
+        print(f"group {group}: {tot['rows']} rows, {tot['tool_calls_dropped']} tool-call rows dropped, "
+              f"{tot['trainable']} trainable, {tot['train_samples']} to train")
+    total = sum(s["train_samples"] for s in module.report.values())
+    print(f"total: {total} samples to train from {len(module.report)} sources")
+    for message in loss_warnings(module.report, module.max_source_loss):
+        print(message, file=sys.stderr)
     print(f"data report: {Path(data['report_dir']) / 'data_report.json'}")
     return 0
 

@@ -14,14 +14,14 @@ import logging
 import math
 import os
 import random
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import lightning as L
 from cader.train.budget import BudgetConfig
 from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
-from cader.train.formats import FormatError, read_source
+from cader.train.formats import FormatError, MediaPathError, confine_sample, read_source
 from cader.train.plan_cache import (
     cache_key,
     cache_path,
@@ -29,6 +29,7 @@ from cader.train.plan_cache import (
     plan_rows,
     processor_fingerprint,
 )
+from cader.train.source_report import errors_by_kind, failed_sources, loss_warnings, read_report
 from cader.train.toolfree import filter_tool_free
 from cader.vlm.files import write_atomic
 from torch.utils.data import DataLoader, Dataset
@@ -40,9 +41,25 @@ log = logging.getLogger(__name__)
 class Source:
     name: str
     format: str                      # longvt | video_r1 | longvideo_reason | sharegpt
-    path: str
-    media_root: str = ""             # media paths in the rows are relative to this (default: the file's folder)
+    path: str                        # relative paths are taken under the data module's release_root when it is set
+    media_root: str = ""             # media paths in the rows are relative to this (default: the data module's
+                                     # media_root, else the file's folder)
     ratio: float | None = None       # keep round(ratio * n) samples (< 1 subsamples, > 1 repeats), seeded
+    group: str = ""                  # sources reported together (e.g. the three image-CoT files of LongVT)
+
+
+class SourceError(ValueError):
+    """A source of the mix with no trainable row (wrong schema, wrong media root, ...): the run stops."""
+
+
+@dataclass
+class ReadSource:
+    """One source file after reading, the tool filter and the media-path check (no processor needed)."""
+
+    rows: list                       # (position, Sample) pairs without tool calls, media paths inside the root
+    errors: list                     # FormatError per bad row (schema, audio, media outside the root)
+    tool_dropped: int
+    n_rows: int
 
 
 class PlannedDataset(Dataset):
@@ -97,10 +114,18 @@ class SFTDataModule(L.LightningDataModule):
                  max_frames: int = 4_096, video_max_pixels: int = 65_536, image_max_pixels: int = 262_144,
                  min_frames: int = 4, min_pixels: int = 16_384, min_target_tokens: int = 32,
                  report_dir: str | None = None, plan_cache_dir: str | None = "auto",
-                 plan_workers: int | None = None):
+                 plan_workers: int | None = None, release_root: str = "", media_root: str = "",
+                 max_source_loss: float = 0.05):
         """
         Args:
-            sources: the mix (name, format, path, media_root, optional ratio).
+            sources: the mix (name, format, path, media_root, optional ratio, group).
+            release_root: folder of a downloaded release (e.g. LongVT-Parquet): relative source paths are file
+                names inside it, so a whole release is pointed at with this one setting.
+            media_root: folder the rows' media paths are relative to (e.g. the LongVT-Source download), for every
+                source without its own media_root. A media path that is absolute or climbs out of it is a counted
+                row error.
+            max_source_loss: a source losing more than this fraction of its tool-free rows (row errors, missing
+                media, budget drops) is reported with a loud warning; a source with no trainable row stops the run.
             processor_path: HF folder or hub id of the processor (linked to model.model_path by sft.py).
             batch_size: per-device micro-batch.
             max_length ... min_target_tokens: the token budget (paper supplementary A; see cader.train.budget).
@@ -119,6 +144,7 @@ class SFTDataModule(L.LightningDataModule):
         self.processor_path, self.batch_size, self.num_workers = processor_path, batch_size, num_workers
         self.seed, self.mega_batch, self.report_dir = seed, mega_batch, report_dir
         self.plan_cache_dir = plan_cache_dir
+        self.release_root, self.media_root, self.max_source_loss = release_root, media_root, max_source_loss
         self.plan_workers = default_plan_workers() if plan_workers is None else max(1, int(plan_workers))
         self.budget = BudgetConfig(max_length=max_length, fps=fps, max_frames=max_frames,
                                    video_max_pixels=video_max_pixels, image_max_pixels=image_max_pixels,
@@ -148,38 +174,63 @@ class SFTDataModule(L.LightningDataModule):
             return None
         if self.plan_cache_dir != "auto":
             return Path(self.plan_cache_dir)
-        beside = Path(src.path).resolve().parent / ".cader_plan_cache"
+        beside = self.source_path(src).resolve().parent / ".cader_plan_cache"
         if os.access(beside if beside.is_dir() else beside.parent, os.W_OK):
             return beside
         fallback = Path(self._out_dir()) / "plan_cache" if self._out_dir() else None
         log.warning("source %s: %s is not writable; plan cache in %s", src.name, beside.parent, fallback or "(none)")
         return fallback
 
-    def _read(self, src: Source):
-        """(rows as (position, Sample) without tool calls, format errors, tool-call count, total rows)."""
+    def source_path(self, src: Source) -> Path:
         path = Path(src.path)
+        return Path(self.release_root) / path if self.release_root and not path.is_absolute() else path
+
+    def source_media_root(self, src: Source) -> str:
+        return src.media_root or self.media_root or str(self.source_path(src).parent)
+
+    def read_source(self, src: Source) -> ReadSource:
+        """Read one source without any processor: rows, schema errors, the tool filter, media paths confined to
+        the media root. Raises FileNotFoundError for a missing file."""
+        path = self.source_path(src)
         if not path.is_file():
-            raise FileNotFoundError(f"source {src.name!r}: {path} not found")
+            where = f" (release_root {self.release_root!r})" if self.release_root else ""
+            raise FileNotFoundError(f"source {src.name!r}: {path} not found{where}")
         samples, errors, position = [], [], {}
         for i, row in enumerate(read_source(src.format, path, src.name)):
             if isinstance(row, FormatError):
                 errors.append(row)
-            else:
-                position[id(row)] = i
-                samples.append(row)
+                continue
+            try:
+                confine_sample(row)
+            except MediaPathError as err:
+                errors.append(FormatError(path, i, str(err), kind="media_outside_root"))
+                continue
+            position[id(row)] = i
+            samples.append(row)
         kept, tool_dropped = filter_tool_free(samples)
-        return [(position[id(s)], s) for s in kept], errors, tool_dropped[src.name], len(samples) + len(errors)
+        return ReadSource([(position[id(s)], s) for s in kept], errors, tool_dropped[src.name],
+                          len(samples) + len(errors))
 
-    def _plan_source(self, src: Source, encoder: SampleEncoder):
-        rows, errors, tool_dropped, n_rows = self._read(src)
-        media_root = src.media_root or str(Path(src.path).parent)
+    def read_all(self) -> dict[str, ReadSource]:
+        """Every source read (no processor), or SourceError naming each source with nothing left to plan."""
+        reads = {src.name: self.read_source(src) for src in self.sources}
+        report = {name: read_report(r.n_rows, r.tool_dropped, errors_by_kind(r.errors)) for name, r in reads.items()}
+        dead = failed_sources({k: v for k, v in report.items() if not reads[k].rows})
+        if dead:
+            self.report = report
+            self._write_report()
+            raise SourceError("\n".join(dead))
+        return reads
+
+    def _plan_source(self, src: Source, encoder: SampleEncoder, read: ReadSource):
+        media_root = self.source_media_root(src)
         cache_dir = self._cache_dir(src)
         key = file = None
         if cache_dir is not None:
-            key = cache_key(src.path, src.format, src.name, media_root, self.budget, self._fingerprint(encoder))
+            key = cache_key(self.source_path(src), src.format, src.name, media_root, self.budget,
+                            self._fingerprint(encoder))
             file = cache_path(cache_dir, key)
-        results, stats = plan_rows(encoder, rows, media_root, file, key, workers=self.plan_workers)
-        return results, stats, errors, tool_dropped, n_rows
+        return plan_rows(encoder, read.rows, media_root, file, key, workers=self.plan_workers)
 
     def _fingerprint(self, encoder: SampleEncoder) -> dict:
         if self._processor_fingerprint is None:
@@ -190,53 +241,60 @@ class SFTDataModule(L.LightningDataModule):
         """Fill the plan cache once per node (Lightning runs this on local rank 0 while the other ranks wait)."""
         if not self.plan_cache_dir or self.items is not None:
             return
+        reads = self.read_all()          # a dead source stops here, before any processor is loaded
         encoder = SampleEncoder(self._load_processor(), self.budget)
         for src in self.sources:
-            if Path(src.path).is_file():     # setup names a missing file
-                self._prepared[src.name] = self._plan_source(src, encoder)[1].as_report()
+            self._prepared[src.name] = self._plan_source(src, encoder, reads[src.name])[1].as_report()
 
     def setup(self, stage: str | None = None) -> None:
         if self.items is not None:
             return
+        reads = self.read_all()
         encoder = SampleEncoder(self._load_processor(), self.budget)
         self.encoder = encoder
         rng = random.Random(self.seed)
         items, report = [], {}
         for src in self.sources:
-            results, stats, errors, tool_dropped, n_rows = self._plan_source(src, encoder)
-            skipped: dict[str, list[str]] = defaultdict(list)
-            for err in errors:
-                skipped["format"].append(str(err))
+            read = reads[src.name]
+            results, stats = self._plan_source(src, encoder, read)
+            skipped = errors_by_kind(read.errors)
             planned = []
             for result in results:
                 if result.skip is not None:
                     skipped[result.skip.reason].append(result.skip.detail)
                 else:
                     planned.append(result.planned)
+            trainable = len(planned)
             planned = _apply_ratio(planned, src.ratio, rng)
             budget_steps = Counter(step.split()[0] for p in planned for step in p.plan.steps)
             cache = stats.as_report()
             if src.name in self._prepared:
                 cache["prepare_data"] = self._prepared[src.name]
-            report[src.name] = {"rows": n_rows, "tool_calls_dropped": tool_dropped,
-                                "skipped": {k: len(v) for k, v in skipped.items()}, "skipped_ids": dict(skipped),
-                                "budget_reductions": dict(budget_steps), "train_samples": len(planned),
-                                "plan_cache": cache}
+            report[src.name] = {**read_report(read.n_rows, read.tool_dropped, skipped), "group": src.group,
+                                "budget_reductions": dict(budget_steps), "trainable": trainable,
+                                "train_samples": len(planned), "plan_cache": cache}
             log.info("source %s: %d rows, %d tool-call samples dropped, skipped %s, %d to train (budget: %s; "
-                     "plan cache: %d hits, %d misses)", src.name, n_rows, tool_dropped, report[src.name]["skipped"],
-                     len(planned), dict(budget_steps), stats.hits, stats.misses)
+                     "plan cache: %d hits, %d misses)", src.name, read.n_rows, read.tool_dropped,
+                     report[src.name]["skipped"], len(planned), dict(budget_steps), stats.hits, stats.misses)
             items += planned
-        if not items:
-            raise ValueError(f"no trainable samples in the mix: {json.dumps({k: v['skipped'] for k, v in report.items()})}")
-        self.items, self.report = items, report
+        self.report = report
+        for message in loss_warnings(report, self.max_source_loss):
+            log.warning("%s", message)
+        dead = failed_sources({k: v for k, v in report.items() if v["trainable"] == 0})
+        if dead:
+            self._write_report()
+            raise SourceError("\n".join(dead))
+        self.items = items
         self._write_report()
 
     def _write_report(self) -> None:
         out_dir = self._out_dir()
         if out_dir is None or (self.trainer is not None and self.trainer.global_rank != 0):
             return
+        warnings = loss_warnings(self.report, self.max_source_loss)
         write_atomic(Path(out_dir) / "data_report.json",
-                     json.dumps({"sources": self.report, "budget": asdict(self.budget)}, indent=1))
+                     json.dumps({"sources": self.report, "budget": asdict(self.budget), "warnings": warnings,
+                                 "max_source_loss": self.max_source_loss}, indent=1))
 
     @property
     def lengths(self) -> list[int]:

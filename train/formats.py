@@ -1,23 +1,38 @@
 """Readers for the released SFT formats -> one common `Sample` (chat turns with ordered media parts).
 
-Formats (LongVT SFT data and its sources, paper supplementary A "Training Data"):
-- ``longvt``        parquet with a ``messages`` column: OpenAI-style turns whose content is a string or a list of
-                    parts ``{"type": "text"|"image_url"|"video_url"|"image"|"video", ...}``; the whole column value
-                    may also be a JSON string.
-- ``video_r1``      Video-R1 JSON list: ``problem``, ``problem_type``, ``options``, ``process``, ``solution``, ``path``,
-                    ``data_type``; prompt = problem + options, target = process + solution.
-- ``longvideo_reason`` JSONL; rows either carry ``messages``/``conversations`` (handled like the chat formats) or
-                    the flat fields ``video``/``videos``/``path``, ``question``/``problem``, ``options``, ``reasoning``, ``answer``.
-- ``sharegpt``      LLaMA-Factory sharegpt JSON/JSONL: ``conversations`` (``from``/``value``) or ``messages``
-                    (``role``/``content``) with ``<video>``/``<image>`` placeholders, plus ``videos``/``images`` lists,
-                    optional ``system`` and ``tools``.
+Each reader follows the official loader of its release (tests/fixtures/<format>/PROVENANCE.md names file and commit):
 
-A malformed row never raises out of a reader: it comes back as a `FormatError` naming file and row, so the caller can
-count it (bad input is never dropped silently).
+- ``longvt``        LongVT-Parquet (`longvt_sft_*.parquet`), read as lmms-engine's vision iterable dataset reads it:
+                    column ``messages`` = list of ``{"role", "content": [part, ...]}``; a part's ``type`` decides
+                    what it is: ``"image_url"`` -> ``part["image_url"]["url"]``, ``"video_url"`` ->
+                    ``part["video_url"]["url"]``, anything else is text ``part["text"]``. The files are written by HF
+                    `datasets`, so every part carries every key (absent ones null). Media are relative to the
+                    LongVT-Source download (lmms-engine joins them to the dataset's ``data_folder``).
+                    Also accepted (not in the release): content as a plain string, ``messages`` as a JSON string.
+- ``video_r1``      Video-R1 JSON list (`Video-R1-COT-165k.json`): ``problem``, ``problem_type``, ``options``,
+                    ``process``, ``solution``, ``path`` ("./<folder>/..."), ``data_type``. As Video-R1's SFT script:
+                    question = problem + "Options:\\n" + one line per option (multiple choice only), target =
+                    process + "\\n" + solution, media = path without its leading "." under the data root.
+- ``longvideo_reason`` LongVideo-Reason JSONL: ``problem`` (options inside), ``reasoning`` (plain text), ``videos``
+                    (one path under the video folder), ``answer`` (``<answer>X</answer>``); target =
+                    ``<think>reasoning</think>`` + answer. Chat-style rows (``messages``/``conversations``) are read
+                    as the chat formats.
+- ``sharegpt``      LLaMA-Factory sharegpt JSON/JSONL (its data/README and converter): ``conversations``
+                    (``from``/``value``: human, gpt, function_call, observation, system) or ``messages``
+                    (``role``/``content``), ``<image>``/``<video>`` placeholders matched in order by ``images``/
+                    ``videos``, optional ``system`` and ``tools`` (a JSON string; ``""`` or ``"[]"`` = no tools).
+                    As the converter: a leading system turn becomes the system prompt, user/observation turns sit
+                    at even positions and assistant/function_call turns at odd ones, and the turn count is even.
+                    Rows with audio (``audios`` or ``<audio>``) are skipped with their own count.
+
+A malformed row never raises out of a reader: it comes back as a `FormatError` naming file, row and a `kind`
+(the counter it goes to), so the caller can count it (bad input is never dropped silently).
 """
 from __future__ import annotations
 
 import json
+import os
+import posixpath
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,7 +44,19 @@ from typing import Any
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                    "system": "system", "function_call": "tool", "observation": "tool", "tool": "tool",
                    "function": "tool"}
+# LLaMA-Factory's converter: even positions (0, 2, ...) hold user/observation, odd ones assistant/function_call
+_SHAREGPT_EVEN = {"human", "user", "observation", "tool"}
+_SHAREGPT_ODD = {"gpt", "assistant", "function_call", "function"}
 _PLACEHOLDER = re.compile(r"(<video>|<image>)")
+# Video-R1's SFT script has one answer instruction per problem_type; a type outside these fails its lookup
+VIDEO_R1_PROBLEM_TYPES = ("multiple choice", "numerical", "OCR", "free-form", "regression")
+_ANSWER_HINT = {   # our wording of what the <answer> tag holds, per Video-R1 problem type
+    "multiple choice": "the option's letter",
+    "numerical": "the number",
+    "OCR": "the transcribed text",
+    "free-form": "a short text answer",
+    "regression": "the number",
+}
 
 
 @dataclass
@@ -59,11 +86,19 @@ class Sample:
 
 
 class FormatError(ValueError):
-    """A row that cannot be turned into a Sample; the message names file and row."""
+    """A row that cannot be turned into a Sample; the message names file and row.
 
-    def __init__(self, file: str | Path, row: int, reason: str):
+    `kind` is the counter the row goes to: "format" (schema), "audio" (audio input, not trained),
+    "media_outside_root" (a media path that is absolute, a URL, or climbs out of the media root).
+    """
+
+    def __init__(self, file: str | Path, row: int, reason: str, kind: str = "format"):
         super().__init__(f"{file} row {row}: {reason}")
-        self.file, self.row, self.reason = str(file), row, reason
+        self.file, self.row, self.reason, self.kind = str(file), row, reason, kind
+
+
+class _AudioRow(ValueError):
+    """A row with audio input: skipped and counted apart from schema errors."""
 
 
 FORMATS = ("longvt", "video_r1", "longvideo_reason", "sharegpt")
@@ -81,18 +116,20 @@ def read_source(fmt: str, path: str | Path, source: str | None = None) -> Iterat
     for i, row in enumerate(rows):
         try:
             if not isinstance(row, dict):
-                raise ValueError(f"expected an object, got {type(row).__name__}")
+                raise TypeError(f"expected an object, got {type(row).__name__}")
             sample = convert(row, source, i)
             _check_sample(sample)
             yield sample
-        except (ValueError, KeyError, TypeError) as err:   # json errors are ValueError
+        except _AudioRow as err:
+            yield FormatError(path, i, str(err), kind="audio")
+        except (ValueError, KeyError, TypeError, AttributeError) as err:   # json errors are ValueError
             yield FormatError(path, i, f"{type(err).__name__}: {err}")
 
 
 def _read_rows(path: Path) -> list[Any]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
-        return pq.read_table(path).to_pylist()
+        return pq.read_table(path).to_pylist()   # the rows HF datasets' Dataset.from_parquet yields
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
         rows = []
@@ -108,7 +145,7 @@ def _read_rows(path: Path) -> list[Any]:
     if isinstance(data, dict) and "data" in data:
         data = data["data"]
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of rows")
+        raise TypeError(f"{path}: expected a JSON list of rows")
     return data
 
 
@@ -130,6 +167,39 @@ def _row_id(row: dict, source: str, index: int) -> str:
     return f"{source}:{index}"
 
 
+# ---- media paths ----
+
+class MediaPathError(ValueError):
+    """A media path that does not stay inside its media root."""
+
+
+def confined_media_path(path: str) -> str:
+    """``path`` normalised relative to its media root; raises MediaPathError when it would leave the root.
+
+    Lexical (no symlink resolution), so a media folder that is a symlink into another disk stays usable, while an
+    absolute path, a URL or a path climbing out with ``..`` is refused whatever exists on this machine.
+    """
+    if not isinstance(path, str) or not path.strip():
+        raise MediaPathError(f"empty media path {path!r}")
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path):
+        raise MediaPathError(f"media path {path!r} is a URL, not a file under the media root")
+    unixy = path.replace("\\", "/")
+    if unixy.startswith(("/", "~")) or re.match(r"^[A-Za-z]:/", unixy) or os.path.isabs(path):
+        raise MediaPathError(f"media path {path!r} is absolute; rows must name media relative to the media root")
+    norm = posixpath.normpath(unixy)
+    if norm == ".." or norm.startswith("../"):
+        raise MediaPathError(f"media path {path!r} climbs out of the media root")
+    return norm
+
+
+def confine_sample(sample: Sample) -> None:
+    """Rewrite every media path of ``sample`` to its normalised form; raises MediaPathError for one that leaves
+    the media root."""
+    for turn in sample.turns:
+        for part in turn.media:
+            part["path"] = confined_media_path(part["path"])
+
+
 # ---- OpenAI-style messages (LongVT parquet, and chat-style rows of the other formats) ----
 
 def _media_url(part: dict, key: str) -> str:
@@ -147,19 +217,27 @@ def _openai_parts(content: Any) -> list[dict]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
-        raise ValueError(f"message content must be a string or a list of parts, got {type(content).__name__}")
+        raise TypeError(f"message content must be a string or a list of parts, got {type(content).__name__}")
     parts = []
     for part in content:
         if isinstance(part, str):
             parts.append({"type": "text", "text": part})
             continue
+        if not isinstance(part, dict):
+            raise TypeError(f"content part must be an object, got {type(part).__name__}")
         kind = part.get("type")
-        if kind == "text":
-            parts.append({"type": "text", "text": part.get("text") or ""})
-        elif kind in ("image_url", "image"):
-            parts.append({"type": "image", "path": _media_url(part, kind if kind in part else "image_url")})
+        # the type field decides (lmms-engine's convert_open_to_hf); the other keys of a part are null
+        if kind in ("image_url", "image"):
+            parts.append({"type": "image", "path": _media_url(part, kind if part.get(kind) is not None else "image_url")})
         elif kind in ("video_url", "video"):
-            parts.append({"type": "video", "path": _media_url(part, kind if kind in part else "video_url")})
+            parts.append({"type": "video", "path": _media_url(part, kind if part.get(kind) is not None else "video_url")})
+        elif kind in ("audio_url", "audio", "input_audio"):
+            raise _AudioRow(f"audio part ({kind}): audio input is not trained")
+        elif kind == "text":
+            text = part.get("text")
+            if text is not None and not isinstance(text, str):
+                raise ValueError(f"text part with a {type(text).__name__} text")
+            parts.append({"type": "text", "text": text or ""})
         else:
             raise ValueError(f"unknown content part type {kind!r}")
     return parts
@@ -190,34 +268,42 @@ def _from_openai_row(row: dict, source: str, index: int) -> Sample:
 
 # ---- Video-R1 ----
 
-def _option_lines(options: Any) -> str:
-    if isinstance(options, str):
-        options = json.loads(options) if options.strip().startswith("[") else [options]
-    return "\n".join(str(o) for o in options or [])
+def video_r1_question(problem: str, problem_type: str, options: Any) -> str:
+    """The question as Video-R1's SFT script builds it: for multiple choice, the problem then "Options:" and one
+    line per option, each ending in a newline; otherwise the problem alone."""
+    if problem_type != "multiple choice":
+        return problem
+    if not isinstance(options, list) or not options or not all(isinstance(o, str) for o in options):
+        raise ValueError(f"multiple-choice row needs a non-empty list of option strings, got {options!r}")
+    return problem + "Options:\n" + "".join(o + "\n" for o in options)
 
 
-def _question_text(problem: str, options: Any) -> str:
-    text = problem.strip()
-    lines = _option_lines(options)
-    if lines:
-        text += "\nOptions:\n" + lines
-    # The target teaches the <think>…</think><answer>…</answer> shape (supplementary A); the prompt asks for it.
-    return text + "\nThink step by step inside <think></think>, then give the final answer inside <answer></answer>."
+def video_r1_prompt(problem: str, problem_type: str, options: Any) -> str:
+    # The answer instruction is ours (the target teaches <think>…</think><answer>…</answer>, supplementary A)
+    return (video_r1_question(problem, problem_type, options)
+            + "\nThink step by step inside <think></think>, then give "
+            + f"{_ANSWER_HINT[problem_type]} inside <answer></answer>.")
 
 
 def _from_video_r1(row: dict, source: str, index: int) -> Sample:
-    missing = [k for k in ("problem", "process", "solution") if k not in row]
+    missing = [k for k in ("problem", "problem_type", "process", "solution", "path", "data_type") if k not in row]
     if missing:
         raise KeyError(f"missing Video-R1 fields {missing} (row keys: {sorted(row)})")
-    data_type = row.get("data_type", "video")
+    data_type, problem_type = row["data_type"], row["problem_type"]
     if data_type not in ("video", "image"):
         raise ValueError(f"unknown data_type {data_type!r}")
-    parts = []
-    if row.get("path"):
-        parts.append({"type": data_type, "path": row["path"]})
-    parts.append({"type": "text", "text": _question_text(row["problem"], row.get("options"))})
-    target = f"{row['process'].strip()}{row['solution'].strip()}"
-    meta = {"problem_type": row.get("problem_type")}
+    if problem_type not in VIDEO_R1_PROBLEM_TYPES:
+        raise ValueError(f"unknown problem_type {problem_type!r}; Video-R1 has {VIDEO_R1_PROBLEM_TYPES}")
+    for key in ("problem", "process", "solution", "path"):
+        if not isinstance(row[key], str) or not row[key].strip():
+            raise ValueError(f"empty or non-string {key!r}")
+    path = row["path"]
+    # Video-R1 joins path[1:] ("./X/y.mp4" -> "/X/y.mp4") to its data folder: the path is relative to that folder
+    media = path.removeprefix("./")
+    parts = [{"type": data_type, "path": media},
+             {"type": "text", "text": video_r1_prompt(row["problem"], problem_type, row.get("options"))}]
+    target = row["process"] + "\n" + row["solution"]
+    meta = {"problem_type": problem_type, "data_source": row.get("data_source")}
     return Sample(source, _row_id(row, source, index),
                   [Turn("user", parts), Turn("assistant", [{"type": "text", "text": target}])], meta)
 
@@ -229,28 +315,57 @@ def _from_longvideo_reason(row: dict, source: str, index: int) -> Sample:
         return _from_openai_row(row, source, index)
     if "conversations" in row:
         return _from_sharegpt(row, source, index)
-    video = row.get("video") or row.get("videos") or row.get("path") or row.get("video_path")
+    video = row.get("videos", row.get("video"))
     if isinstance(video, list):
         if len(video) != 1:
             raise ValueError(f"expected one video, got {len(video)}")
         video = video[0]
-    question = row.get("question") or row.get("problem")
-    reasoning = row.get("reasoning") or row.get("process") or row.get("cot")
-    answer = row.get("answer") if row.get("answer") is not None else row.get("solution")
-    if not video or not question or answer is None:
-        raise KeyError(f"expected video/question/answer fields (row keys: {sorted(row)})")
-    answer = str(answer).strip()
+    question = row.get("problem", row.get("question"))
+    reasoning = row.get("reasoning")
+    answer = row.get("answer")
+    missing = [k for k, v in (("videos", video), ("problem", question), ("answer", answer)) if v is None]
+    if missing:
+        raise KeyError(f"missing LongVideo-Reason fields {missing} (row keys: {sorted(row)})")
+    for key, value in (("videos", video), ("problem", question), ("answer", answer)):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"empty or non-string {key!r}")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise ValueError("non-string 'reasoning'")
+    answer = answer.strip()
     if not answer.startswith("<answer>"):
         answer = f"<answer>{answer}</answer>"
     think = (reasoning or "").strip()
     if think and not think.startswith("<think>"):
         think = f"<think>{think}</think>"
-    parts = [{"type": "video", "path": video}, {"type": "text", "text": _question_text(question, row.get("options"))}]
+    # the options are part of `problem` in this release; the answer instruction is ours
+    prompt = question + "\nThink step by step inside <think></think>, then give the option's letter inside " \
+                        "<answer></answer>."
+    parts = [{"type": "video", "path": video}, {"type": "text", "text": prompt}]
+    meta = {"problem_type": row.get("problem_type")}
     return Sample(source, _row_id(row, source, index),
-                  [Turn("user", parts), Turn("assistant", [{"type": "text", "text": think + answer}])])
+                  [Turn("user", parts), Turn("assistant", [{"type": "text", "text": think + answer}])], meta)
 
 
 # ---- LLaMA-Factory sharegpt ----
+
+def declared_tools(tools: Any) -> list:
+    """The tools a sharegpt row declares: its ``tools`` column is a JSON string (LLaMA-Factory's ToolFormatter
+    json-loads it and treats an empty list as none), so ``""``, ``"[]"``, ``[]`` and null declare no tools."""
+    if tools is None:
+        return []
+    if isinstance(tools, str):
+        if not tools.strip():
+            return []
+        try:
+            tools = json.loads(tools)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"'tools' is not valid JSON: {err}") from None
+    if isinstance(tools, dict):
+        tools = [tools]
+    if not isinstance(tools, list):
+        raise TypeError(f"'tools' must be a JSON list, got {type(tools).__name__}")
+    return tools
+
 
 def _split_placeholders(text: str, queues: dict[str, list[str]]) -> list[dict]:
     parts = []
@@ -265,27 +380,49 @@ def _split_placeholders(text: str, queues: dict[str, list[str]]) -> list[dict]:
     return parts
 
 
+def _media_list(row: dict, key: str) -> list:
+    value = row.get(key)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"'{key}' must be a list of paths")
+    return list(value)
+
+
 def _from_sharegpt(row: dict, source: str, index: int) -> Sample:
     convo = row.get("conversations", row.get("messages"))
     if convo is None:
         raise KeyError(f"missing 'conversations'/'messages' (row keys: {sorted(row)})")
     if isinstance(convo, str):
         convo = json.loads(convo)
-    queues = {"video": list(row.get("videos") or []), "image": list(row.get("images") or [])}
-    turns = []
-    if row.get("system"):
-        turns.append(Turn("system", [{"type": "text", "text": row["system"]}]))
-    for m in convo:
-        speaker = m.get("from", m.get("role"))
+    if not isinstance(convo, list):
+        raise TypeError("'conversations' must be a list")
+    if row.get("audios") or "<audio>" in json.dumps(convo):
+        raise _AudioRow("row has audio input (audios / <audio>), which is not trained")
+    queues = {"video": _media_list(row, "videos"), "image": _media_list(row, "images")}
+    speakers = [m.get("from", m.get("role")) for m in convo]
+    values = [m.get("value", m.get("content")) for m in convo]
+    system = row.get("system") or ""
+    if speakers and speakers[0] == "system":      # a leading system turn overrides the system column
+        system, speakers, values = values[0], speakers[1:], values[1:]
+    turns = [Turn("system", [{"type": "text", "text": system}])] if system else []
+    for pos, (speaker, value) in enumerate(zip(speakers, values)):
         if speaker not in _SHAREGPT_ROLES:
             raise ValueError(f"unknown speaker {speaker!r}")
-        value = m.get("value", m.get("content"))
+        allowed = _SHAREGPT_EVEN if pos % 2 == 0 else _SHAREGPT_ODD
+        if speaker not in allowed:
+            raise ValueError(f"turn {pos} is {speaker!r}: user/observation turns must alternate with "
+                             "assistant/function_call turns, starting with the user")
         if not isinstance(value, str):
-            raise ValueError(f"turn value must be a string, got {type(value).__name__}")
+            raise TypeError(f"turn value must be a string, got {type(value).__name__}")
         turns.append(Turn(_SHAREGPT_ROLES[speaker], _split_placeholders(value, queues)))
+    if len(speakers) % 2:
+        raise ValueError(f"{len(speakers)} turns: a conversation ends with an assistant turn (even turn count)")
     left = {k: len(v) for k, v in queues.items() if v}
     if left:
         raise ValueError(f"media without placeholders: {left}")
-    meta = {"tools": row["tools"]} if row.get("tools") else {}
+    tools = declared_tools(row.get("tools"))
+    meta = {"tools": tools} if tools else {}
     return Sample(source, _row_id(row, source, index), turns, meta)
-

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Literal
 
 import lightning as L
 import torch
@@ -19,11 +20,15 @@ class SFTModule(L.LightningModule):
                  warmup_ratio: float = 0.1, gradient_checkpointing: bool = False, freeze_vision_tower: bool = False,
                  freeze_merger: bool = False, freeze_language_model: bool = False, lora_r: int = 0,
                  lora_alpha: int = 16, lora_dropout: float = 0.0, lora_targets: str | list[str] = DEFAULT_LORA_TARGETS,
-                 dtype: str = "float32", vision_guard: bool = True, seed: int = 0):
+                 dtype: str = "float32", vision_guard: bool = True, seed: int = 0,
+                 lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"] = "cosine"):
         """
         Args:
             model_path: HF folder or hub id (Qwen3-VL-8B-Instruct for the paper recipe).
-            lr, warmup_ratio: Table 6 (1e-5, 0.1); cosine decay to 0 over the real number of optimizer steps.
+            lr, warmup_ratio: Table 6 (1e-5, 0.1); linear warmup, then `lr_scheduler_type` over the real number of
+                optimizer steps.
+            lr_scheduler_type: decay after warmup, as LLaMA-Factory/transformers name it: "cosine" (Table 6) to 0,
+                "linear" to 0, or "constant_with_warmup".
             gradient_checkpointing: recompute activations in backward (needed at 10,240 tokens on the 8B model).
             freeze_vision_tower / freeze_merger / freeze_language_model: keep those parameters fixed.
             lora_r: 0 = full-parameter SFT (the paper); > 0 trains LoRA adapters (merged into the weights on export).
@@ -188,6 +193,7 @@ class SFTModule(L.LightningModule):
         optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))
         total = self._total_optimizer_steps()
         warm = warmup_steps(total, self.hparams.warmup_ratio)
-        log.info("optimizer steps %d, warmup %d", total, warm)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total, warm))
+        kind = self.hparams.get("lr_scheduler_type", "cosine")   # checkpoints from before the setting: cosine
+        log.info("optimizer steps %d, warmup %d, %s decay", total, warm, kind)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total, warm, kind))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

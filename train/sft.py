@@ -12,7 +12,7 @@ import logging
 import sys
 
 from cader.train.cli import add_sft_arguments, find_config, missing_inputs_message, plan_only, run_export
-from cader.train.datamodule import SFTDataModule
+from cader.train.datamodule import SFTDataModule, SourceError
 from cader.train.module import SFTModule
 from lightning.pytorch.cli import LightningCLI
 
@@ -34,7 +34,11 @@ def main(argv=None):
         return code
     cli = SFTCLI(SFTModule, SFTDataModule, run=False, args=argv, save_config_kwargs={"overwrite": True},
                  parser_kwargs={"default_env": False})
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
+    try:
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
+    except SourceError as err:   # a source of the mix with nothing trainable: say why, exit non-zero
+        print(f"sft: {err}", file=sys.stderr)
+        return 2
     if cli.config.export:
         out = run_export(cli.trainer, cli.model)
         if out is not None:

@@ -1,25 +1,26 @@
-"""Writes the synthetic CoT training mix in the four released formats (see ``write_training_mix``).
+"""Writes the synthetic CoT training mix in the released formats (see ``write_training_mix``).
 
-Layout under ``<out>/train/`` (media paths in every file are relative to ``<out>/train/``):
+Each file has the layout of its release (tests/fixtures/<format>/ and their PROVENANCE.md; tests/test_synthetic_data.py
+compares the schemas). Under ``<out>/train/`` (media paths in every file are relative to ``<out>/train/``, the media
+root, as LongVT's are to the LongVT-Source download):
 
-- ``longvt_sft.parquet`` and ``longvt_sft_json.parquet`` -- LongVT style: columns ``id``, ``data_source``,
-  ``messages``. In the first file ``messages`` is a list of ``{"role", "content": [parts]}`` with OpenAI-style
-  parts ``{"type": "text", "text"}``, ``{"type": "video_url", "video_url": {"url"}}``,
-  ``{"type": "image_url", "image_url": {"url"}}``; in the second the same list is stored as a JSON string
-  (Arrow cannot mix both in one column).
-- ``video_r1_cot.json`` -- Video-R1 COT style list: ``problem_id``, ``problem``, ``data_type`` ("video"|"image"),
+- the five tool-free LongVT-Parquet files, named as the release names them (``LONGVT_FILES``), written with HF
+  `datasets` in the release's ``messages`` schema: a list of ``{"role", "content": [part]}`` where every part carries
+  ``type``, ``text``, ``image_url`` and ``video_url`` (``{"url"}``), the absent ones null (``LONGVT_FEATURES``).
+  ``longvt_sft.parquet`` holds all their rows in one file for tests that predate the release names.
+- ``video_r1_cot.json`` -- Video-R1-COT-165k layout: ``problem_id``, ``problem``, ``data_type`` ("video"|"image"),
   ``problem_type`` ("multiple choice"|"numerical"), ``options`` (["A. red", ...] or []), ``process``
   (``<think>...</think>``), ``solution`` (``<answer>X</answer>``), ``path`` ("./media/..."), ``data_source``.
-- ``longvideo_reason.jsonl`` -- LongVideo-Reason style rows: ``id``, ``videos`` (path), ``problem`` (question
-  with its options), ``reasoning`` (plain text, no tags), ``answer`` (letter).
+- ``longvideo_reason.jsonl`` -- LongVideo-Reason layout: ``problem_id``, ``problem`` (question and option lines),
+  ``data_type``, ``problem_type``, ``reasoning`` (plain text), ``videos`` (one path), ``answer`` (``<answer>X</answer>``).
 - ``sharegpt.json`` (``messages`` with role/content, ``videos``/``images`` lists, ``<video>``/``<image>``
-  placeholders) and ``sharegpt_conversations.json`` (``conversations`` with from/value, human/gpt, plus
-  ``function_call``/``observation`` turns and a ``tools`` string in the tool samples) -- LLaMA-Factory sharegpt.
+  placeholders) and ``sharegpt_conversations.json`` (``conversations`` with from/value: human, gpt, function_call,
+  observation; ``tools`` a JSON string, ``""`` or ``"[]"`` when the row declares none) -- LLaMA-Factory sharegpt.
 - ``manifest.json`` -- per source: files, ``total`` rows, ``tool_call`` rows, ``clean`` rows, ``media_root``.
 
 Tool-call rows are mixed into every format, each using one marker family so a filter is exercised on each:
 ``<tool_call>`` in an assistant/target text, ``<tool_response>`` in a tool turn, ``<tools>`` in a system prompt,
-a ``tool``/``function_call``/``observation`` role, or a ``tools`` column. Clean targets read
+a ``tool``/``function_call``/``observation`` role, or a non-empty ``tools`` column. Clean targets read
 ``<think>...</think><answer>X</answer>``, except the direct-answer rows below.
 
 Every question lists the six event colours in one fixed order (``canonical_colour_options``), so the letter is a
@@ -28,9 +29,9 @@ for even, sharegpt for odd video indices): the CADER Stage 1 prompt (paper App. 
 target the empty think block that ``enable_thinking=False`` pre-fills followed by the bare letter
 (``direct_answer_text``). They emulate the direct-answer ability the real Qwen3-VL-8B-Instruct already has and that
 Stage 1 relies on (option-letter logits at the first answer position, thinking off); a tiny random model only gets
-it from data. (Video-R1 and LongVideo-Reason cannot hold them: their readers strip ``process``/``solution`` and
-wrap answers in ``<answer>``, so the exact pre-fill cannot be expressed.) Held-out evaluation videos are never in
-the mix, so Stage 1 accuracy on them measures colour -> letter read from pixels.
+it from data. (Video-R1 and LongVideo-Reason cannot hold them: their readers build the target from
+``process``/``reasoning`` and an ``<answer>`` tag, so the exact pre-fill cannot be expressed.) Held-out evaluation
+videos are never in the mix, so Stage 1 accuracy on them measures colour -> letter read from pixels.
 """
 
 from __future__ import annotations
@@ -56,11 +57,20 @@ from cader.evaluate.benchmarks.synth import (
 from cader.evaluate.method.prompts import stage1_prompt
 
 FORMATS = ("longvt", "video_r1", "longvideo_reason", "sharegpt")
+# The five tool-free SFT files of LongVT-Parquet (LongVT examples/sft/longvt_7b_sft.yaml), in the order rows are
+# dealt to them
+LONGVT_FILES = (
+    "longvt_sft_videor1_165k5.parquet",
+    "longvt_sft_longvideoreason_5k2.parquet",
+    "longvt_sft_llavacot_54k5.parquet",
+    "longvt_sft_openvlthinker_2k8.parquet",
+    "longvt_sft_wemath_602.parquet",
+)
+LONGVT_LEGACY_FILE = "longvt_sft.parquet"   # all LongVT rows in one file, for tests written before the release names
 # The files write_training_mix writes, as training sources: (source name, reader format, file under train/).
-# configs/train/cot_mix_tiny.yaml lists the same six; benches and tests import this instead of repeating it.
+# configs/train/cot_mix_tiny.yaml lists the same; benches and tests import this instead of repeating it.
 SYNTHETIC_MIX = (
-    ("longvt", "longvt", "longvt_sft.parquet"),
-    ("longvt_json", "longvt", "longvt_sft_json.parquet"),
+    *((f"longvt_{name.split('_')[2]}", "longvt", name) for name in LONGVT_FILES),
     ("video_r1", "video_r1", "video_r1_cot.json"),
     ("longvideo_reason", "longvideo_reason", "longvideo_reason.jsonl"),
     ("sharegpt", "sharegpt", "sharegpt.json"),
@@ -107,6 +117,39 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
     tmp.replace(path)
 
 
+def longvt_features():
+    """The LongVT-Parquet `messages` schema as HF `datasets` writes it (every part has every key)."""
+    from datasets import Features, List, Value
+
+    part = {"type": Value("string"), "text": Value("string"), "image_url": {"url": Value("string")},
+            "video_url": {"url": Value("string")}}
+    return Features({"messages": List({"role": Value("string"), "content": List(part)})})
+
+
+def longvt_part(kind: str, value: str) -> dict:
+    """One content part with every key present, the absent ones null."""
+    part = {"type": kind, "text": None, "image_url": None, "video_url": None}
+    part["text" if kind == "text" else kind] = value if kind == "text" else {"url": value}
+    return part
+
+
+def write_longvt_parquet(path: Path, rows: list[dict]) -> None:
+    """Rows of ``{"messages": [...]}`` written through HF `datasets` with the release schema."""
+    from datasets import Dataset
+    from datasets.utils import logging as ds_logging
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    bar = ds_logging.is_progress_bar_enabled()
+    ds_logging.disable_progress_bar()   # one bar per tiny file is noise
+    try:
+        Dataset.from_list(rows, features=longvt_features()).to_parquet(str(tmp))
+    finally:
+        if bar:
+            ds_logging.enable_progress_bar()
+    tmp.replace(path)
+
+
 def write_parquet(path: Path, rows: list[dict]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -121,17 +164,13 @@ def write_parquet(path: Path, rows: list[dict]) -> None:
 
 
 def _parts_text(text: str) -> dict:
-    return {"type": "text", "text": text}
+    return longvt_part("text", text)
 
 
 def _longvt_messages(
     media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
 ) -> list[dict]:
-    media_part = (
-        {"type": "video_url", "video_url": {"url": media}}
-        if is_video
-        else {"type": "image_url", "image_url": {"url": media}}
-    )
+    media_part = longvt_part("video_url" if is_video else "image_url", media)
     system = SYSTEM_TEXT
     if tool_kind == 0:
         system += f"\n# Tools\n<tools>\n{json.dumps(TOOLS_SPEC)}\n</tools>"
@@ -155,16 +194,20 @@ def _longvt_messages(
 def _sharegpt_row(
     media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
 ) -> dict:
+    """OpenAI-style sharegpt (role/content) with LLaMA-Factory's turn names; user/observation and
+    assistant/function_call turns alternate as its converter requires."""
     tag = "<video>" if is_video else "<image>"
     messages = [{"role": "user", "content": f"{tag}{prompt}"}]
     if tool_kind == 0:
         messages.insert(0, {"role": "system", "content": f"<tools>\n{json.dumps(TOOLS_SPEC)}\n</tools>"})
-    if tool_kind is not None:
-        messages.append({"role": "assistant", "content": tool_call_text(spec)})
-        if tool_kind != 1:
-            messages.append(
-                {"role": "tool", "content": "<tool_response>The clip shows the event.</tool_response>"}
-            )
+    elif tool_kind == 1:  # only the <tool_call> marker, in an earlier assistant turn
+        messages += [{"role": "assistant", "content": tool_call_text(spec)}, {"role": "user", "content": "Go on."}]
+    elif tool_kind == 2:  # tool roles
+        call = {"name": "crop_video", "arguments": {"start_time": spec.t_s, "end_time": spec.t_e}}
+        messages += [
+            {"role": "function_call", "content": json.dumps(call)},
+            {"role": "observation", "content": "The clip shows the event."},
+        ]
     messages.append({"role": "assistant", "content": target})
     return {
         "messages": messages,
@@ -191,6 +234,7 @@ def _conversations_row(
         "conversations": turns,
         "videos": [media] if is_video else [],
         "images": [] if is_video else [media],
+        # LLaMA-Factory reads tools as a JSON string; "" and "[]" both declare none
         "tools": row.get("tools", ""),
     }
     return row
@@ -227,7 +271,7 @@ def write_training_mix(
         images.append((rel, colour))
 
     rows: dict[str, list] = {f: [] for f in FORMATS}
-    json_string_rows: list[dict] = []
+    longvt_tool_rows: list[dict] = []   # tool rows all go to the first file, so every file keeps trainable rows
     conversation_rows: list[dict] = []
     counts = {f: {"total": 0, "tool_call": 0, "direct_answer": 0} for f in FORMATS}
 
@@ -251,16 +295,11 @@ def write_training_mix(
         question = COLOUR_QUESTION if is_video else IMAGE_QUESTION
         prompt = prompt_with_options(question, options)
         target = cot_text(spec, letter) if is_video else image_cot_text(colour, letter)
-        uid = f"{fmt}_{index:05d}"
         counts[fmt]["total"] += 1
         counts[fmt]["tool_call"] += tool_kind is not None
         if fmt == "longvt":
-            messages = _longvt_messages(media, is_video, prompt, target, tool_kind, spec)
-            row = {"id": uid, "data_source": "synthetic_colour", "messages": messages}
-            if counts[fmt]["total"] % 3 == 0:  # every third row goes to the JSON-string file
-                json_string_rows.append({**row, "messages": json.dumps(messages, ensure_ascii=False)})
-            else:
-                rows[fmt].append(row)
+            row = {"messages": _longvt_messages(media, is_video, prompt, target, tool_kind, spec)}
+            (rows[fmt] if tool_kind is None else longvt_tool_rows).append(row)
         elif fmt == "video_r1":
             numerical = is_video and tool_kind is None and counts[fmt]["total"] % 8 == 0
             if numerical:
@@ -309,12 +348,23 @@ def write_training_mix(
                     + "\n"
                     + reasoning
                 )
+            lines = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
             rows[fmt].append(
-                {"id": uid, "videos": media, "problem": prompt, "reasoning": reasoning, "answer": letter}
+                {
+                    "problem_id": index,
+                    "problem": f"{question}\n{lines}",
+                    "data_type": "video",
+                    "problem_type": "temporal",
+                    "reasoning": reasoning,
+                    "videos": media,
+                    "answer": f"<answer>{letter}</answer>",
+                }
             )
         else:
             maker = _conversations_row if counts[fmt]["total"] % 2 == 0 else _sharegpt_row
             row = maker(media, is_video, prompt, target, tool_kind, spec)
+            if maker is _conversations_row and tool_kind is None and len(conversation_rows) % 2:
+                row["tools"] = "[]"   # the other way to declare no tools
             (conversation_rows if maker is _conversations_row else rows[fmt]).append(row)
 
     # one direct-answer row per training video (module doc): Stage 1's prompt, target = pre-filled empty think + letter
@@ -328,23 +378,27 @@ def write_training_mix(
         if fmt == "longvt":
             messages = _longvt_messages(media, True, user, target, None, spec)
             messages[0] = {"role": "system", "content": [_parts_text(system)]}
-            rows[fmt].append(
-                {"id": f"longvt_direct_{i:05d}", "data_source": "synthetic_colour", "messages": messages}
-            )
+            rows[fmt].append({"messages": messages})
         else:
             row = _sharegpt_row(media, True, user, target, None, spec)
             row["messages"].insert(0, {"role": "system", "content": system})
             rows[fmt].append(row)
 
-    write_parquet(train_dir / "longvt_sft.parquet", rows["longvt"])
-    write_parquet(train_dir / "longvt_sft_json.parquet", json_string_rows)
+    # deal the clean LongVT rows over the five release files (tool rows into the first) so each has trainable rows
+    dealt = {name: [] for name in LONGVT_FILES}
+    for k, row in enumerate(rows["longvt"]):
+        dealt[LONGVT_FILES[k % len(LONGVT_FILES)]].append(row)
+    dealt[LONGVT_FILES[0]] += longvt_tool_rows
+    for name, file_rows in dealt.items():
+        write_longvt_parquet(train_dir / name, file_rows)
+    write_longvt_parquet(train_dir / LONGVT_LEGACY_FILE, [r for name in LONGVT_FILES for r in dealt[name]])
     write_json(train_dir / "video_r1_cot.json", rows["video_r1"])
     write_jsonl(train_dir / "longvideo_reason.jsonl", rows["longvideo_reason"])
     write_json(train_dir / "sharegpt.json", rows["sharegpt"])
     write_json(train_dir / "sharegpt_conversations.json", conversation_rows)
 
     files = {
-        "longvt": ["longvt_sft.parquet", "longvt_sft_json.parquet"],
+        "longvt": list(LONGVT_FILES),
         "video_r1": ["video_r1_cot.json"],
         "longvideo_reason": ["longvideo_reason.jsonl"],
         "sharegpt": ["sharegpt.json", "sharegpt_conversations.json"],
