@@ -152,10 +152,12 @@ def anthropic_request_problem(body: dict, headers) -> str | None:
 
 
 def error_payload(api: str, status: int, message: str, code: str | None = None) -> dict:
+    """The error envelope of each API (shapes: tests/fixtures/judge_replies/)."""
     if api == "anthropic":
-        return {"type": "error", "error": {"type": ANTHROPIC_ERROR_TYPES.get(status, "api_error"), "message": message}}
+        return {"type": "error", "error": {"type": ANTHROPIC_ERROR_TYPES.get(status, "api_error"), "message": message},
+                "request_id": "req_loopback"}
     return {"error": {"message": message, "type": "invalid_request_error" if status < 500 else "server_error",
-                      "code": code or status}}
+                      "param": None, "code": code or status}}
 
 
 class LoopbackJudgeServer:

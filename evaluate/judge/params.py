@@ -8,7 +8,7 @@ Model families differ in what a request may carry:
   sampling parameters; the official harness enables the long window with the request header
   `anthropic-beta: context-1m-2025-08-07` (github.com/krafton-ai/agentvidbench, evaluation/judge.py,
   `anthropic_call`; read at commit 13059bb69fee92de5cc79aeda7836d8aa20ccaeb of its public mirror
-  jhyeonseo/agentvidbench).
+  jhyeonseo/agentvidbench); the value is one of the anthropic SDK's `AnthropicBetaParam` literals.
 - Other OpenAI-compatible models (vLLM, SGLang) decode greedily with temperature 0 and `max_tokens`.
 
 The first family whose `providers` and `models` (fnmatch patterns, case-insensitive) match is used.
