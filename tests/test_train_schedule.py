@@ -1,0 +1,75 @@
+"""The learning-rate schedule: hand-computed factors for each selectable decay, the module's optimizer using the
+configured one, and `--print_config` showing it as part of the recipe."""
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+from cader.train.schedule import SCHEDULERS, lr_factor, optimizer_steps, warmup_steps
+
+REPO = Path(__file__).resolve().parents[1]
+
+# total 10 optimizer steps, 2 of warmup: after warmup, progress = (step - 2) / 8
+EXPECTED = {
+    "cosine": [0.0, 0.5, 1.0, 0.5 * (1 + math.cos(math.pi / 8)), 0.5 * (1 + math.cos(math.pi / 4)), None, 0.5,
+               None, None, None, 0.0],
+    "linear": [0.0, 0.5, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125, 0.0],
+    "constant_with_warmup": [0.0, 0.5] + [1.0] * 9,
+}
+
+
+@pytest.mark.parametrize("kind", SCHEDULERS)
+def test_lr_factor_by_hand(kind):
+    for step, want in enumerate(EXPECTED[kind]):
+        if want is not None:
+            assert lr_factor(step, 10, 2, kind) == pytest.approx(want), (kind, step)
+
+
+def test_cosine_is_the_default_and_unknown_names_fail():
+    assert [lr_factor(s, 10, 2) for s in range(11)] == [lr_factor(s, 10, 2, "cosine") for s in range(11)]
+    with pytest.raises(ValueError, match="lr_scheduler_type"):
+        lr_factor(3, 10, 2, "polynomial")
+
+
+def test_warmup_and_step_counts():
+    assert warmup_steps(10, 0.1) == 1 and warmup_steps(11, 0.1) == 2
+    assert optimizer_steps(num_batches=10, accumulate=2, epochs=1, world_size=2) == 3
+
+
+@pytest.mark.parametrize("kind", ["linear", "constant_with_warmup"])
+def test_configure_optimizers_uses_the_configured_decay(tiny_model_dir, kind):
+    from cader.train.module import SFTModule
+
+    module = SFTModule(str(tiny_model_dir), lr=1.0, warmup_ratio=0.2, lr_scheduler_type=kind)
+    module._total_optimizer_steps = lambda: 10
+    config = module.configure_optimizers()
+    optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
+    lrs = []
+    for _ in range(11):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == pytest.approx(EXPECTED[kind])
+
+
+def _sft():
+    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_print_config_shows_the_scheduler(capsys):
+    import yaml
+
+    sft = _sft()
+    for extra, want in (([], "cosine"), (["--model.lr_scheduler_type", "linear"], "linear")):
+        with pytest.raises(SystemExit) as exit_info:
+            sft.main(["--config", "cot_mix.yaml", *extra, "--print_config"])
+        assert exit_info.value.code in (0, None)
+        printed = yaml.safe_load(capsys.readouterr().out)
+        assert printed["model"]["lr_scheduler_type"] == want
+        assert printed["model"]["lr"] == 1e-5 and printed["model"]["warmup_ratio"] == 0.1
+        assert printed["data"]["release_root"] and printed["data"]["media_root"]
+    with pytest.raises(SystemExit):
+        sft.main(["--config", "cot_mix.yaml", "--model.lr_scheduler_type", "polynomial", "--print_config"])
