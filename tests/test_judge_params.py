@@ -3,6 +3,7 @@ clients: reasoning models get max_completion_tokens and no temperature, Claude O
 header when configured, and an unknown parameter is a config error."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,22 @@ def test_cli_stops_on_an_unknown_parameter_before_any_call(tmp_path):
                     "--out", str(tmp_path / "out")])
     assert "config error" in str(caught.value) and "unknown parameter 'temprature'" in str(caught.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_default_config_pointed_at_gpt5_sends_the_reasoning_shape(tmp_path):
+    # configs/judge/default.yaml with the paper's second judge, as the README shows it: --provider openai --model gpt-5
+    rows = [{"question_id": 11, "question": "Which sign appears first?", "options": ["a", "b", "c"], "answer": "B",
+             "ecom_required": False, "milestones": [{"id": "M1", "type": "ocr_text_reading", "description": "sign"}]}]
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "p.jsonl").write_text(json.dumps({"question_id": 11, "pred": "B", "response": "The bakery."}) + "\n")
+    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    with LoopbackJudgeServer(also_answers_as=["gpt-5"]) as server:
+        entry.main(["--config", str(CONFIG), "--predictions", str(tmp_path / "p.jsonl"), "--questions",
+                    str(tmp_path / "q.jsonl"), "--out", str(tmp_path / "out"), "--provider", "openai",
+                    "--base_url", server.base_url, "--model", "gpt-5", "--progress", "false"])
+    (body,) = server.requests
+    assert body["max_completion_tokens"] == 4096 and not {"max_tokens", "temperature"} & set(body)
+    report = json.loads((tmp_path / "out" / "judge_report.json").read_text())
+    assert report["n_judged"] == 1 and report["real_judge"] is False
