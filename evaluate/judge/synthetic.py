@@ -31,11 +31,18 @@ def synthetic_prediction(question: dict, rng: random.Random, system: str = "cade
     """A predictions.jsonl row (DESIGN.md contract) with a stage-2 trajectory; right about half the time."""
     letters = letters_for(len(question["options"]))
     pred = question["answer"] if rng.random() < 0.5 else rng.choice(letters)
+    # Step fields as evaluate/method/stage2.py writes them (what render.py shows the judge).
     stage2 = {"pred": pred, "accepted": [10.0, 25.0], "cycles": 1, "fallback": None,
-              "steps": [{"phase": "propose", "window": [8.0, 30.0], "text": "The event happens near 0:15."},
-                        {"phase": "verify", "window": [10.0, 25.0], "verdict": "Yes"},
-                        {"phase": "resample", "fps": 4.0, "n_frames": 60},
-                        {"phase": "answer", "pred": pred, "text": f"Counting in the window gives option {pred}."}]}
+              "steps": [{"phase": "propose", "iteration": 0, "context": "F1", "n_frames": 64, "tried": [],
+                         "raw_output": "The event happens near 0:15, so look at [8.0, 30.0].",
+                         "parsed": {"window": [8.0, 30.0], "how": "bracket"}, "window": [8.0, 30.0],
+                         "too_broad": False},
+                        {"phase": "verify", "iteration": 0, "window": [8.0, 30.0], "crop": [8.0, 30.0],
+                         "r2": 4.0, "n_frames": 88, "p_yes": 0.91, "accepted": True},
+                        {"phase": "answer", "window": [8.0, 30.0], "n_frames": 88,
+                         "raw_output": f"Counting in the window gives option {pred}.",
+                         "parsed": {"letter": pred, "how": "answer_is"}, "pred": pred,
+                         "fallback_to_stage1": False}]}
     return {"benchmark": "agentvidbench", "sample_id": str(question["question_id"]),
             "question_id": question["question_id"], "video": f"videos/{question['video_id']}.mp4",
             "duration": 600.0, "question": question["question"], "options": question["options"],
