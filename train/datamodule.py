@@ -155,6 +155,7 @@ class SFTDataModule(L.LightningDataModule):
         self._loader: ResumableLoader | None = None
         self._prepared: dict[str, dict] = {}          # cache stats of prepare_data, reported by setup
         self._processor_fingerprint: dict | None = None
+        self._reads: dict[str, ReadSource] | None = None
 
     def _load_processor(self):
         from cader.vlm.loading import load_processor
@@ -212,7 +213,10 @@ class SFTDataModule(L.LightningDataModule):
                           len(samples) + len(errors))
 
     def read_all(self) -> dict[str, ReadSource]:
-        """Every source read (no processor), or SourceError naming each source with nothing left to plan."""
+        """Every source read (no processor), or SourceError naming each source with nothing left to plan.
+        Read once per data module (prepare_data, setup and --plan_only's early check share it)."""
+        if self._reads is not None:
+            return self._reads
         reads = {src.name: self.read_source(src) for src in self.sources}
         report = {name: read_report(r.n_rows, r.tool_dropped, errors_by_kind(r.errors)) for name, r in reads.items()}
         dead = failed_sources({k: v for k, v in report.items() if not reads[k].rows})
@@ -220,6 +224,7 @@ class SFTDataModule(L.LightningDataModule):
             self.report = report
             self._write_report()
             raise SourceError("\n".join(dead))
+        self._reads = reads
         return reads
 
     def _plan_source(self, src: Source, encoder: SampleEncoder, read: ReadSource):
@@ -284,7 +289,7 @@ class SFTDataModule(L.LightningDataModule):
         if dead:
             self._write_report()
             raise SourceError("\n".join(dead))
-        self.items = items
+        self.items, self._reads = items, None   # the planned items keep what training needs
         self._write_report()
 
     def _write_report(self) -> None:
