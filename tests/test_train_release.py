@@ -133,3 +133,15 @@ def test_training_stops_with_the_reason_when_a_source_cannot_train(tiny_model_di
     assert _sft().main(["--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "source 'broken': none of its 1 rows can be trained (1 format)" in err
+
+
+def test_unreadable_and_missing_files_are_all_named(release, tmp_path, capsys):
+    tree = tmp_path / "release"
+    tree.mkdir()
+    for name in LONGVT_FILES[:3]:
+        (tree / name).symlink_to(release / name)
+    (tree / LONGVT_FILES[3]).write_text("not a parquet file")      # LONGVT_FILES[4] is missing
+    assert _sft().main(_argv(tmp_path / "no_model_here", tree, release, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert f"source 'openvlthinker': cannot read {tree / LONGVT_FILES[3]} as longvt" in err
+    assert f"source 'wemath': {tree / LONGVT_FILES[4]} not found" in err and "release_root" in err

@@ -123,7 +123,7 @@ def plan_only(argv: list[str]) -> int | None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")   # in the cache: never reach for the network
         module.prepare_data()
         module.setup("fit")
-    except (FileNotFoundError, SourceError) as err:  # a missing source file, a source with nothing trainable
+    except SourceError as err:  # a missing or unreadable source file, a source with nothing trainable
         print(f"plan_only: {err}", file=sys.stderr)
         return 2
     for name, source in module.report.items():

@@ -191,13 +191,18 @@ class SFTDataModule(L.LightningDataModule):
 
     def read_source(self, src: Source) -> ReadSource:
         """Read one source without any processor: rows, schema errors, the tool filter, media paths confined to
-        the media root. Raises FileNotFoundError for a missing file."""
+        the media root. Raises FileNotFoundError for a missing file, SourceError for one that does not parse."""
         path = self.source_path(src)
         if not path.is_file():
             where = f" (release_root {self.release_root!r})" if self.release_root else ""
             raise FileNotFoundError(f"source {src.name!r}: {path} not found{where}")
+        try:
+            rows = list(read_source(src.format, path, src.name))
+        except (ValueError, TypeError, OSError) as err:   # the file as a whole: not JSON, not parquet, not a list
+            raise SourceError(f"source {src.name!r}: cannot read {path} as {src.format}: "
+                              f"{type(err).__name__}: {err}") from None
         samples, errors, position = [], [], {}
-        for i, row in enumerate(read_source(src.format, path, src.name)):
+        for i, row in enumerate(rows):
             if isinstance(row, FormatError):
                 errors.append(row)
                 continue
@@ -217,9 +222,14 @@ class SFTDataModule(L.LightningDataModule):
         Read once per data module (prepare_data, setup and --plan_only's early check share it)."""
         if self._reads is not None:
             return self._reads
-        reads = {src.name: self.read_source(src) for src in self.sources}
+        reads, unreadable = {}, []
+        for src in self.sources:
+            try:
+                reads[src.name] = self.read_source(src)
+            except (FileNotFoundError, SourceError) as err:   # every source is checked before the run stops
+                unreadable.append(str(err))
         report = {name: read_report(r.n_rows, r.tool_dropped, errors_by_kind(r.errors)) for name, r in reads.items()}
-        dead = failed_sources({k: v for k, v in report.items() if not reads[k].rows})
+        dead = unreadable + failed_sources({k: v for k, v in report.items() if not reads[k].rows})
         if dead:
             self.report = report
             self._write_report()

@@ -233,13 +233,14 @@ def _openai_parts(content: Any) -> list[dict]:
             parts.append({"type": "video", "path": _media_url(part, kind if part.get(kind) is not None else "video_url")})
         elif kind in ("audio_url", "audio", "input_audio"):
             raise _AudioRow(f"audio part ({kind}): audio input is not trained")
-        elif kind == "text":
+        elif kind == "text" or isinstance(part.get("text"), str):
+            # lmms-engine reads every other part as text; one without a string text has nothing to read
             text = part.get("text")
             if text is not None and not isinstance(text, str):
-                raise ValueError(f"text part with a {type(text).__name__} text")
+                raise TypeError(f"text part with a {type(text).__name__} text")
             parts.append({"type": "text", "text": text or ""})
         else:
-            raise ValueError(f"unknown content part type {kind!r}")
+            raise ValueError(f"unknown content part type {kind!r} without a text")
     return parts
 
 
