@@ -12,7 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from cader.evaluate.benchmarks.synth_train import LONGVT_FILES, longvt_part, write_longvt_parquet, write_training_mix
+from cader.evaluate.benchmarks.synth_train import (
+    LONGVT_FILES,
+    longvt_part,
+    write_longvt_parquet,
+    write_training_mix,
+)
 from datasets import Dataset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +64,7 @@ def test_plan_only_reports_every_tool_free_source_of_the_release(tiny_model_dir,
         assert "tool-call rows dropped" in line and "over the token budget" in line
     assert report["videor1"]["tool_calls_dropped"] == 1      # the synthetic tool row sits in that file
     group = sum(report[n]["train_samples"] for n in ("llavacot", "openvlthinker", "wemath"))
-    assert f"group image_cot: " in out and f"{group} to train" in out.split("group image_cot: ")[1].splitlines()[0]
+    assert "group image_cot: " in out and f"{group} to train" in out.split("group image_cot: ")[1].splitlines()[0]
 
 
 def test_wrong_media_root_stops_planning_with_the_reason(tiny_model_dir, release, tmp_path, capsys):
@@ -113,7 +118,7 @@ def test_media_outside_the_root_are_counted_and_a_lossy_source_warns(tiny_model_
     (tree / "longvt_sft_wemath_602.parquet").unlink()
     write_longvt_parquet(tree / "longvt_sft_wemath_602.parquet", rows + escaping)
     assert _sft().main(_argv(tiny_model_dir, tree, release, tmp_path)) == 0
-    out, err = capsys.readouterr()
+    err = capsys.readouterr().err
     entry = json.loads((tmp_path / "run" / "data_report.json").read_text())["sources"]["wemath"]
     assert entry["skipped"]["media_outside_root"] == 2 and entry["trainable"] == len(rows)
     assert all("media root" in x or "absolute" in x for x in entry["skipped_ids"]["media_outside_root"])
