@@ -55,3 +55,16 @@ def test_unknown_key_is_rejected(tmp_path):
     bad.write_text((REPO / "configs" / "eval" / "cader.yaml").read_text() + "\nnot_a_real_option: 1\n")
     with pytest.raises(SystemExit):
         _entry("evaluate/run.py").build_parser().parse_args(["--config", str(bad), "--out", "x"])
+
+
+def test_paper_recipe_reads_the_five_tool_free_longvt_files_under_one_release_root():
+    """cot_mix.yaml: the release's file names under `data.release_root`, media under `data.media_root`, nothing
+    per file; the LongVT files with tool calls are not in the mix."""
+    cfg = parse(REPO / "configs" / "train" / "cot_mix.yaml")
+    sources = [s if isinstance(s, dict) else vars(s) for s in cfg.data.sources]
+    assert sorted(s["path"] for s in sources) == sorted([
+        "longvt_sft_videor1_165k5.parquet", "longvt_sft_longvideoreason_5k2.parquet",
+        "longvt_sft_llavacot_54k5.parquet", "longvt_sft_openvlthinker_2k8.parquet", "longvt_sft_wemath_602.parquet"])
+    assert {s["format"] for s in sources} == {"longvt"} and not any(s["media_root"] for s in sources)
+    assert cfg.data.release_root and cfg.data.media_root
+    assert cfg.model.lr_scheduler_type == "cosine"
