@@ -33,7 +33,7 @@ def _key(monkeypatch):
 
 def questions_file(root: Path, ids) -> Path:
     path = root / "questions.jsonl"
-    rows = [{"question_id": qid, "video_id": f"v{qid}", "question": f"Question {qid}: how many cards?",
+    rows = [{"question_id": qid, "video_path": f"videos/video{qid}.mp4", "question_text": f"Question {qid}: how many cards?",
              "options": [str(i) for i in range(26)], "answer": "C", "ecom_required": True,
              "milestones": [{"id": "M1", "type": "counting", "description": "count the blue-card raises"}]}
             for qid in ids]

@@ -20,7 +20,7 @@ def test_mc_rate_soft_credit():
 def q(qid, answer, types, difficulty, category, skills):
     return Question(question_id=qid, question="?", options=["a"] * 26, answer=answer,
                     milestones=[{"id": f"M{i + 1}", "type": t} for i, t in enumerate(types)],
-                    difficulty=difficulty, category=category, skills=skills)
+                    difficulty=difficulty, category=category, categories=[category], skills=skills)
 
 
 def j(qid, scores, statuses, tags, error=None):
@@ -87,3 +87,15 @@ def test_report_files_written(tmp_path, report):
     md = md_path.read_text()
     assert md == render_markdown(report)
     assert "| counting_error | 100.0 |" in md and "video_unreadable" in md and "### By skill" in md
+
+
+def test_a_question_counts_in_every_category_it_lists():
+    """The official aggregate slices by each of a question's `categories`, not only the first."""
+    both = Question(question_id=1, question="?", options=["a"] * 26, answer="A", milestones=[{"id": "M1", "type": "counting"}],
+                    category="sports", categories=["sports", "film"])
+    one = Question(question_id=2, question="?", options=["a"] * 26, answer="B", milestones=[{"id": "M1", "type": "counting"}],
+                   category="film", categories=["film"])
+    report = build_report({"1": both, "2": one}, {"1": {"pred": "A", "error": None}, "2": {"pred": "A", "error": None}}, {})
+    assert report["slices"]["category"]["sports"]["n"] == 1
+    assert report["slices"]["category"]["film"]["n"] == 2
+    assert report["slices"]["category"]["film"]["accuracy"] == pytest.approx(0.5)

@@ -76,7 +76,7 @@ def test_user_prompt_fields_and_no_gold_anywhere():
     q, p = questions[0], predictions[0]
     q = {**q, "answer": "Q", "ecom_required": False}
     user = build_user_prompt(qid=q["question_id"], framework="cader", ecom_required=q["ecom_required"],
-                             question=q["question"], options=q["options"], milestones=q["milestones"],
+                             question=q["question_text"], options=q["options"], milestones=q["milestones"],
                              trajectory=render_prediction(p))
     ids = [m["id"] for m in q["milestones"]]
     assert user.startswith(f"QUESTION_ID: {q['question_id']}\nFRAMEWORK: cader\nSWEEP_REQUIRED: no\n")

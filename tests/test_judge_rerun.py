@@ -100,7 +100,7 @@ def test_an_edited_question_is_told_apart_from_a_changed_prediction(tmp_path):
     with LoopbackJudgeServer() as server:
         judge(server, tmp_path)
     rows = [json.loads(line) for line in (tmp_path / "questions.jsonl").read_text().splitlines()]
-    rows[0]["question"] += " (typo fixed)"
+    rows[0]["question_text"] += " (typo fixed)"
     (tmp_path / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with LoopbackJudgeServer() as server:
         counts = judge(server, tmp_path)

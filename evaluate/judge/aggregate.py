@@ -91,7 +91,8 @@ def build_report(questions: dict[str, Question], predictions: dict[str, dict], j
     for k in keys:
         q = questions[k]
         groups["difficulty"][q.difficulty or "unknown"].append(k)
-        groups["category"][q.category or "unknown"].append(k)
+        for category in q.categories or ["unknown"]:  # the official aggregate counts a question in each category
+            groups["category"][category].append(k)
         for skill in q.skills or ["unknown"]:
             groups["skill"][skill].append(k)
     for name, members in groups.items():

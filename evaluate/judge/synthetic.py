@@ -16,11 +16,13 @@ SKILLS = ("temporal/event localization", "simple counting", "OCR/text reading", 
 def synthetic_question(qid: int, rng: random.Random) -> dict:
     n_milestones = rng.randint(1, 4)
     ecom = rng.choice([True, False, None])
-    row = {"question_id": qid, "video_id": f"v{qid:03d}", "question": f"Synthetic question {qid}: how many?",
+    # the release's field names (tests/fixtures/agentvidbench/PROVENANCE.md)
+    row = {"question_id": qid, "video_path": f"videos/video{qid}.mp4", "transcript_path": f"transcripts/video{qid}.srt",
+           "question_text": f"Synthetic question {qid}: how many?",
            "options": [f"{i}" for i in range(26)], "answer": rng.choice(letters_for(26)),
            "milestones": [{"id": f"M{i + 1}", "type": rng.choice(MILESTONE_TYPES),
                            "description": f"evidence {i + 1} for question {qid}"} for i in range(n_milestones)],
-           "difficulty": rng.choice(DIFFICULTIES), "category": rng.choice(CATEGORIES),
+           "difficulty": rng.choice(DIFFICULTIES), "categories": rng.sample(CATEGORIES, rng.randint(1, 2)),
            "skills": rng.sample(SKILLS, rng.randint(1, 2))}
     if ecom is not None:
         row["ecom_required"] = ecom
@@ -44,8 +46,8 @@ def synthetic_prediction(question: dict, rng: random.Random, system: str = "cade
                          "parsed": {"letter": pred, "how": "answer_is"}, "pred": pred,
                          "fallback_to_stage1": False}]}
     return {"benchmark": "agentvidbench", "sample_id": str(question["question_id"]),
-            "question_id": question["question_id"], "video": f"videos/{question['video_id']}.mp4",
-            "duration": 600.0, "question": question["question"], "options": question["options"],
+            "question_id": question["question_id"], "video": question["video_path"],
+            "duration": 600.0, "question": question["question_text"], "options": question["options"],
             "letters": letters, "answer": question["answer"],
             "stage1": {"logits": [0.0] * len(letters), "pred": rng.choice(letters), "margin": 0.2,
                        "temperature": 1.5, "n_frames": 64, "fps": 1.0},
