@@ -64,7 +64,8 @@ def _benchmark_summary(records: Sequence[dict]) -> dict:
     by_task = defaultdict(list)
     for r in scored:
         by_task[str((r.get("meta") or {}).get("task_type", "all"))].append(bool(r.get("correct")))
-    if len(by_task) > 1 or records and records[0].get("benchmark") in MACRO_BENCHMARKS:
+    one_benchmark = len({r.get("benchmark") for r in records}) == 1  # task types of two benchmarks do not mix
+    if one_benchmark and (len(by_task) > 1 or records[0].get("benchmark") in MACRO_BENCHMARKS):
         summary["per_task_type"] = {t: _pct(sum(v), len(v)) for t, v in sorted(by_task.items())}
         # the mean of the unrounded per-task accuracies (rounding them first can move M-Avg by 0.01)
         means = [sum(v) / len(v) for v in by_task.values()]

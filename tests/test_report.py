@@ -356,3 +356,174 @@ def test_write_report_and_paired_comparison(tmp_path):
     assert "## Paired comparison" in (tmp_path / "report.md").read_text()
     assert compare_runs(mine, [rec(50, 0.5)]) == {"n": 0}
     assert "comparison" not in write_report(tmp_path, mine)
+
+
+# ---- exact outputs -------------------------------------------------------------------------------------------
+
+GOLDEN_RECORDS = [
+    rec(1, 0.999, bench="mlvu_dev", task="x", cost={"forwards": 1}),
+    rec(
+        2,
+        0.95,
+        s1="B",
+        final="A",
+        bench="mlvu_dev",
+        task="y",
+        steps=[verify(0.93, True)],
+        cost={"forwards": 4},
+    ),
+    rec(
+        3,
+        0.3,
+        s1="A",
+        final="B",
+        cycles=2,
+        steps=[verify(0.2, False), verify(0.7, True), {"phase": "answer", "fallback_to_stage1": True}],
+        cost={"forwards": 6},
+    ),
+    rec(4, 0.5, error="video_unreadable: a.mp4", final=None),
+]
+GOLDEN_CONFIG = {"variant": "full", "temperature": 2.0, "tau": 0.97, "delta": 0.6, "k_reflections": 2}
+# Read and checked by hand against the records above (two benchmarks, one failure, one parse fallback).
+GOLDEN_MARKDOWN = """\
+# CADER evaluation report
+
+Variant `full`, T = 2.0, tau = 0.97, delta = 0.6, K = 2.
+
+## Accuracy
+
+| benchmark | n | accuracy | M-Avg | stage-1 acc | failures |
+| --- | --- | --- | --- | --- | --- |
+| lvbench | 2 | 0.0 | - | 100.0 | 1 |
+| mlvu_dev | 2 | 100.0 | 100.0 | 50.0 | 0 |
+| overall | 4 | 50.0 | - | 66.67 | 1 |
+
+## Table 3: Stage-2 trigger rate
+
+| benchmark | total | S2 trig. % | S1 exit % | acc |
+| --- | --- | --- | --- | --- |
+| lvbench | 2 | 100.0 | 0.0 | 0.0 |
+| mlvu_dev | 2 | 50.0 | 50.0 | 100.0 (M-Avg) |
+
+## Table 4: margin bins (count / Stage-1 accuracy)
+
+| margin | lvbench | mlvu_dev |
+| --- | --- | --- |
+| >=0.995 | 0 / - | 1 / 100.0 |
+| [0.99,0.995) | 0 / - | 0 / - |
+| [0.97,0.99) | 0 / - | 0 / - |
+| [0.90,0.97) | 0 / - | 1 / 0.0 |
+| <0.90 | 2 / 100.0 | 0 / - |
+
+## Table 5: low-confidence samples (M < tau)
+
+| benchmark | band | n | stage-1 | final | gain |
+| --- | --- | --- | --- | --- | --- |
+| lvbench | [0.90,tau) | 0 | - | - | - |
+| lvbench | <0.90 | 1 | 100.0 | 0.0 | -100.0 |
+| mlvu_dev | [0.90,tau) | 1 | 0.0 | 100.0 | 100.0 |
+| mlvu_dev | <0.90 | 0 | - | - | - |
+
+## Table 7: by reflection depth
+
+| benchmark | depth | n | stage-1 | final | gain |
+| --- | --- | --- | --- | --- | --- |
+| lvbench | 2 | 1 | 100.0 | 0.0 | -100.0 |
+| mlvu_dev | 1 | 1 | 0.0 | 100.0 | 100.0 |
+
+## Figure 4: net gain on first proposals with P_yes >= 0.9
+
+| benchmark | n | corrected | overturned | net |
+| --- | --- | --- | --- | --- |
+| lvbench | 0 | 0 | 0 | 0 |
+| mlvu_dev | 1 | 1 | 0 | 1 |
+
+## Stage 2
+
+- fallbacks: {"none": 2}
+- final answers with no parseable letter (Stage-1 answer kept): 1
+- crop-and-verify cycles: {"1": 1, "2": 1}
+
+## Cost
+
+- total: {"forwards": 11}
+- per sample: {"forwards": 2.75}
+
+## Failures
+
+1 failed samples: {"video_unreadable": 1}
+- lvbench/4: video_unreadable: a.mp4
+
+1 benchmark rows could not be loaded.
+- lvbench: row 2: bad
+"""
+
+
+def test_markdown_exactly():
+    report = build_report(GOLDEN_RECORDS, ["lvbench: row 2: bad"], GOLDEN_CONFIG)
+    assert render_markdown(report) == GOLDEN_MARKDOWN
+
+
+def test_overall_has_no_m_avg_across_benchmarks_and_per_task_rows():
+    report = build_report(GOLDEN_RECORDS)
+    assert "m_avg" not in report["overall"] and "per_task_type" not in report["overall"]
+    assert report["benchmarks"]["mlvu_dev"]["per_task_type"] == {"x": 100.0, "y": 100.0}
+    untyped = build_report([rec(1, 0.99, bench="mlvu_dev"), rec(2, 0.5, final="B", bench="mlvu_dev")])
+    assert untyped["benchmarks"]["mlvu_dev"]["per_task_type"] == {"all": 50.0}
+    assert untyped["table3_trigger"]["mlvu_dev"]["accuracy"] == 50.0
+
+
+def test_unscored_samples_and_missing_fields():
+    no_answer = rec(1, 0.5, answer=None, s1=None, final=None)  # a sample without a gold answer
+    report = build_report([no_answer, rec(2, 0.99, s1="B")])
+    assert report["overall"]["n_scored"] == 1 and report["overall"]["stage1_accuracy"] == 0.0
+    bare = rec(3, 0.5, s1="B", final="A")
+    del bare["benchmark"], bare["stage2"]["steps"], bare["stage2"]["cycles"]
+    report = build_report([bare])
+    assert list(report["benchmarks"]) == ["?"]
+    assert report["cycles_histogram"] == {"0": 1} and report["answer_parse_fallbacks"] == 0
+    assert report["figure4_net_gain"]["?"]["n"] == 0
+    assert build_report([rec(4, 0.5, error=": no reason given")])["failures"]["by_reason"] == {"unknown": 1}
+
+
+def test_overturned_counts_only_right_to_wrong():
+    records = [
+        rec(1, 0.5, s1="A", final="A", steps=[verify(0.95, True)]),
+        rec(2, 0.5, s1="A", final="A", steps=[verify(0.91, True)]),
+        rec(3, 0.5, s1="A", final="B", steps=[verify(0.92, True)]),
+    ]
+    assert build_report(records)["figure4_net_gain"]["lvbench"] == {
+        "n": 3,
+        "corrected": 0,
+        "overturned": 1,
+        "net_gain": -1,
+    }
+
+
+def test_table5_default_tau_excludes_an_exited_sample():
+    exited = rec(1, 0.975)
+    del exited["stage1"]["tau"]
+    rows = build_report([exited])["table5_low_confidence"]["lvbench"]
+    assert rows[0]["n"] == 0 and rows[1]["n"] == 0
+
+
+def test_cost_totals_keep_three_decimals():
+    records = [rec(1, 0.99, cost={"seconds": 0.12344}), rec(2, 0.99, cost={"seconds": 0.00001})]
+    cost = build_report(records)["cost"]
+    assert cost["total"] == {"seconds": 0.123} and cost["per_sample"] == {"seconds": 0.062}
+
+
+def test_comparison_pairs_correctness_per_sample():
+    mine = [rec(i, 0.5, final="A" if i < 6 else "B") for i in range(10)]  # 6 right
+    theirs = [rec(i, 0.5, final="A" if i < 3 else "B") for i in range(10)]  # 3 right, a subset of mine
+    comparison = compare_runs(mine, theirs)
+    assert comparison["n"] == 10
+    assert comparison["bootstrap"]["diff"] == pytest.approx(0.3)
+    assert (comparison["mcnemar"]["only_a"], comparison["mcnemar"]["only_b"]) == (3, 0)
+
+
+def test_report_json_is_utf8_with_two_space_indent(tmp_path):
+    records = [rec(1, 0.99, error=None), rec("é", 0.5, error="bad_sample: ü", final=None)]
+    write_report(tmp_path, records)
+    text = (tmp_path / "report.json").read_text(encoding="utf-8")
+    assert '"sample_id": "é"' in text and '\n  "n": 2,' in text and text.endswith("}\n")

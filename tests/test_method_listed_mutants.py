@@ -1,0 +1,179 @@
+"""Each wrong formula that once passed the whole suite must now fail a fast test.
+
+A copy of the package gets one one-line change at a time (the change a careless edit would make), and the fast test
+file that guards it runs against the copy in a subprocess: it must fail. Slow: one pytest process per change.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# (what the change does, file under the repository, text, wrong text, the test file that must fail)
+LISTED = [
+    (
+        "accept on P_yes > delta",
+        "evaluate/method/stage2.py",
+        "accepted = p_yes >= cfg.delta",
+        "accepted = p_yes > cfg.delta",
+        "test_method_algorithm1.py",
+    ),
+    (
+        "Stage 1 at 2 fps (config)",
+        "evaluate/method/config.py",
+        "r1: float = 1.0",
+        "r1: float = 2.0",
+        "test_method_algorithm1.py",
+    ),
+    (
+        "Stage 1 at 2 fps (sampler)",
+        "evaluate/method/stage1.py",
+        "reader.sample_uniform(cfg.r1,",
+        "reader.sample_uniform(2.0,",
+        "test_method_algorithm1.py",
+    ),
+    (
+        "P_yes renormalised by default",
+        "evaluate/method/config.py",
+        'p_yes_mode: str = "vocab"',
+        'p_yes_mode: str = "yes_no"',
+        "test_method_algorithm1.py",
+    ),
+    (
+        "P_yes always renormalised",
+        "evaluate/method/stage2.py",
+        'if self.cfg.p_yes_mode == "yes_no":',
+        "if True:",
+        "test_method_algorithm1.py",
+    ),
+    (
+        "final answer on F1",
+        "evaluate/method/stage2.py",
+        "out = self._generate(system, user, clip, self.cfg.max_new_tokens_answer)",
+        "out = self._generate(system, user, self.f1, self.cfg.max_new_tokens_answer)",
+        "test_method_algorithm1.py",
+    ),
+    (
+        "thinking on in Stage 1",
+        "evaluate/method/stage1.py",
+        "enable_thinking=False",
+        "enable_thinking=True",
+        "test_method_algorithm1.py",
+    ),
+    (
+        "crop clipped at the edges by default",
+        "evaluate/method/config.py",
+        'crop_edge: str = "shift"',
+        'crop_edge: str = "clip"',
+        "test_method_algorithm1.py",
+    ),
+    (
+        "Table 4: top edge 0.99",
+        "evaluate/report.py",
+        '(">=0.995", 0.995, float("inf"))',
+        '(">=0.995", 0.99, float("inf"))',
+        "test_report.py",
+    ),
+    (
+        "Table 4: edge 0.96",
+        "evaluate/report.py",
+        '("[0.97,0.99)", 0.97, 0.99)',
+        '("[0.97,0.99)", 0.96, 0.99)',
+        "test_report.py",
+    ),
+    (
+        "Table 4: bins closed above",
+        "evaluate/report.py",
+        'lo <= r["stage1"]["margin"] < hi',
+        'lo < r["stage1"]["margin"] <= hi',
+        "test_report.py",
+    ),
+    (
+        "Table 5: band (0.90, tau)",
+        "evaluate/report.py",
+        "lambda m, t: 0.90 <= m < t",
+        "lambda m, t: 0.90 < m < t",
+        "test_report.py",
+    ),
+    (
+        "Table 5: band [0.90, tau]",
+        "evaluate/report.py",
+        "lambda m, t: 0.90 <= m < t",
+        "lambda m, t: 0.90 <= m <= t",
+        "test_report.py",
+    ),
+    (
+        "Table 5: band <= 0.90",
+        "evaluate/report.py",
+        "lambda m, t: m < min(0.90, t)",
+        "lambda m, t: m <= min(0.90, t)",
+        "test_report.py",
+    ),
+    ("Figure 4: last proposal", "evaluate/report.py", "verifies[0]", "verifies[-1]", "test_report.py"),
+    (
+        "Table 3: only samples that cropped",
+        "evaluate/report.py",
+        'stage2 = [r for r in ok if r.get("route") == "stage2"]',
+        'stage2 = [r for r in ok if (r.get("stage2") or {}).get("cycles", 0) >= 1]',
+        "test_report.py",
+    ),
+    (
+        "Table 3: micro accuracy for MLVU",
+        "evaluate/report.py",
+        '"accuracy": summary["m_avg"] if macro else summary["accuracy"]',
+        '"accuracy": summary["accuracy"]',
+        "test_report.py",
+    ),
+    (
+        "Table 7: depth 0 included",
+        "evaluate/report.py",
+        'if r["stage2"].get("cycles", 0) >= 1:',
+        'if r["stage2"].get("cycles", 0) >= 0:',
+        "test_report.py",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def package_copy(tmp_path_factory):
+    """The four package folders under `cader/` (imported ahead of the installed package via PYTHONPATH)."""
+    root = tmp_path_factory.mktemp("mutant")
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in ("evaluate", "calibrate", "vlm", "train"):
+        shutil.copytree(REPO / name, root / "cader" / name, ignore=ignore)
+    shutil.copytree(REPO / "tests", root / "tests", ignore=ignore)
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, rel, text, wrong, test_file", LISTED, ids=[m[0] for m in LISTED])
+def test_listed_wrong_formula_fails_a_fast_test(package_copy, name, rel, text, wrong, test_file):
+    path = package_copy / "cader" / rel
+    original = path.read_text()
+    assert text in original, f"{name}: the guarded line changed; update LISTED"
+    env = {**os.environ, "PYTHONPATH": str(package_copy)}
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", f"tests/{test_file}"]
+    path.write_text(original.replace(text, wrong))
+    try:
+        mutated = subprocess.run(
+            command, check=False, cwd=package_copy, env=env, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        path.write_text(original)
+    assert (
+        "/mutant"
+        in subprocess.run(
+            [sys.executable, "-c", f"import cader.{rel[:-3].replace('/', '.')} as m; print(m.__file__)"],
+            cwd=package_copy,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    ), "the copy, not the installed package, must be the one under test"
+    assert mutated.returncode == 1, f"{name} passed {test_file}:\n{mutated.stdout[-2000:]}"
