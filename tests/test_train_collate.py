@@ -182,3 +182,29 @@ def test_direct_answer_rows_put_the_letter_where_stage1_reads_it(sft_data, encod
         assert ids[: len(tok(stage1_text, add_special_tokens=False)["input_ids"])] == tok(
             stage1_text, add_special_tokens=False)["input_ids"]
         assert tok.decode(ids[-2:]) == letter + "<|im_end|>"
+
+
+def test_every_assistant_turn_of_a_multi_turn_row_is_labelled(encoder, tmp_path):
+    """A two-turn LLaMA-Factory row: both assistant answers (and their <|im_end|>) carry labels, nothing else does."""
+    import json
+
+    from cader.train.formats import read_source
+
+    row = {"messages": [{"role": "user", "content": "First question?"}, {"role": "assistant", "content": "First answer."},
+                        {"role": "user", "content": "Second question?"}, {"role": "assistant", "content": "Second answer."}]}
+    path = tmp_path / "two_turns.json"
+    path.write_text(json.dumps([row]))
+    (sample,) = [s for s in read_source("sharegpt", path)]
+    out = encoder.encode(encoder.plan(sample, tmp_path))
+    labelled = out["labels"] != -100
+    tok = encoder.tokenizer
+    pieces, current = [], []
+    for token, keep in zip(out["input_ids"].tolist(), labelled.tolist()):
+        if keep:
+            current.append(token)
+        elif current:
+            pieces.append(tok.decode(current))
+            current = []
+    if current:
+        pieces.append(tok.decode(current))
+    assert pieces == ["First answer.<|im_end|>", "Second answer.<|im_end|>"]

@@ -204,7 +204,8 @@ def test_plan_only_budgets_the_mix_without_a_trainer(tiny_model_dir, train_dir, 
     spec.loader.exec_module(sft)
 
     # cot_mix.yaml asks for 8 GPUs and DeepSpeed: building its Trainer on this CPU machine would fail.
-    source = {"name": "video_r1", "format": "video_r1", "path": str(train_dir / "video_r1_cot.json")}
+    source = {"name": "video_r1", "format": "video_r1", "path": str(train_dir / "video_r1_cot.json"),
+              "media_root": str(train_dir)}
     argv = ["--config", "cot_mix.yaml", "--model.model_path", str(tiny_model_dir), "--data.sources", f"[{source}]",
             "--data.plan_cache_dir", str(tmp_path / "cache"), "--trainer.default_root_dir", str(tmp_path / "run"),
             "--plan_only", "true"]

@@ -183,3 +183,10 @@ def test_video_expands_exactly_like_the_reference_processor(tiny_model_dir, n_fr
                         text[text.index("user\n") + 5 : text.index("Q?")])
     n_pads = int((batch["input_ids"][0] == processor.tokenizer.convert_tokens_to_ids("<|video_pad|>")).sum())
     assert n_pads * processor.video_processor.merge_size**2 == int(batch["video_grid_thw"][0].prod())
+
+
+def test_training_renders_with_the_switched_template(tiny_model_dir):
+    from cader.train.datamodule import SFTDataModule
+
+    dm = SFTDataModule([], processor_path=str(tiny_model_dir))
+    assert honours_thinking_switch(dm._load_processor())

@@ -1,8 +1,8 @@
 """Sample -> model inputs: budget planning (before pixels), chat template, label mask, padding, length-grouped batches.
 
-Label mask: loss only on the assistant target (`<think>…</think><answer>…</answer>` as written in the data) and the
-`<|im_end|>` that closes it. The span is found on token ids — after the last `<|im_start|>assistant\\n`, up to and
-including the last `<|im_end|>` — so it is exact whatever the vision blocks expanded to.
+Label mask: loss on every assistant turn (`<think>…</think><answer>…</answer>` as written in the data) and the
+`<|im_end|>` that closes it, as LLaMA-Factory and TRL train multi-turn rows (`cader.train.turns`). Spans are found on
+token ids, so they are exact whatever the vision blocks expanded to.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from cader.train.budget import BudgetConfig, BudgetPlan, ImageSpec, VideoSpec, VisionGeometry, plan_budget
 from cader.train.formats import Sample
+from cader.train.turns import assistant_spans, labels_for_spans
 from cader.vlm.chat_template import apply_template
 from cader.vlm.messages import encode
 from torch.utils.data import Sampler
@@ -143,34 +144,23 @@ class SampleEncoder:
         _, full = self.texts(sample)
         feats = encode(self.processor, [], video=video, images=images, text=full)
         ids = feats["input_ids"][0]
-        start, end = self.target_span(ids)
+        # every assistant turn is trained (LLaMA-Factory and TRL label each turn of a multi-turn row)
+        spans = assistant_spans(ids.tolist(), self.im_start, self.im_end, self.assistant_header)
+        if not spans:
+            raise SkipSample("template", f"{sample.sample_id}: no assistant turn in the encoded sequence")
+        start, end = spans[-1]
         # the plan is an upper bound, so cut at the real max_length: only target tokens lie past `start`
         keep = min(end + 1, self.budget.max_length)
         if keep <= start:
             raise SkipSample("budget_mismatch", f"{sample.sample_id}: prompt and vision fill {start} tokens")
-        labels = torch.full_like(ids, IGNORE_INDEX)
-        labels[start:keep] = ids[start:keep]
-        out = {"input_ids": ids[:keep], "labels": labels[:keep], "attention_mask": feats["attention_mask"][0][:keep]}
+        labels = torch.tensor(labels_for_spans(ids.tolist(), spans, keep), dtype=ids.dtype)
+        out = {"input_ids": ids[:keep], "labels": labels, "attention_mask": feats["attention_mask"][0][:keep]}
         if "mm_token_type_ids" in feats:
             out["mm_token_type_ids"] = feats["mm_token_type_ids"][0][:keep]
         for key in ("pixel_values_videos", "video_grid_thw", "pixel_values", "image_grid_thw"):
             if key in feats:
                 out[key] = feats[key]
         return out
-
-    def target_span(self, ids: torch.Tensor) -> tuple[int, int]:
-        """[start, end] (inclusive) of the last assistant turn's content and its <|im_end|>."""
-        ids_list = ids.tolist()
-        starts = [i for i, t in enumerate(ids_list) if t == self.im_start]
-        if not starts:
-            raise SkipSample("template", "no <|im_start|> in the encoded sequence")
-        s = starts[-1] + 1
-        header = self.assistant_header
-        if ids_list[s:s + len(header)] != header:
-            raise SkipSample("template", "last turn is not an assistant turn")
-        start = s + len(header)
-        ends = [i for i in range(start, len(ids_list)) if ids_list[i] == self.im_end]
-        return start, (ends[-1] if ends else len(ids_list) - 1)
 
 
 def pad_batch(items: list[dict[str, torch.Tensor]], pad_id: int) -> dict[str, torch.Tensor]:

@@ -161,8 +161,9 @@ class SFTDataModule(L.LightningDataModule):
         from cader.vlm.loading import load_processor
 
         if self.processor is None:
+            # the template the export will carry: the base model's own plus the Qwen3 thinking switch
             self.processor = load_processor(self.processor_path, video_max_pixels=self.budget.video_max_pixels,
-                                            image_max_pixels=self.budget.image_max_pixels)
+                                            image_max_pixels=self.budget.image_max_pixels, thinking_switch=True)
         return self.processor
 
     def _out_dir(self) -> str | None:
