@@ -21,6 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from cader.calibrate.margin import PAPER_TAU
 from cader.calibrate.binomial import clopper_pearson_interval, clopper_pearson_upper, wilson_interval
 from cader.calibrate.tau import exit_counts_at
 from cader.calibrate.temperature import calibration_bins
@@ -34,7 +35,8 @@ PAPER_MARGIN_BINS = (
     ("≥0.995", 0.995, np.inf),
 )
 TAU_GRID = np.unique(np.r_[np.linspace(0.01, 0.9, 90), 1.0 - np.logspace(-1, -6, 121)])
-TAU_TICKS = (0.05, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999)  # 0.97 is marked as the paper point
+TAU_TICKS = (1e-4, 1e-3, 0.01, 0.05, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999)
+TAU_AXIS_FLOOR, TAU_AXIS_CEIL = 1e-9, 1.0 - 1e-9  # a logit axis cannot reach 0 or 1; tau search goes to 1 - 1e-8
 DPI = 120
 
 plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 9})
@@ -87,6 +89,15 @@ def paper_bin_table(margin: np.ndarray, correct: np.ndarray, group: str = "all")
     return rows
 
 
+def range_label(lo: float, hi: float) -> str:
+    """"lo–hi" with as many significant digits as it takes to tell the ends apart (up to 6), else "≈lo"."""
+    for digits in range(2, 7):
+        a, b = f"{lo:.{digits}g}", f"{hi:.{digits}g}"
+        if a != b:
+            return f"{a}–{b}"
+    return f"≈{lo:.3g}"
+
+
 def equal_mass_table(
     margin: np.ndarray, correct: np.ndarray, n_bins: int = 10, group: str = "all"
 ) -> list[dict]:
@@ -98,7 +109,7 @@ def equal_mass_table(
         if chunk.size == 0:
             continue
         m = margin[chunk]
-        label = f"{m.min():.3g}–{m.max():.3g}"
+        label = range_label(float(m.min()), float(m.max()))
         rows.append(_bin_row(group, label, float(m.min()), float(m.max()), correct[chunk], m))
     return rows
 
@@ -185,13 +196,51 @@ def _grid_stats(margin: np.ndarray, correct: np.ndarray, taus: np.ndarray):
     return exit_counts_at(margin, correct, taus)
 
 
-def _tau_axis(ax) -> None:
-    """Logit-scaled tau axis with plain decimal tick labels (the interesting region is 0.9 ... 0.999999)."""
+def tau_axis_limits(chosen_tau: float) -> tuple[float, float]:
+    """x-limits of every tau plot: the standard grid widened so the chosen tau and the paper's 0.97 both show.
+
+    A tau at or above 1 (no threshold qualified: nobody exits) is drawn at the right edge; a tau at or below 0
+    (everyone exits) at the left edge.
+    """
+    lo, hi = float(TAU_GRID[0]), float(TAU_GRID[-1])
+    if np.isfinite(chosen_tau) and 0.0 < chosen_tau < 1.0:
+        lo, hi = min(lo, chosen_tau / 2.0), max(hi, 1.0 - (1.0 - chosen_tau) / 2.0)
+    return max(lo, TAU_AXIS_FLOOR), min(hi, TAU_AXIS_CEIL)
+
+
+def tau_grid(chosen_tau: float) -> np.ndarray:
+    """Taus a sweep is evaluated at: the standard grid, extended to the axis limits, plus the chosen and paper tau."""
+    lo, hi = tau_axis_limits(chosen_tau)
+    extra = [PAPER_TAU, lo, hi, *np.geomspace(lo, 0.01, 20), *(1.0 - np.geomspace(1e-6, 1.0 - hi, 20))]
+    if np.isfinite(chosen_tau) and lo <= chosen_tau <= hi:
+        extra.append(chosen_tau)
+    grid = np.unique(np.r_[TAU_GRID, extra])
+    return grid[(grid >= lo) & (grid <= hi)]
+
+
+def shown_tau(chosen_tau: float) -> float:
+    """Where the chosen tau is drawn: itself, or the nearest axis edge when it lies outside (0, 1)."""
+    lo, hi = tau_axis_limits(chosen_tau)
+    return float(np.clip(chosen_tau, lo, hi)) if np.isfinite(chosen_tau) else hi
+
+
+def _tau_axis(ax, chosen_tau: float) -> None:
+    """Logit-scaled tau axis with plain decimal tick labels, wide enough for the chosen and the paper's tau."""
+    lo, hi = tau_axis_limits(chosen_tau)
     ax.set_xscale("logit")
-    ax.set_xlim(TAU_GRID[0], TAU_GRID[-1])
-    ax.set_xticks(TAU_TICKS, [f"{t:g}" for t in TAU_TICKS], rotation=30)
+    ax.set_xlim(lo, hi)
+    ticks = [t for t in TAU_TICKS if lo <= t <= hi]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks], rotation=30)
     ax.minorticks_off()
     ax.set_xlabel("threshold tau (exit iff M ≥ tau; logit scale)")
+
+
+def _tau_label(label: str, chosen_tau: float) -> str:
+    if chosen_tau >= 1.0:
+        return f"{label} (no exit: drawn at the right edge)"
+    if chosen_tau <= 0.0:
+        return f"{label} (everyone exits: drawn at the left edge)"
+    return label
 
 
 def plot_risk_coverage(
@@ -224,7 +273,9 @@ def plot_risk_coverage(
     ax.set_ylabel("risk = Stage-1 error among exits")
     ax.set_title("Risk–coverage of early exit")
     ax.set_xlim(0, 1)
-    ax.set_ylim(0, max(0.2, float(np.nanmax(risk)) * 1.05) if risk.size else 1)
+    # the whole bound curve stays on the plot (it starts high where few samples exit)
+    top = max(0.2, 1.5 * alpha, float(np.nanmax(upper)) if upper.size else 1.0, float(np.nanmax(risk)) if risk.size else 0)
+    ax.set_ylim(0, min(1.02, top * 1.05))
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
     rows = [
@@ -237,32 +288,32 @@ def plot_risk_coverage(
 def plot_tau_sweep(out_dir, margin, correct, chosen: dict, paper: dict, stage2_correct=None) -> list[Path]:
     """Exit rate and exit accuracy over a tau grid (logit axis so 0.9 … 0.999999 stay readable)."""
     margin, correct = np.asarray(margin, np.float64), np.asarray(correct, bool)
-    n_exit, n_err = _grid_stats(margin, correct, TAU_GRID)
+    grid = tau_grid(chosen["tau"])
+    n_exit, n_err = _grid_stats(margin, correct, grid)
     rate = n_exit / max(margin.size, 1)
     acc = np.where(n_exit > 0, 1 - n_err / np.maximum(n_exit, 1), np.nan)
     rows = [
         {"tau": t, "exit_rate": r, "exit_accuracy": a, "n_exits": int(e)}
-        for t, r, a, e in zip(TAU_GRID, rate, acc, n_exit)
+        for t, r, a, e in zip(grid, rate, acc, n_exit)
     ]
     fig, ax = plt.subplots(figsize=(9, 5))
-    ax.plot(TAU_GRID, rate, label="exit rate", color="tab:blue")
-    ax.plot(TAU_GRID, acc, label="exit accuracy", color="tab:green")
+    ax.plot(grid, rate, label="exit rate", color="tab:blue")
+    ax.plot(grid, acc, label="exit accuracy", color="tab:green")
     if stage2_correct is not None:
         s2 = np.asarray(stage2_correct, bool)
-        _, s2_correct_exit = _grid_stats(margin, ~s2, TAU_GRID)  # counts s2 == True among exits
+        _, s2_correct_exit = _grid_stats(margin, ~s2, grid)  # counts s2 == True among exits
         final = (s2.sum() - s2_correct_exit + (n_exit - n_err)) / max(margin.size, 1)
-        ax.plot(TAU_GRID, final, label="final accuracy (Stage 2 below tau)", color="black")
+        ax.plot(grid, final, label="final accuracy (Stage 2 below tau)", color="black")
         for row, f in zip(rows, final):
             row["final_accuracy"] = f
-    tau_c = min(chosen["tau"], TAU_GRID[-1])
-    ax.axvline(tau_c, color="green", ls="--", label=chosen["label"])
+    ax.axvline(shown_tau(chosen["tau"]), color="green", ls="--", label=_tau_label(chosen["label"], chosen["tau"]))
     if paper.get("exit_rate") is not None:
-        ax.plot([0.97], [paper["exit_rate"]], "s", color="purple", ms=9, label=paper["label"] + " exit rate")
+        ax.plot([PAPER_TAU], [paper["exit_rate"]], "s", color="purple", ms=9, label=paper["label"] + " exit rate")
     if paper.get("exit_accuracy") is not None:
         ax.plot(
-            [0.97], [paper["exit_accuracy"]], "D", color="purple", ms=9, label=paper["label"] + " exit acc."
+            [PAPER_TAU], [paper["exit_accuracy"]], "D", color="purple", ms=9, label=paper["label"] + " exit acc."
         )
-    _tau_axis(ax)
+    _tau_axis(ax, chosen["tau"])
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("fraction of samples")
     ax.set_title("Early exit vs threshold (selection split, fitted T)")
@@ -279,23 +330,23 @@ def plot_per_benchmark(out_dir, margin, correct, benchmarks, chosen_tau: float) 
     )
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     rows = []
+    grid = tau_grid(chosen_tau)
     for name in sorted(set(benchmarks.tolist())):
         sel = benchmarks == name
-        n_exit, n_err = _grid_stats(margin[sel], correct[sel], TAU_GRID)
+        n_exit, n_err = _grid_stats(margin[sel], correct[sel], grid)
         rate = n_exit / sel.sum()
         acc = np.where(n_exit > 0, 1 - n_err / np.maximum(n_exit, 1), np.nan)
-        ax1.plot(TAU_GRID, rate, label=f"{name} (n={int(sel.sum())})")
-        ax2.plot(TAU_GRID, acc, label=name)
+        ax1.plot(grid, rate, label=f"{name} (n={int(sel.sum())})")
+        ax2.plot(grid, acc, label=name)
         rows += [
             {"benchmark": name, "tau": t, "exit_rate": r, "exit_accuracy": a, "n_exits": int(e)}
-            for t, r, a, e in zip(TAU_GRID, rate, acc, n_exit)
+            for t, r, a, e in zip(grid, rate, acc, n_exit)
         ]
     for ax, ylabel in ((ax1, "exit rate"), (ax2, "exit accuracy")):
-        ax.axvline(
-            min(chosen_tau, TAU_GRID[-1]), color="green", ls="--", label=f"chosen tau = {chosen_tau:.4g}"
-        )
-        ax.axvline(0.97, color="purple", ls=":", label="paper tau = 0.97")
-        _tau_axis(ax)
+        label = _tau_label(f"chosen tau = {chosen_tau:.4g}", chosen_tau)
+        ax.axvline(shown_tau(chosen_tau), color="green", ls="--", label=label)
+        ax.axvline(PAPER_TAU, color="purple", ls=":", label=f"paper tau = {PAPER_TAU}")
+        _tau_axis(ax, chosen_tau)
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{ylabel.capitalize()} vs tau per benchmark")

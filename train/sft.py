@@ -32,8 +32,14 @@ def main(argv=None):
     code = plan_only(argv)   # --plan_only: budget the mix and fill the plan cache, no model or Trainer
     if code is not None:
         return code
-    cli = SFTCLI(SFTModule, SFTDataModule, run=False, args=argv, save_config_kwargs={"overwrite": True},
-                 parser_kwargs={"default_env": False})
+    # LightningCLI parses `argv` (the command line with the config name resolved); it warns when sys.argv also holds
+    # arguments, so the program name alone is left there while it parses.
+    program_args, sys.argv = sys.argv, sys.argv[:1]
+    try:
+        cli = SFTCLI(SFTModule, SFTDataModule, run=False, args=argv, save_config_kwargs={"overwrite": True},
+                     parser_kwargs={"default_env": False})
+    finally:
+        sys.argv = program_args
     try:
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
     except SourceError as err:   # a source of the mix with nothing trainable: say why, exit non-zero
