@@ -1,0 +1,130 @@
+"""What Stage 2 did on a run, measured against the evidence windows a benchmark states (`meta["evidence_window"]`).
+
+Pure functions over `predictions.jsonl` records (dicts), for reports and the quickstart summary:
+- `proposal_stats`: how often the first proposal (Algorithm 1 line 15, on F1) parsed into a window, and how often
+  that window overlaps / contains the evidence;
+- `verifier_stats`: whether the verifier's P_yes (App. C.3) separates crops that contain the evidence from crops
+  that do not (means and AUROC);
+- `routed_gain`: on samples routed to Stage 2, Stage-1 accuracy against the final accuracy (paired, McNemar), split
+  by whether a crop was accepted;
+- `rate`: a proportion with its exact 95 % interval and a one-sided binomial test against a chance rate.
+Records without an evidence window are left out of the evidence measures and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def rate(k: int, n: int, chance: float | None = None) -> dict:
+    """k / n with its 95 % Clopper–Pearson interval; with `chance`, the one-sided binomial test p(rate > chance)."""
+    from cader.calibrate.binomial import clopper_pearson_interval
+    from scipy.stats import binomtest
+
+    k, n = int(k), int(n)
+    if n == 0:
+        return {"k": 0, "n": 0, "rate": None, "ci95": [None, None], "chance": chance, "p_above_chance": None}
+    lo, hi = clopper_pearson_interval(k, n)
+    out = {"k": k, "n": n, "rate": k / n, "ci95": [float(lo), float(hi)], "chance": chance, "p_above_chance": None}
+    if chance is not None:
+        out["p_above_chance"] = float(binomtest(k, n, chance, alternative="greater").pvalue)
+    return out
+
+
+def overlap(a: Sequence[float], b: Sequence[float]) -> float:
+    """Length of the intersection of two [start, end] windows (0 when they are disjoint)."""
+    return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
+def contains(outer: Sequence[float], inner: Sequence[float]) -> bool:
+    return outer[0] <= inner[0] and inner[1] <= outer[1]
+
+
+def _evidence(record: dict) -> list[float] | None:
+    window = (record.get("meta") or {}).get("evidence_window")
+    if window is None or len(window) != 2:
+        return None
+    return [float(window[0]), float(window[1])]
+
+
+def _steps(record: dict, phase: str) -> list[dict]:
+    stage2 = record.get("stage2") or {}
+    return [s for s in stage2.get("steps") or [] if s.get("phase") == phase]
+
+
+def proposal_stats(records: Sequence[dict]) -> dict:
+    """First proposals of the routed samples: parse rate, and overlap/containment of the evidence window.
+
+    `chance_overlap` is what a window of the same length placed uniformly at random would score on average (the
+    fraction of start positions whose window overlaps the evidence), for the parsed proposals with evidence.
+    """
+    routed = [r for r in records if r.get("stage2")]
+    firsts = [steps[0] for steps in (_steps(r, "propose") for r in routed) if steps]
+    parsed = [(r, s) for r in routed for s in _steps(r, "propose")[:1] if s.get("window")]
+    with_evidence = [(s["window"], _evidence(r), float(r.get("duration") or 0.0)) for r, s in parsed if _evidence(r)]
+    overlaps = [overlap(w, e) > 0 for w, e, _ in with_evidence]
+    contained = [contains(w, e) for w, e, _ in with_evidence]
+    chance = []
+    for w, e, d in with_evidence:
+        length = w[1] - w[0]
+        if d > length > 0:  # starts in [0, d - length] whose window meets [e0, e1]
+            lo, hi = max(0.0, e[0] - length), min(d - length, e[1])
+            chance.append(max(0.0, hi - lo) / (d - length))
+    return {
+        "routed": len(routed),
+        "proposed": len(firsts),
+        "parsed": rate(len(parsed), len(firsts)),
+        "with_evidence": len(with_evidence),
+        "overlaps_evidence": rate(sum(overlaps), len(overlaps)),
+        "contains_evidence": rate(sum(contained), len(contained)),
+        "chance_overlap": float(np.mean(chance)) if chance else None,
+    }
+
+
+def verifier_stats(records: Sequence[dict]) -> dict:
+    """P_yes of every verified crop, split by whether the crop contains the evidence window; AUROC of P_yes."""
+    pos, neg = [], []
+    for record in records:
+        evidence = _evidence(record)
+        if evidence is None:
+            continue
+        for step in _steps(record, "verify"):
+            if step.get("p_yes") is None or not step.get("crop"):
+                continue
+            (pos if contains(step["crop"], evidence) else neg).append(float(step["p_yes"]))
+    out = {"n_with_evidence": len(pos), "n_without": len(neg),
+           "mean_p_yes_with_evidence": float(np.mean(pos)) if pos else None,
+           "mean_p_yes_without": float(np.mean(neg)) if neg else None, "auroc": None}
+    if pos and neg:
+        import torch
+        from torchmetrics.functional.classification import binary_auroc
+
+        scores = torch.tensor(pos + neg, dtype=torch.float64)
+        labels = torch.tensor([1] * len(pos) + [0] * len(neg))
+        out["auroc"] = float(binary_auroc(scores, labels))
+    return out
+
+
+def routed_gain(records: Sequence[dict]) -> dict:
+    """Stage-1 vs final correctness on the samples routed to Stage 2 (the paper's Table 5 question), all routed
+    samples and those whose crop was accepted, with McNemar's exact test on the discordant pairs."""
+    from cader.evaluate.stats import mcnemar_exact
+
+    def block(rows: list[dict]) -> dict:
+        s1 = [r["stage1"]["pred"] == r["answer"] for r in rows]
+        final = [bool(r.get("correct")) for r in rows]
+        test = mcnemar_exact(final, s1) if rows else None
+        return {"n": len(rows), "stage1": rate(sum(s1), len(rows)), "final": rate(sum(final), len(rows)),
+                "corrected": sum(f and not s for f, s in zip(final, s1)),
+                "overturned": sum(s and not f for f, s in zip(final, s1)), "mcnemar": test}
+
+    routed = [r for r in records if r.get("stage2") and r.get("stage1") and not r.get("error")]
+    accepted = [r for r in routed if (r.get("stage2") or {}).get("accepted")]
+    fallbacks: dict[str, int] = {}
+    for r in routed:
+        reason = r["stage2"].get("fallback")
+        if reason:
+            fallbacks[reason] = fallbacks.get(reason, 0) + 1
+    return {"routed": block(routed), "accepted": block(accepted), "fallbacks": fallbacks}

@@ -1,0 +1,65 @@
+"""Stage-2 measures against stated evidence windows, by hand."""
+
+import pytest
+from cader.evaluate.trajectory_stats import contains, overlap, proposal_stats, rate, routed_gain, verifier_stats
+
+
+def record(answer, s1, final, evidence, window=None, verifies=(), accepted=None, fallback=None, duration=100.0):
+    steps = []
+    if window is not None or fallback == "unparseable_proposal":
+        steps.append({"phase": "propose", "window": window})
+    steps += [{"phase": "verify", "crop": crop, "p_yes": p} for crop, p in verifies]
+    return {"answer": answer, "stage1": {"pred": s1}, "pred": final, "correct": final == answer, "duration": duration,
+            "meta": {"evidence_window": evidence} if evidence else {}, "error": None,
+            "stage2": {"steps": steps, "accepted": accepted, "fallback": fallback}}
+
+
+def test_windows_by_hand():
+    assert overlap([0, 10], [5, 20]) == 5 and overlap([0, 10], [10, 20]) == 0 and overlap([0, 10], [12, 20]) == 0
+    assert contains([0, 10], [2, 3]) and not contains([0, 10], [9, 11])
+
+
+def test_rate_interval_and_chance_test():
+    r = rate(8, 10, chance=1 / 6)
+    assert r["rate"] == 0.8 and r["ci95"][0] == pytest.approx(0.4439, abs=1e-4) and r["ci95"][1] == pytest.approx(0.9748, abs=1e-4)
+    assert r["p_above_chance"] < 1e-4
+    assert rate(2, 12, chance=1 / 6)["p_above_chance"] > 0.5
+    assert rate(0, 0)["rate"] is None
+
+
+def test_proposal_stats_parse_overlap_contain_and_chance():
+    records = [
+        record("A", "B", "A", [40, 42], window=[32, 48]),          # contains
+        record("A", "B", "A", [40, 42], window=[41, 60]),          # overlaps only
+        record("A", "B", "B", [40, 42], window=[0, 16]),           # misses
+        record("A", "B", "B", [40, 42], fallback="unparseable_proposal"),
+        {"answer": "A", "stage1": {"pred": "A"}, "pred": "A", "correct": True, "stage2": None},  # exited
+    ]
+    s = proposal_stats(records)
+    assert s["routed"] == 4 and s["proposed"] == 4 and s["parsed"]["k"] == 3
+    assert s["overlaps_evidence"]["k"] == 2 and s["contains_evidence"]["k"] == 1
+    # a 16 s window on a 100 s video meets [40, 42] for starts in [24, 42]: 18 / 84; a 19 s one: 21 / 81
+    assert s["chance_overlap"] == pytest.approx((18 / 84 * 2 + 21 / 81) / 3)
+
+
+def test_verifier_stats_split_by_evidence_and_auroc():
+    records = [record("A", "B", "A", [40, 42], window=[32, 48],
+                      verifies=[([32, 48], 0.9), ([0, 16], 0.2), ([60, 76], 0.4), ([38, 54], 0.3)])]
+    v = verifier_stats(records)
+    assert v["n_with_evidence"] == 2 and v["n_without"] == 2
+    assert v["mean_p_yes_with_evidence"] == pytest.approx(0.6) and v["mean_p_yes_without"] == pytest.approx(0.3)
+    # pairs (pos, neg): 0.9>0.2, 0.9>0.4, 0.3>0.2, 0.3<0.4 -> 3/4
+    assert v["auroc"] == pytest.approx(0.75)
+
+
+def test_routed_gain_pairs_stage1_with_final():
+    records = [
+        record("A", "B", "A", [1, 2], window=[0, 16], accepted=[0, 16]),   # corrected
+        record("A", "A", "B", [1, 2], window=[0, 16], accepted=[0, 16]),   # overturned
+        record("A", "B", "A", [1, 2], window=[0, 16], accepted=[0, 16]),   # corrected
+        record("A", "B", "B", [1, 2], window=[50, 66], fallback="not_accepted"),
+    ]
+    g = routed_gain(records)
+    assert g["routed"]["n"] == 4 and g["routed"]["stage1"]["k"] == 1 and g["routed"]["final"]["k"] == 2
+    assert g["accepted"]["n"] == 3 and g["accepted"]["corrected"] == 2 and g["accepted"]["overturned"] == 1
+    assert g["accepted"]["mcnemar"]["discordant"] == 3 and g["fallbacks"] == {"not_accepted": 1}
