@@ -1,0 +1,96 @@
+"""SUMMARY.md says, in the summary itself, when a quickstart run proves nothing."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("quickstart_summary", REPO / "scripts" / "quickstart_summary.py")
+summary = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(summary)
+
+LETTERS = list("ABCDEF")
+
+
+def _write(path: Path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _stage1(i, right, margin):
+    answer = LETTERS[i % 6]
+    pred = answer if right else LETTERS[(i + 1) % 6]
+    return {"benchmark": "synthetic_heldout", "sample_id": str(i), "answer": answer, "letters": LETTERS,
+            "stage1": {"pred": pred, "margin": margin, "logits": [0.0] * 6}, "pred": pred, "correct": right,
+            "route": "exit", "stage2": None, "error": None, "duration": 128.0,
+            "meta": {"evidence_window": [40.0, 42.0]}}
+
+
+def _routed(i, s1_right, final_right, parsed=True, fallback=None):
+    r = _stage1(i, s1_right, 0.01)
+    answer = r["answer"]
+    r["pred"] = answer if final_right else LETTERS[(i + 2) % 6]
+    r["correct"] = final_right
+    r["route"] = "stage2"
+    steps = [{"phase": "propose", "window": [32.0, 48.0] if parsed else None}]
+    if parsed:
+        steps += [{"phase": "verify", "crop": [32.0, 48.0], "p_yes": 0.9},
+                  {"phase": "verify", "crop": [80.0, 96.0], "p_yes": 0.1}]
+    r["stage2"] = {"steps": steps, "accepted": [32.0, 48.0] if parsed and not fallback else None,
+                   "fallback": fallback if fallback else (None if parsed else "unparseable_proposal")}
+    return r
+
+
+def _run(root: Path, variant: str, rows):
+    folder = root / "eval" / variant / "synthetic"
+    _write(folder / "predictions.jsonl", rows)
+    (folder / "report.json").write_text(json.dumps({"cost": {"per_sample": {"forwards": 3.0, "frames_decoded": 40}},
+                                                    "comparison": {"mcnemar": {"p_value": 0.03}}}))
+    (folder / "report.md").write_text("report\n")
+
+
+def _quickstart(root: Path, good: bool):
+    (root / "sft" / "export").mkdir(parents=True)
+    (root / "sft" / "export" / "config.json").write_text("{}")
+    heldout = [_stage1(i, good and i % 3 != 0 or (not good and i % 6 == 0), 0.9 if i % 3 else 0.01) for i in range(48)]
+    _write(root / "eval" / "heldout_stage1" / "predictions.jsonl", heldout)
+    (root / "calibration").mkdir()
+    (root / "calibration" / "calibration.json").write_text(json.dumps(
+        {"temperature": 1.7 if good else 50.0, "tau": 0.3, "mode": "budget",
+         "fit": {"at_bound": not good, "bounds": [0.05, 50.0]}, "select": {"n": 24, "exit_rate": 0.5,
+                                                                           "exit_accuracy": 0.9}}))
+    if good:
+        full = [_routed(i, False, True) for i in range(12)] + [_stage1(i, True, 0.9) for i in range(12, 24)]
+        _run(root, "full", full)
+        _run(root, "no_stage2", [_stage1(i, i >= 12, 0.9) for i in range(24)])
+    else:
+        full = [_routed(i, False, False, parsed=False) for i in range(12)]
+        _run(root, "full", full)
+        _run(root, "no_stage2", [_stage1(i, False, 0.9) for i in range(12)])
+    (root / "judge").mkdir()
+    (root / "judge" / "judge_report.json").write_text(json.dumps(
+        {"real_judge": False, "judge_model": "loopback-judge", "n": 4, "accuracy": 0.5, "traj": 0.5, "mc_rate": 0.5}))
+
+
+def test_a_run_that_proves_nothing_is_flagged_in_the_summary(tmp_path):
+    _quickstart(tmp_path, good=False)
+    text = summary.summarize(tmp_path)
+    flags = text.split("## Red flags")[1].split("\n## ")[0]
+    assert "Stage-1 accuracy is within chance" in flags
+    assert "search bound" in flags
+    assert "proposals parse" in flags
+    assert "every Stage-2 attempt fell back" in flags
+    assert "every Table 2 row has the same accuracy" in flags
+    assert "not a real judge" in flags
+
+
+def test_a_working_run_reports_its_numbers_and_only_the_judge_flag(tmp_path):
+    _quickstart(tmp_path, good=True)
+    text = summary.summarize(tmp_path)
+    flags = [line for line in text.split("## Red flags")[1].split("\n## ")[0].splitlines() if line.startswith("- ")]
+    assert len(flags) == 1 and "not a real judge" in flags[0]
+    assert "held-out Stage-1 accuracy 32/48" in text
+    assert "first proposals parsed into a window: 12/12" in text
+    assert "AUROC 1.0" in text
+    assert "samples with an accepted crop: Stage 1 0/12 = 0.0 %" in text and "12 corrected" in text
+    assert "| no_stage2 | 24 |" in text and "| uniform_stage2 | – | not run |" in text
