@@ -56,7 +56,7 @@ def _variant_dir(root: Path, variant: str) -> Path:
     return root / "eval" / ("full" if variant == "full" else variant) / "synthetic"
 
 
-def stage1_section(root: Path, flags: list[str]) -> list[str]:
+def stage1_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     records = [r for r in _records(root / "eval" / "heldout_stage1" / "predictions.jsonl") if not r.get("error")]
     if not records:
         flags.append("no held-out Stage-1 predictions")
@@ -64,6 +64,7 @@ def stage1_section(root: Path, flags: list[str]) -> list[str]:
     chance = _chance(records[0])
     correct = [r["stage1"]["pred"] == r["answer"] for r in records]
     acc = rate(sum(correct), len(correct), chance)
+    facts["stage1_heldout"] = acc
     lines = [f"- held-out Stage-1 accuracy {_ci(acc)}; chance {_pct(chance)}, "
              f"one-sided binomial p = {acc['p_above_chance']:.2g}"]
     if acc["ci95"][0] is None or acc["ci95"][0] <= chance:
@@ -80,12 +81,14 @@ def stage1_section(root: Path, flags: list[str]) -> list[str]:
     return lines + rows
 
 
-def calibration_section(root: Path, flags: list[str]) -> list[str]:
+def calibration_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     cal = _load(root / "calibration" / "calibration.json")
     if not cal:
         flags.append("no calibration.json")
         return ["- **no calibration.json found**"]
     fit, sel = cal.get("fit", {}), cal.get("select", {})
+    facts["calibration"] = {"temperature": cal["temperature"], "tau": cal["tau"], "mode": cal.get("mode"),
+                            "exit_rate": sel.get("exit_rate"), "exit_accuracy": sel.get("exit_accuracy")}
     lines = [f"- {_link(root, root / 'calibration' / 'calibration.json')}: T = {cal['temperature']:.3g}, "
              f"τ = {cal['tau']:.4g} (mode {cal.get('mode')}); on the selection split (n = {sel.get('n')}): exit rate "
              f"{_pct(sel.get('exit_rate'))}, exit accuracy {_pct(sel.get('exit_accuracy'))}"]
@@ -97,12 +100,13 @@ def calibration_section(root: Path, flags: list[str]) -> list[str]:
     return lines
 
 
-def stage2_section(root: Path, flags: list[str]) -> list[str]:
+def stage2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     records = _records(_variant_dir(root, "full") / "predictions.jsonl")
     if not records:
         flags.append("no full CADER run on the synthetic benchmark")
         return ["- **no full CADER run found**"]
     props, verify, gain = proposal_stats(records), verifier_stats(records), routed_gain(records)
+    facts["stage2"] = {"proposals": props, "verifier": verify, "routed_gain": gain}
     lines = [f"- routed to Stage 2: {props['routed']} of {len(records)}; fallbacks {gain['fallbacks'] or 'none'}",
              f"- first proposals parsed into a window: {_ci(props['parsed'])}",
              f"- parsed proposals overlapping the evidence: {_ci(props['overlaps_evidence'])} "
@@ -124,7 +128,7 @@ def stage2_section(root: Path, flags: list[str]) -> list[str]:
     return lines
 
 
-def table2_section(root: Path, flags: list[str]) -> list[str]:
+def table2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     lines = ["| variant | n | accuracy [95 % CI] | vs full (McNemar p) | forwards / sample | frames / sample | report |",
              "|---|---|---|---|---|---|---|"]
     accuracies = {}
@@ -137,9 +141,10 @@ def table2_section(root: Path, flags: list[str]) -> list[str]:
             continue
         acc = rate(sum(bool(r.get("correct")) for r in records), len(records))
         accuracies[variant] = acc["rate"]
+        facts.setdefault("table2", {})[variant] = {"accuracy": acc, "cost_per_sample": per_sample(report)}
         comparison = report.get("comparison") or {}
         mcnemar = (comparison.get("mcnemar") or {}).get("p_value")
-        per = report.get("cost", {}).get("per_sample", {})
+        per = per_sample(report)
         vs = "–" if variant == "full" else (f"{mcnemar:.2g}" if mcnemar is not None else "–")
         lines.append(f"| {variant} | {acc['n']} | {_ci(acc)} | {vs} | {per.get('forwards', '–')} | "
                      f"{per.get('frames_decoded', '–')} | {_link(root, folder / 'report.md')} |")
@@ -148,11 +153,16 @@ def table2_section(root: Path, flags: list[str]) -> list[str]:
     return lines
 
 
-def judge_section(root: Path, flags: list[str]) -> list[str]:
+def per_sample(report: dict) -> dict:
+    return report.get("cost", {}).get("per_sample", {})
+
+
+def judge_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     """The judge's headline numbers, and, first, a warning when they did not come from a real judge."""
     judge = _load(root / "judge" / "judge_report.json")
     if not judge:
         return ["- **no judge report found**"]
+    facts["judge"] = {"real_judge": judge.get("real_judge"), "judge_model": judge.get("judge_model")}
     lines = []
     if judge.get("real_judge") is False or judge.get("judge_model") == LOOPBACK_MODEL:
         flags.append("the AgentVidBench judge is the loopback test double, not a real judge")
@@ -173,18 +183,22 @@ def _number(value) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
-def summarize(root: Path) -> str:
+def summarize(root: Path) -> tuple[str, dict]:
+    """(SUMMARY.md text, the headline numbers and red flags as a dict)."""
     flags: list[str] = []
+    facts: dict = {}
     export = root / "sft" / "export"
     sections = [("1. Tiny SFT", [f"- exported model: {_link(root, export)}"] if (export / "config.json").exists()
                  else ["- **no export found**"])]
     if not (export / "config.json").exists():
         flags.append("no SFT export")
-    sections += [("2. Stage 1 on the held-out split (paper Fig. 5 / Table 4 in miniature)", stage1_section(root, flags)),
-                 ("3. Calibration", calibration_section(root, flags)),
-                 ("4. Stage 2 on the synthetic test split (Table 5 in miniature)", stage2_section(root, flags)),
-                 ("5. Table 2 rows on the synthetic test split", table2_section(root, flags)),
-                 ("6. AgentVidBench judge", judge_section(root, flags))]
+    sections += [
+        ("2. Stage 1 on the held-out split (paper Fig. 5 / Table 4 in miniature)", stage1_section(root, flags, facts)),
+        ("3. Calibration", calibration_section(root, flags, facts)),
+        ("4. Stage 2 on the synthetic test split (Table 5 in miniature)", stage2_section(root, flags, facts)),
+        ("5. Table 2 rows on the synthetic test split", table2_section(root, flags, facts)),
+        ("6. AgentVidBench judge", judge_section(root, flags, facts)),
+    ]
     lines = [f"# Quickstart summary: `{root}`", ""]
     if flags:
         lines += ["## Red flags: this run does not show the method working", ""]
@@ -193,19 +207,26 @@ def summarize(root: Path) -> str:
         lines += ["No red flags: Stage 1 is above chance, T is inside its search bounds, proposals parse, Stage 2 ran."]
     for title, body in sections:
         lines += ["", f"## {title}", "", *body]
-    return "\n".join(lines) + "\n"
+    facts["red_flags"] = flags
+    return "\n".join(lines) + "\n", facts
 
 
-def main(root: str = "runs/tiny") -> Path:
-    """Write <root>/SUMMARY.md.
+def main(root: str = "runs/tiny", json_out: str | None = None) -> Path:
+    """Write <root>/SUMMARY.md and <root>/summary.json (the numbers behind it; `scripts/update_readme.py` reads it).
 
     Args:
         root: The quickstart output folder.
+        json_out: Also write the numbers here (e.g. docs/measured/quickstart.json for the README).
     """
     base = Path(root)
-    text = summarize(base)
+    text, facts = summarize(base)
     out = base / "SUMMARY.md"
     write_atomic(out, text)
+    payload = json.dumps(facts, indent=1, default=str) + "\n"
+    write_atomic(base / "summary.json", payload)
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(Path(json_out), payload)
     print(text)
     return out
 

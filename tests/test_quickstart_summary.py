@@ -74,7 +74,8 @@ def _quickstart(root: Path, good: bool):
 
 def test_a_run_that_proves_nothing_is_flagged_in_the_summary(tmp_path):
     _quickstart(tmp_path, good=False)
-    text = summary.summarize(tmp_path)
+    text, facts = summary.summarize(tmp_path)
+    assert len(facts["red_flags"]) == 6
     flags = text.split("## Red flags")[1].split("\n## ")[0]
     assert "Stage-1 accuracy is within chance" in flags
     assert "search bound" in flags
@@ -86,7 +87,8 @@ def test_a_run_that_proves_nothing_is_flagged_in_the_summary(tmp_path):
 
 def test_a_working_run_reports_its_numbers_and_only_the_judge_flag(tmp_path):
     _quickstart(tmp_path, good=True)
-    text = summary.summarize(tmp_path)
+    text, facts = summary.summarize(tmp_path)
+    assert facts["stage1_heldout"]["k"] == 32 and facts["table2"]["full"]["accuracy"]["k"] == 24
     flags = [line for line in text.split("## Red flags")[1].split("\n## ")[0].splitlines() if line.startswith("- ")]
     assert len(flags) == 1 and "not a real judge" in flags[0]
     assert "held-out Stage-1 accuracy 32/48" in text
