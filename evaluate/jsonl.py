@@ -1,7 +1,8 @@
 """Append-only JSONL results: the one mechanism behind predictions.jsonl and judgments.jsonl.
 
 Every record is one line, written and flushed as soon as it exists, so a killed run loses at most the line in flight.
-A rerun first cuts that torn last line (`repair_torn_tail`), then reads what is complete (`read_jsonl`) to skip work
+A rerun first repairs the end of the file (`repair_torn_tail`: a torn line is cut, a complete record that only lacks
+its newline is kept), then reads what is complete (`read_jsonl`) to skip work
 already done, then appends (`JsonlAppender`).
 """
 
@@ -36,8 +37,19 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return records
 
 
+def _is_record(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line.decode("utf-8")), dict)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+
+
 def repair_torn_tail(path: str | Path) -> None:
-    """Cut a partial last line left by a kill mid-write, so the next append starts on a fresh line."""
+    """Make the file end on a line break before the next append.
+
+    A last line without its newline is kept (the newline added) when it is a complete record — `read_jsonl` counts it
+    as done, so cutting it would lose a finished sample — and cut when it does not parse (a kill mid-write).
+    """
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return
@@ -47,7 +59,12 @@ def repair_torn_tail(path: str | Path) -> None:
             return
         handle.seek(0)
         data = handle.read()
-        handle.truncate(data.rfind(b"\n") + 1)
+        start = data.rfind(b"\n") + 1
+        if _is_record(data[start:]):
+            handle.seek(0, os.SEEK_END)
+            handle.write(b"\n")
+        else:
+            handle.truncate(start)
 
 
 class JsonlAppender:

@@ -320,3 +320,30 @@ def test_decode_workers_reach_the_video_reader(tmp_path, video_root, monkeypatch
     assert opened == [3, 3]
     with pytest.raises(ValueError, match="decode_workers"):
         CaderConfig(decode_workers=0)
+
+
+def test_a_complete_last_record_without_its_newline_is_kept_on_resume(tmp_path, video_root):
+    """read_jsonl counts it as done, so the repair must keep it (adding the newline), not cut it."""
+    root, name = video_root
+    samples = make_samples(name, 3)
+    out = tmp_path / "predictions.jsonl"
+    run(samples[:2], root, out, Scripted(logits_map(4)))
+    out.write_text(out.read_text().rstrip("\n"))  # a writer stopped between the record and its newline
+    assert len(read_records(out)) == 2
+    run(samples, root, out, Scripted(logits_map(4)))
+    ids = [r["sample_id"] for r in read_records(out)]
+    assert sorted(ids) == sorted(s.sample_id for s in samples) and len(ids) == 3
+    assert all(json.loads(line) for line in out.read_text().splitlines())
+
+
+def test_jsonl_repair_keeps_a_complete_tail_and_cuts_a_torn_one(tmp_path):
+    from cader.evaluate.jsonl import JsonlAppender, read_jsonl
+
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"id": 1}\n{"id": 2}')
+    with JsonlAppender(path) as appender:
+        appender.write({"id": 3})
+    assert read_jsonl(path) == [{"id": 1}, {"id": 2}, {"id": 3}]
+    path.write_text('{"id": 1}\n[1, 2]')  # parses, but is no record: cut
+    repair_torn_tail(path)
+    assert path.read_text() == '{"id": 1}\n'
