@@ -167,3 +167,7 @@ def test_any_text_gives_a_window_inside_the_video_or_a_reason(text, duration):
     else:
         lo, hi = parsed.window
         assert 0.0 <= lo <= hi <= duration and parsed.reason is None
+
+
+def test_split_thinking_at_the_last_closing_tag():
+    assert split_thinking("<think>a</think>b</think>c") == ("<think>a</think>b", "c")

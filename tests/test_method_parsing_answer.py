@@ -273,3 +273,20 @@ def test_any_text_gives_a_valid_letter_or_a_reason(text, n):
     parsed = parse_answer(text, L26[:n])
     assert (parsed.letter in L26[:n] and parsed.reason is None) or (parsed.letter is None and parsed.reason)
     assert parse_answer(text, L26[:n]) == parsed  # deterministic
+
+
+@pytest.mark.parametrize(
+    "text, letter",
+    [
+        # an unclosed reasoning block holds everything after its first opening tag, whatever it contains
+        ("<think>B seems right <think>C?", None),
+        ("<answer>A</answer><think>maybe <think>not", "A"),
+        # the content of the last tag runs to its closing tag, even past a "<" inside it
+        ("<answer>x<y, so B</answer>", "B"),
+        # a tag cut off before its closing tag runs to the next tag or the end
+        ("<answer>The answer is C", "C"),
+        ("<answer>C <x> D <y>", "C"),
+    ],
+)
+def test_tag_and_thinking_boundaries(text, letter):
+    assert parse_answer(text, L4).letter == letter

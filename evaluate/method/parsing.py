@@ -34,7 +34,7 @@ def _split_for_answer(text: str) -> tuple[str, str]:
     """Like split_thinking, but a reply cut off inside an unclosed `<think>` has an empty answer part: the letters
     in unfinished reasoning are not an answer."""
     if _THINK_END not in text and _THINK_START in text:
-        head, _, tail = text.rpartition(_THINK_START)
+        head, _, tail = text.partition(_THINK_START)  # everything after the first opening tag is reasoning
         return tail, head
     return split_thinking(text)
 
