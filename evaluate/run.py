@@ -56,7 +56,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--device", type=str, default="cpu")
     parser.add_argument("--dtype", type=str, default="auto")
     parser.add_argument("--attn_implementation", type=str | None, default=None)
-    parser.add_argument("--progress", type=bool, default=True)
+    parser.add_argument("--progress", type=bool, default=True, help="a tqdm bar with ETA")
+    parser.add_argument(
+        "--retry_failed", type=bool, default=False,
+        help="run again the samples whose record has `error` set, replacing those records",
+    )
     hints = typing.get_type_hints(CaderConfig)
     for f in dataclasses.fields(CaderConfig):
         kwargs = {"choices": list(VARIANTS)} if f.name == "variant" else {}
@@ -150,14 +154,16 @@ def main(argv: list[str] | None = None) -> int:
             )
     target = predictions_path(out, shard)
     counts = run_samples(
-        chosen, args.data_root, target, main_backend, verifier_backend, cfg, progress=args.progress
+        chosen, args.data_root, target, main_backend, verifier_backend, cfg, progress=args.progress,
+        retry_failed=args.retry_failed,
     )
     log.info(
-        "wrote %s: %d new records (%d failed), %d already there",
+        "wrote %s: %d new records (%d failed), %d already there, %d failed records retried",
         target,
         counts["ran"],
         counts["failed"],
         counts["done_before"],
+        counts["retried"],
     )
     if shard is None:
         report = write_report(out, read_records(target), load_errors, config_record, compare)

@@ -154,14 +154,26 @@ def run_samples(
     cfg: CaderConfig,
     video_path=None,
     progress: bool = True,
+    retry_failed: bool = False,
 ) -> dict:
-    """Process every sample not yet in `out_file`; returns counts {"done_before", "ran", "failed"}."""
+    """Process every sample not yet in `out_file`; returns counts {"done_before", "ran", "failed", "retried"}.
+
+    `retry_failed`: records with `error` set (say an unreadable video the user has since replaced) are taken out of
+    the file first (an atomic rewrite) and their samples run again, so each sample keeps one record.
+    """
     if video_path is None:
         from cader.evaluate.benchmarks import video_path
     out_file = Path(out_file)
-    done = {record_key(r) for r in read_records(out_file)}  # a torn last line is skipped here, cut by the appender
+    records = read_records(out_file)  # a torn last line is skipped here, cut by the appender
+    retried = 0
+    if retry_failed and any(r.get("error") for r in records):
+        kept = [r for r in records if not r.get("error")]
+        retried = len(records) - len(kept)
+        write_atomic(out_file, (json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+        records = kept
+    done = {record_key(r) for r in records}
     todo = [s for s in samples if (s.benchmark, str(s.sample_id)) not in done]
-    counts = {"done_before": len(done), "ran": 0, "failed": 0}
+    counts = {"done_before": len(done), "ran": 0, "failed": 0, "retried": retried}
     with JsonlAppender(out_file, fsync=True) as appender:
         bar = tqdm(
             todo, desc=f"cader[{cfg.variant}]", unit="sample", disable=not progress, dynamic_ncols=True

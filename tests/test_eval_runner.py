@@ -347,3 +347,21 @@ def test_jsonl_repair_keeps_a_complete_tail_and_cuts_a_torn_one(tmp_path):
     path.write_text('{"id": 1}\n[1, 2]')  # parses, but is no record: cut
     repair_torn_tail(path)
     assert path.read_text() == '{"id": 1}\n'
+
+
+def test_retry_failed_reruns_failed_samples_and_replaces_their_records(tmp_path, video_root):
+    root, name = video_root
+    samples = make_samples(name, 3)
+    out = tmp_path / "predictions.jsonl"
+    broken = logits_map(3) | {"q1": RuntimeError("CUDA out of memory")}
+    run(samples, root, out, Scripted(broken))
+    assert [r["error"] is not None for r in read_records(out)] == [False, True, False]
+    counts = run(samples, root, out, Scripted(logits_map(3)))  # a plain rerun keeps the failure
+    assert counts["ran"] == 0 and sum(r["error"] is not None for r in read_records(out)) == 1
+    counts = run_samples(samples, root, out, Scripted(logits_map(3)), Scripted(logits_map(3)),
+                         CaderConfig(max_frames=8, max_pixels=2048), video_path=lambda s, r: r / s.video,
+                         progress=False, retry_failed=True)
+    records = read_records(out)
+    assert counts["retried"] == 1 and counts["ran"] == 1 and len(records) == 3
+    assert all(r["error"] is None for r in records)
+    assert sorted(r["sample_id"] for r in records) == sorted(s.sample_id for s in samples)
