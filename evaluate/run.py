@@ -20,8 +20,10 @@ import typing
 from pathlib import Path
 
 from cader.evaluate.method.config import VARIANTS, CaderConfig
+from cader.evaluate.method.stage1_reuse import Stage1ReuseError
 from cader.evaluate.report import write_report
 from cader.evaluate.runner import (
+    load_stage1_priors,
     merge_shards,
     parse_shard,
     predictions_path,
@@ -57,6 +59,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--dtype", type=str, default="auto")
     parser.add_argument("--attn_implementation", type=str | None, default=None)
     parser.add_argument("--progress", type=bool, default=True, help="a tqdm bar with ETA")
+    parser.add_argument(
+        "--stage1_from", type=str | None, default=None,
+        help="reuse the raw Stage-1 logits of another run's predictions.jsonl (same model, frame settings and "
+             "samples; T and tau are applied anew); samples not in it run Stage 1 as usual",
+    )
     parser.add_argument(
         "--retry_failed", type=bool, default=False,
         help="run again the samples whose record has `error` set, replacing those records",
@@ -153,17 +160,23 @@ def main(argv: list[str] | None = None) -> int:
                 "from cader (recorded in report.json config.chat_template)", role
             )
     target = predictions_path(out, shard)
-    counts = run_samples(
-        chosen, args.data_root, target, main_backend, verifier_backend, cfg, progress=args.progress,
-        retry_failed=args.retry_failed,
-    )
+    priors = load_stage1_priors(args.stage1_from) if args.stage1_from else None
+    try:
+        counts = run_samples(
+            chosen, args.data_root, target, main_backend, verifier_backend, cfg, progress=args.progress,
+            retry_failed=args.retry_failed, stage1_priors=priors,
+        )
+    except Stage1ReuseError as err:  # another model's or another setting's Stage 1: refuse, say why
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     log.info(
-        "wrote %s: %d new records (%d failed), %d already there, %d failed records retried",
+        "wrote %s: %d new records (%d failed), %d already there, %d failed records retried, %d Stage-1 results reused",
         target,
         counts["ran"],
         counts["failed"],
         counts["done_before"],
         counts["retried"],
+        counts["stage1_reused"],
     )
     if shard is None:
         report = write_report(out, read_records(target), load_errors, config_record, compare)

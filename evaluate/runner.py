@@ -20,6 +20,7 @@ from cader.evaluate.jsonl import JsonlAppender
 from cader.evaluate.jsonl import read_jsonl as read_records
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
+from cader.evaluate.method.stage1_reuse import Stage1ReuseError, mismatch, reuse_stage1, stage1_fingerprint
 from cader.evaluate.method.stage2 import Stage2Failure, run_stage2
 from cader.vlm.files import write_atomic
 from cader.vlm.video import VideoReader, VideoReadError
@@ -90,10 +91,38 @@ def check_sample(sample) -> None:
         raise SampleError(f"letters must be distinct capitals A..Z, got {letters}")
 
 
+def fingerprint_of(sample, main: Backend, cfg: CaderConfig) -> dict:
+    return stage1_fingerprint(main.fingerprint(), cfg, sample.video, sample.question, sample.options, sample.letters)
+
+
+def check_stage1_priors(samples: Iterable, priors: dict, main: Backend, cfg: CaderConfig) -> int:
+    """Refuse (Stage1ReuseError) when a stored Stage-1 record of a sample to run was made by another model, other
+    frame settings or for another sample; returns how many samples will reuse theirs."""
+    reused = 0
+    for sample in samples:
+        stored = priors.get((sample.benchmark, str(sample.sample_id)))
+        if stored is None:
+            continue
+        why = mismatch(stored.get("fingerprint"), fingerprint_of(sample, main, cfg))
+        if why:
+            raise Stage1ReuseError(f"--stage1_from: {sample.benchmark}/{sample.sample_id}: {why}")
+        reused += 1
+    return reused
+
+
+def load_stage1_priors(path: str | Path) -> dict:
+    """(benchmark, sample_id) -> the stored `stage1` block, for the records of `path` that have one."""
+    return {record_key(r): r["stage1"] for r in read_records(path) if r.get("stage1") and not r.get("error")}
+
+
 def process_sample(
-    sample, video_file: str | Path, main: Backend, verifier: Backend, cfg: CaderConfig
+    sample, video_file: str | Path, main: Backend, verifier: Backend, cfg: CaderConfig, prior: dict | None = None
 ) -> dict:
-    """Run CADER on one sample and return its predictions.jsonl record (never raises for a per-sample problem)."""
+    """Run CADER on one sample and return its predictions.jsonl record (never raises for a per-sample problem).
+
+    `prior`: a stored Stage-1 block of this sample (already checked by `check_stage1_priors`); its raw logits stand
+    in for the Stage-1 forward, and F1 is decoded only if the sample goes to Stage 2.
+    """
     record = base_record(sample)
     record.update(stage1=None, route=None, stage2=None, pred=None, correct=False)
     cost = Cost()
@@ -104,13 +133,18 @@ def process_sample(
         if not reader.duration > 0:
             raise VideoReadError(video_file, f"zero duration ({reader.duration})")
         record["duration"] = round(float(reader.duration), 3)
-        f1 = sample_stage1_frames(reader, cfg, cost)
-        s1 = run_stage1(main, f1, sample.question, sample.options, sample.letters, cfg, cost)
-        record["stage1"] = s1.record
+        if prior is not None:
+            f1, s1 = None, reuse_stage1(prior, sample.letters, cfg)
+        else:
+            f1 = sample_stage1_frames(reader, cfg, cost)
+            s1 = run_stage1(main, f1, sample.question, sample.options, sample.letters, cfg, cost)
+        record["stage1"] = {**s1.record, "fingerprint": fingerprint_of(sample, main, cfg)}
         to_stage2 = cfg.runs_stage2 and (cfg.routes_all or not s1.exits)
         record["route"] = "stage2" if to_stage2 else "exit"
         pred = s1.pred
         if to_stage2:
+            if f1 is None:  # proposals need the Stage-1 frames themselves
+                f1 = sample_stage1_frames(reader, cfg, cost)
             record["stage2"] = run_stage2(
                 main,
                 verifier,
@@ -155,11 +189,13 @@ def run_samples(
     video_path=None,
     progress: bool = True,
     retry_failed: bool = False,
+    stage1_priors: dict | None = None,
 ) -> dict:
     """Process every sample not yet in `out_file`; returns counts {"done_before", "ran", "failed", "retried"}.
 
     `retry_failed`: records with `error` set (say an unreadable video the user has since replaced) are taken out of
     the file first (an atomic rewrite) and their samples run again, so each sample keeps one record.
+    `stage1_priors` (`load_stage1_priors`): Stage-1 results to reuse; checked before anything runs.
     """
     if video_path is None:
         from cader.evaluate.benchmarks import video_path
@@ -173,13 +209,16 @@ def run_samples(
         records = kept
     done = {record_key(r) for r in records}
     todo = [s for s in samples if (s.benchmark, str(s.sample_id)) not in done]
-    counts = {"done_before": len(done), "ran": 0, "failed": 0, "retried": retried}
+    priors = stage1_priors or {}
+    counts = {"done_before": len(done), "ran": 0, "failed": 0, "retried": retried,
+              "stage1_reused": check_stage1_priors(todo, priors, main, cfg)}
     with JsonlAppender(out_file, fsync=True) as appender:
         bar = tqdm(
             todo, desc=f"cader[{cfg.variant}]", unit="sample", disable=not progress, dynamic_ncols=True
         )
         for sample in bar:
-            record = process_sample(sample, video_path(sample, data_root), main, verifier, cfg)
+            prior = priors.get((sample.benchmark, str(sample.sample_id)))
+            record = process_sample(sample, video_path(sample, data_root), main, verifier, cfg, prior)
             appender.write(record)
             counts["ran"] += 1
             counts["failed"] += record["error"] is not None

@@ -102,9 +102,10 @@ def test_run_resume_and_routes(tmp_path, video_root):
     backend = Scripted(logits_map(6))
     out = tmp_path / "predictions.jsonl"
     counts = run(samples[:3], root, out, backend)
-    assert counts == {"done_before": 0, "ran": 3, "failed": 0}
+    none = {"retried": 0, "stage1_reused": 0}
+    assert counts == {"done_before": 0, "ran": 3, "failed": 0, **none}
     counts = run(samples, root, out, backend)  # rerun: the first three are skipped
-    assert counts == {"done_before": 3, "ran": 3, "failed": 0}
+    assert counts == {"done_before": 3, "ran": 3, "failed": 0, **none}
     records = read_records(out)
     assert [r["sample_id"] for r in records] == [f"s{i}" for i in range(6)]
     assert [r["route"] for r in records] == ["exit", "stage2"] * 3
@@ -365,3 +366,36 @@ def test_retry_failed_reruns_failed_samples_and_replaces_their_records(tmp_path,
     assert counts["retried"] == 1 and counts["ran"] == 1 and len(records) == 3
     assert all(r["error"] is None for r in records)
     assert sorted(r["sample_id"] for r in records) == sorted(s.sample_id for s in samples)
+
+
+def test_stage1_is_reused_across_variants_and_refused_for_another_setting(tmp_path, video_root):
+    """A no_stage2 run's raw logits stand in for the full run's Stage 1 (no Stage-1 forward, no F1 decode for exits),
+    with the margin recomputed at the current T; other frame settings are refused with the reason."""
+    from cader.evaluate.method.stage1_reuse import Stage1ReuseError
+    from cader.evaluate.runner import load_stage1_priors
+
+    root, name = video_root
+    samples = make_samples(name, 4)
+    first = tmp_path / "no_stage2.jsonl"
+    run(samples, root, first, Scripted(logits_map(4)), variant="no_stage2")
+    priors = load_stage1_priors(first)
+    assert len(priors) == 4 and all(p["fingerprint"]["frames"]["max_frames"] == 8 for p in priors.values())
+
+    fresh, reused = Scripted(logits_map(4)), Scripted(logits_map(4))
+    cfg = CaderConfig(max_frames=8, max_pixels=2048, temperature=3.0)
+    kw = {"video_path": lambda s, r: r / s.video, "progress": False}
+    run_samples(samples, root, tmp_path / "fresh.jsonl", fresh, fresh, cfg, **kw)
+    counts = run_samples(samples, root, tmp_path / "reused.jsonl", reused, reused, cfg, stage1_priors=priors, **kw)
+    assert counts["stage1_reused"] == 4
+    a, b = read_records(tmp_path / "fresh.jsonl"), read_records(tmp_path / "reused.jsonl")
+    for x, y in zip(a, b):
+        assert x["stage1"]["logits"] == y["stage1"]["logits"] and y["stage1"]["reused"]
+        assert y["stage1"]["margin"] == pytest.approx(x["stage1"]["margin"]) and y["stage1"]["temperature"] == 3.0
+        assert (x["route"], x["pred"]) == (y["route"], y["pred"])
+        assert y["cost"]["forwards"] == x["cost"]["forwards"] - 1  # the Stage-1 forward is saved
+        if y["route"] == "exit":
+            assert y["cost"]["frames_decoded"] == 0
+    with pytest.raises(Stage1ReuseError, match="Stage-1 frame settings differs"):
+        run_samples(samples, root, tmp_path / "other.jsonl", reused, reused,
+                    CaderConfig(max_frames=4, max_pixels=2048), stage1_priors=priors, **kw)
+    assert not (tmp_path / "other.jsonl").exists() or read_records(tmp_path / "other.jsonl") == []

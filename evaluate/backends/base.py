@@ -73,6 +73,10 @@ class BackendError(RuntimeError):
 class Backend(ABC):
     name: str = "backend"
 
+    def fingerprint(self) -> str | None:
+        """The identity of the model behind this backend (Stage-1 reuse refuses results of another model)."""
+        return None
+
     @abstractmethod
     def letter_logits(self, prompts: Sequence[Prompt], letters: Sequence[str]) -> list[LetterLogits]: ...
 

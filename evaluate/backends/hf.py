@@ -41,6 +41,11 @@ class HFBackend(Backend):
         self.template = template_check(self.processor)
 
     # ---- helpers -----------------------------------------------------------------------------------------
+    def fingerprint(self) -> str:
+        from cader.evaluate.method.stage1_reuse import model_fingerprint
+
+        return model_fingerprint(self.path)
+
     def token_id(self, text: str) -> int:
         """The id of `text` as ONE token; BackendError otherwise (logits of a multi-token word are meaningless)."""
         if text not in self._single_token_ids:

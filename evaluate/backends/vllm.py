@@ -62,6 +62,11 @@ class VLLMBackend(Backend):
             **engine_kwargs,
         )
 
+    def fingerprint(self) -> str:
+        from cader.evaluate.method.stage1_reuse import model_fingerprint
+
+        return model_fingerprint(self.path)
+
     def token_id(self, text: str) -> int:
         ids = self.tokenizer.encode(text, add_special_tokens=False)
         if len(ids) != 1:
