@@ -190,3 +190,12 @@ def test_training_renders_with_the_switched_template(tiny_model_dir):
 
     dm = SFTDataModule([], processor_path=str(tiny_model_dir))
     assert honours_thinking_switch(dm._load_processor())
+
+
+def test_model_fingerprint_tells_the_export_from_its_base(tiny_model_dir, sft_export):
+    from cader.evaluate.method.stage1_reuse import model_fingerprint
+
+    base, exported = model_fingerprint(tiny_model_dir), model_fingerprint(sft_export)
+    assert base == model_fingerprint(tiny_model_dir) and base != exported
+    assert HFBackend(str(sft_export), dtype="float32").fingerprint() == exported
+    assert model_fingerprint("Qwen/Qwen3-VL-8B-Instruct") == "hub:Qwen/Qwen3-VL-8B-Instruct"
