@@ -19,6 +19,7 @@ import sys
 import typing
 from pathlib import Path
 
+from cader.evaluate.backends.vllm import VERIFIER_ENGINE, VLLMEngineConfig
 from cader.evaluate.method.config import VARIANTS, CaderConfig
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError
 from cader.evaluate.report import write_report
@@ -59,6 +60,10 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--dtype", type=str, default="auto")
     parser.add_argument("--attn_implementation", type=str | None, default=None)
     parser.add_argument("--progress", type=bool, default=True, help="a tqdm bar with ETA")
+    parser.add_argument("--vllm_main", type=VLLMEngineConfig, default=VLLMEngineConfig(),
+                        help="the main model's vLLM engine (memory share, max_model_len, tensor parallel, eager)")
+    parser.add_argument("--vllm_verifier", type=VLLMEngineConfig, default=VERIFIER_ENGINE,
+                        help="the verifier's vLLM engine; the defaults let 8B + 4B share one 80 GB GPU")
     parser.add_argument(
         "--stage1_from", type=str | None, default=None,
         help="reuse the raw Stage-1 logits of another run's predictions.jsonl (same model, frame settings and "
@@ -75,11 +80,11 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
-def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementation: str | None):
+def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementation: str | None, engine=None):
     if kind == "vllm":
         from cader.evaluate.backends.vllm import VLLMBackend
 
-        return VLLMBackend(path, dtype=dtype)
+        return VLLMBackend(path, dtype=dtype, engine=engine)
     from cader.evaluate.backends.hf import HFBackend
 
     return HFBackend(path, dtype=dtype, device=device, attn_implementation=attn_implementation)
@@ -139,13 +144,15 @@ def main(argv: list[str] | None = None) -> int:
         len(load_errors),
     )
 
-    main_backend = make_backend(args.backend, args.model, args.device, args.dtype, args.attn_implementation)
+    main_backend = make_backend(
+        args.backend, args.model, args.device, args.dtype, args.attn_implementation, engine=args.vllm_main
+    )
     verifier_path = args.verifier or args.model
     if verifier_path == args.model or not cfg.uses_verifier or not cfg.runs_stage2:
         verifier_backend = main_backend  # one copy when they are the same model (or the verifier is unused)
     else:
         verifier_backend = make_backend(
-            args.backend, verifier_path, args.device, args.dtype, args.attn_implementation
+            args.backend, verifier_path, args.device, args.dtype, args.attn_implementation, engine=args.vllm_verifier
         )
 
     # Whether each model's template honours enable_thinking, and so whether the backend adds the think block itself.
