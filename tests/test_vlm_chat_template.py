@@ -199,3 +199,20 @@ def test_model_fingerprint_tells_the_export_from_its_base(tiny_model_dir, sft_ex
     assert base == model_fingerprint(tiny_model_dir) and base != exported
     assert HFBackend(str(sft_export), dtype="float32").fingerprint() == exported
     assert model_fingerprint("Qwen/Qwen3-VL-8B-Instruct") == "hub:Qwen/Qwen3-VL-8B-Instruct"
+
+
+def test_batched_letter_logits_and_yes_no_equal_unbatched(sft_export):
+    """Left-padded batches of prompts with different videos and lengths give the one-at-a-time results (fp32)."""
+    one = HFBackend(str(sft_export), dtype="float32", batch_size=1)
+    many = HFBackend(str(sft_export), dtype="float32", batch_size=8)
+    rng = np.random.default_rng(0)
+    prompts = []
+    for k, n in enumerate((2, 4, 6)):
+        frames = Frames(rng.integers(0, 255, (n, 64, 32 * (k + 1), 3), dtype=np.uint8), np.arange(n) + 0.5,
+                        np.arange(n), native_fps=1.0)
+        prompts.append(Prompt("Which colour?" + " Really?" * k, system="S", video=frames))
+    for a, b in zip(one.letter_logits(prompts, list("ABCD")), many.letter_logits(prompts, list("ABCD"))):
+        assert a.prompt_tokens == b.prompt_tokens
+        assert np.allclose(a.logits, b.logits, atol=1e-4), (a.logits, b.logits)
+    for a, b in zip(one.yes_no(prompts), many.yes_no(prompts)):
+        assert abs(a.p_yes - b.p_yes) < 1e-5 and abs(a.p_no - b.p_no) < 1e-5

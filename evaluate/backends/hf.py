@@ -1,7 +1,8 @@
 """transformers backend (default): Qwen3-VL through `cader.vlm.loading` and `cader.vlm.messages`.
 
-Prompts are run one at a time (each carries its own video, so batching would only pad); the list interface lets a
-batching backend (vLLM) drop in. Option-letter logits are the lm_head outputs at the last prompt position for the
+`letter_logits` and `yes_no` (one forward each) batch up to `batch_size` prompts per forward with left padding, so
+a caller with several samples in flight fills the device; results equal the unbatched ones. Generation runs one
+prompt at a time. Option-letter logits are the lm_head outputs at the last prompt position for the
 letters' token ids (one forward, `logits_to_keep=1`). Generation is greedy: the paper publishes no sampling settings,
 and greedy keeps runs reproducible.
 """
@@ -28,9 +29,16 @@ class HFBackend(Backend):
     name = "hf"
 
     def __init__(
-        self, path: str, *, dtype: str = "auto", device: str = "cpu", attn_implementation: str | None = None
+        self,
+        path: str,
+        *,
+        dtype: str = "auto",
+        device: str = "cpu",
+        attn_implementation: str | None = None,
+        batch_size: int = 8,
     ):
         self.path = str(path)
+        self.batch_size = max(1, int(batch_size))  # prompts per forward in letter_logits / yes_no
         self.processor = load_processor(self.path)
         self.model = load_model(
             self.path, dtype=dtype, device=device, attn_implementation=attn_implementation
@@ -74,26 +82,43 @@ class HFBackend(Backend):
             out[key] = value
         return out
 
+    def _left_padded(self, items: list[dict]) -> dict:
+        """One batch from single-prompt inputs: token fields left-padded (so every prompt ends at the last
+        position), vision tensors concatenated in prompt order (Qwen3-VL takes them flat across the batch)."""
+        length = max(int(x["input_ids"].shape[1]) for x in items)
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        batch = {}
+        for key, value in (("input_ids", pad_id), ("attention_mask", 0), ("mm_token_type_ids", 0)):
+            if key in items[0]:
+                batch[key] = torch.cat([torch.nn.functional.pad(x[key], (length - x[key].shape[1], 0), value=value)
+                                        for x in items])
+        for key in ("pixel_values_videos", "video_grid_thw", "pixel_values", "image_grid_thw"):
+            parts = [x[key] for x in items if key in x]
+            if parts:
+                batch[key] = torch.cat(parts)
+        return batch
+
     @torch.inference_mode()
-    def _last_logits(self, prompt: Prompt) -> tuple[torch.Tensor, int]:
-        inputs = self._inputs(prompt)
-        logits = self.model(**inputs, logits_to_keep=1).logits[0, -1].float()
-        return logits, int(inputs["input_ids"].shape[1])
+    def _last_logits(self, prompts: Sequence[Prompt]) -> list[tuple[torch.Tensor, int]]:
+        """Next-token logits after each prompt, `batch_size` prompts per forward (left padding)."""
+        out = []
+        for start in range(0, len(prompts), self.batch_size):
+            items = [self._inputs(p) for p in prompts[start:start + self.batch_size]]
+            batch = items[0] if len(items) == 1 else self._left_padded(items)
+            logits = self.model(**batch, logits_to_keep=1).logits[:, -1].float()
+            out += [(logits[i], int(x["input_ids"].shape[1])) for i, x in enumerate(items)]
+        return out
 
     # ---- interface ---------------------------------------------------------------------------------------
     def letter_logits(self, prompts: Sequence[Prompt], letters: Sequence[str]) -> list[LetterLogits]:
         ids = torch.tensor([self.token_id(letter) for letter in letters])
-        results = []
-        for prompt in prompts:
-            logits, n_prompt = self._last_logits(prompt)
-            results.append(LetterLogits(logits[ids.to(logits.device)].cpu().tolist(), n_prompt))
-        return results
+        return [LetterLogits(logits[ids.to(logits.device)].cpu().tolist(), n_prompt)
+                for logits, n_prompt in self._last_logits(prompts)]
 
     def yes_no(self, prompts: Sequence[Prompt]) -> list[YesNo]:
         yes, no = self.token_id("Yes"), self.token_id("No")
         results = []
-        for prompt in prompts:
-            logits, n_prompt = self._last_logits(prompt)
+        for logits, n_prompt in self._last_logits(prompts):
             probs = torch.softmax(logits, dim=-1)
             results.append(YesNo(float(probs[yes]), float(probs[no]), n_prompt))
         return results
