@@ -70,6 +70,11 @@ def build_parser() -> ArgumentParser:
              "samples; T and tau are applied anew); samples not in it run Stage 1 as usual",
     )
     parser.add_argument(
+        "--concurrency", type=int, default=1,
+        help="samples in flight; their model calls are merged into batched calls (vLLM gets every pending request "
+             "at once, the HF backend left-padded batches)",
+    )
+    parser.add_argument(
         "--retry_failed", type=bool, default=False,
         help="run again the samples whose record has `error` set, replacing those records",
     )
@@ -171,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         counts = run_samples(
             chosen, args.data_root, target, main_backend, verifier_backend, cfg, progress=args.progress,
-            retry_failed=args.retry_failed, stage1_priors=priors,
+            retry_failed=args.retry_failed, stage1_priors=priors, concurrency=args.concurrency,
         )
     except Stage1ReuseError as err:  # another model's or another setting's Stage 1: refuse, say why
         print(f"error: {err}", file=sys.stderr)

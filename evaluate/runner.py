@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -190,12 +191,15 @@ def run_samples(
     progress: bool = True,
     retry_failed: bool = False,
     stage1_priors: dict | None = None,
+    concurrency: int = 1,
 ) -> dict:
     """Process every sample not yet in `out_file`; returns counts {"done_before", "ran", "failed", "retried"}.
 
     `retry_failed`: records with `error` set (say an unreadable video the user has since replaced) are taken out of
     the file first (an atomic rewrite) and their samples run again, so each sample keeps one record.
     `stage1_priors` (`load_stage1_priors`): Stage-1 results to reuse; checked before anything runs.
+    `concurrency`: samples in flight; their model calls are merged into batched calls (`BatchingBackend`). Records
+    are still written in sample order, each as soon as it and every sample before it are done.
     """
     if video_path is None:
         from cader.evaluate.benchmarks import video_path
@@ -212,18 +216,55 @@ def run_samples(
     priors = stage1_priors or {}
     counts = {"done_before": len(done), "ran": 0, "failed": 0, "retried": retried,
               "stage1_reused": check_stage1_priors(todo, priors, main, cfg)}
+    def one(sample, main_backend, verifier_backend):
+        prior = priors.get((sample.benchmark, str(sample.sample_id)))
+        return process_sample(sample, video_path(sample, data_root), main_backend, verifier_backend, cfg, prior)
+
     with JsonlAppender(out_file, fsync=True) as appender:
         bar = tqdm(
-            todo, desc=f"cader[{cfg.variant}]", unit="sample", disable=not progress, dynamic_ncols=True
+            total=len(todo), desc=f"cader[{cfg.variant}]", unit="sample", disable=not progress, dynamic_ncols=True
         )
-        for sample in bar:
-            prior = priors.get((sample.benchmark, str(sample.sample_id)))
-            record = process_sample(sample, video_path(sample, data_root), main, verifier, cfg, prior)
+        for record in _records_in_order(todo, one, main, verifier, concurrency):
+            bar.update(1)
             appender.write(record)
             counts["ran"] += 1
             counts["failed"] += record["error"] is not None
             bar.set_postfix(failed=counts["failed"])
     return counts
+
+
+def _records_in_order(todo: list, one, main: Backend, verifier: Backend, concurrency: int):
+    """Yield `one(sample, main, verifier)` for each sample in order; with concurrency > 1, samples run on threads
+    whose model calls go through BatchingBackend wrappers (one per distinct backend)."""
+    if concurrency <= 1 or len(todo) <= 1:
+        for sample in todo:
+            yield one(sample, main, verifier)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cader.evaluate.backends.batching import BatchingBackend
+
+    lock, active = threading.Lock(), [0]
+
+    def in_flight() -> int:
+        return active[0]
+
+    wrapped_main = BatchingBackend(main, max_batch=concurrency, in_flight=in_flight)
+    wrapped_verifier = wrapped_main if verifier is main else BatchingBackend(
+        verifier, max_batch=concurrency, in_flight=in_flight
+    )
+
+    def tracked(sample):
+        with lock:
+            active[0] += 1
+        try:
+            return one(sample, wrapped_main, wrapped_verifier)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="cader-sample") as pool:
+        yield from pool.map(tracked, todo)
 
 
 def merge_shards(out_dir: str | Path) -> tuple[Path, int]:
