@@ -15,11 +15,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import sys
 import typing
 from pathlib import Path
 
 from cader.evaluate.backends.vllm import VERIFIER_ENGINE, VLLMEngineConfig
+from cader.evaluate.launch import done_marker, launch, launched_rank, rank_device, wait_for_shards
 from cader.evaluate.method.config import VARIANTS, CaderConfig
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError
 from cader.evaluate.report import write_report
@@ -69,6 +71,11 @@ def build_parser() -> ArgumentParser:
         help="reuse the raw Stage-1 logits of another run's predictions.jsonl (same model, frame settings and "
              "samples; T and tau are applied anew); samples not in it run Stage 1 as usual",
     )
+    parser.add_argument("--devices", type=int, default=1,
+                        help="processes (GPUs) on this node: torchrun starts one rank per device, each a shard; "
+                             "the launcher merges the shards and writes the report")
+    parser.add_argument("--num_nodes", type=int, default=1,
+                        help="nodes; run the same command on each with MASTER_ADDR, MASTER_PORT and NODE_RANK set")
     parser.add_argument(
         "--concurrency", type=int, default=1,
         help="samples in flight; their model calls are merged into batched calls (vLLM gets every pending request "
@@ -101,9 +108,24 @@ def _write_json_atomic(path: Path, payload) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    world = args.devices * args.num_nodes
+    rank = launched_rank()
+    if world > 1 and rank is None:  # this process is the launcher: one rank per device, then merge
+        if args.shard or args.merge:
+            print("error: --devices/--num_nodes shard the run themselves; drop --shard/--merge", file=sys.stderr)
+            return 2
+        code = launch(args.devices, args.num_nodes, argv)
+        if code != 0 or int(os.environ.get("NODE_RANK", "0")) != 0:
+            return code
+        wait_for_shards(out, world)
+        return main([*argv, "--merge", "true", "--devices", "1", "--num_nodes", "1"])
+    if rank is not None:  # a torchrun rank: its shard, its device
+        args.shard, args.device = f"{rank[0]}/{rank[1]}", rank_device(args.device, rank[2])
+        done_marker(predictions_path(out, parse_shard(args.shard))).unlink(missing_ok=True)  # a rerun's old marker
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(CaderConfig)}
     if args.calibration:
         from cader.calibrate.calibration_file import load_calibration
@@ -195,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         log.info(
             "accuracy %s%% over %d samples; report in %s", report["overall"]["accuracy"], report["n"], out
         )
+    elif rank is not None:
+        done_marker(target).write_text("done\n")  # node 0's launcher merges once every rank wrote its marker
     else:
         log.info("shard done; run with --merge true --out %s once every shard has finished", out)
     return 0
