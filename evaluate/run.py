@@ -32,6 +32,7 @@ from cader.evaluate.runner import (
     predictions_path,
     read_records,
     run_samples,
+    run_variants,
     select_samples,
 )
 from cader.vlm.files import write_atomic
@@ -77,6 +78,12 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--num_nodes", type=int, default=1,
                         help="nodes; run the same command on each with MASTER_ADDR, MASTER_PORT and NODE_RANK set")
     parser.add_argument(
+        "--variants", type=str | None, default=None,
+        help="several Table 2 rows in one pass ('all' or a comma list of " + ", ".join(VARIANTS) + "): each sample "
+             "runs every variant before the next, sharing decoded frames and repeated model calls; writes "
+             "<out>/<variant>/predictions.jsonl and a report per variant",
+    )
+    parser.add_argument(
         "--concurrency", type=int, default=1,
         help="samples in flight; their model calls are merged into batched calls (vLLM gets every pending request "
              "at once, the HF backend left-padded batches)",
@@ -100,6 +107,17 @@ def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementat
     from cader.evaluate.backends.hf import HFBackend
 
     return HFBackend(path, dtype=dtype, device=device, attn_implementation=attn_implementation)
+
+
+def variant_configs(variants: str | None, values: dict) -> dict[str, CaderConfig] | None:
+    """`--variants all` or a comma list -> {variant: its CaderConfig}; None when unset."""
+    if not variants:
+        return None
+    names = list(VARIANTS) if variants.strip() == "all" else [v.strip() for v in variants.split(",") if v.strip()]
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"error: unknown variant(s) {unknown}; choose from {list(VARIANTS)} or 'all'")
+    return {v: CaderConfig(**{**values, "variant": v}) for v in names}
 
 
 def _write_json_atomic(path: Path, payload) -> None:
@@ -175,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         args.backend, args.model, args.device, args.dtype, args.attn_implementation, engine=args.vllm_main
     )
     verifier_path = args.verifier or args.model
-    if verifier_path == args.model or not cfg.uses_verifier or not cfg.runs_stage2:
+    variant_cfgs = variant_configs(args.variants, values)
+    needs_verifier = any(c.uses_verifier and c.runs_stage2 for c in (variant_cfgs or {"": cfg}).values())
+    if verifier_path == args.model or not needs_verifier:
         verifier_backend = main_backend  # one copy when they are the same model (or the verifier is unused)
     else:
         verifier_backend = make_backend(
@@ -193,6 +213,21 @@ def main(argv: list[str] | None = None) -> int:
                 "the %s's chat template ignores enable_thinking; thinking-off prompts get the empty think block "
                 "from cader (recorded in report.json config.chat_template)", role
             )
+    if variant_cfgs:  # several Table 2 rows in one pass, sharing frames and repeated model calls
+        if shard is not None:
+            print("error: --variants runs in one process; drop --shard", file=sys.stderr)
+            return 2
+        counts, work = run_variants(chosen, args.data_root, out, main_backend, verifier_backend, variant_cfgs,
+                                    progress=args.progress)
+        full = read_records(out / "full" / "predictions.jsonl") if "full" in variant_cfgs else None
+        for name in variant_cfgs:
+            records = read_records(out / name / "predictions.jsonl")
+            write_report(out / name, records, load_errors, {**config_record, "variant": name},
+                         compare if name == "full" or full is None else full)
+        _write_json_atomic(out / "shared_work.json", {"counts": counts, **dataclasses.asdict(work)})
+        log.info("%d variants: %d model calls made of %d asked, %d frames decoded of %d asked", len(variant_cfgs),
+                 work.calls, work.calls_asked, work.frames, work.frames_asked)
+        return 0
     target = predictions_path(out, shard)
     priors = load_stage1_priors(args.stage1_from) if args.stage1_from else None
     try:

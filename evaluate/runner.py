@@ -117,7 +117,13 @@ def load_stage1_priors(path: str | Path) -> dict:
 
 
 def process_sample(
-    sample, video_file: str | Path, main: Backend, verifier: Backend, cfg: CaderConfig, prior: dict | None = None
+    sample,
+    video_file: str | Path,
+    main: Backend,
+    verifier: Backend,
+    cfg: CaderConfig,
+    prior: dict | None = None,
+    reader=None,
 ) -> dict:
     """Run CADER on one sample and return its predictions.jsonl record (never raises for a per-sample problem).
 
@@ -130,7 +136,8 @@ def process_sample(
     error = None
     try:
         check_sample(sample)
-        reader = VideoReader(video_file, decode_workers=cfg.decode_workers)
+        if reader is None:  # several variants of one sample share a reader (cader.evaluate.variants)
+            reader = VideoReader(video_file, decode_workers=cfg.decode_workers)
         if not reader.duration > 0:
             raise VideoReadError(video_file, f"zero duration ({reader.duration})")
         record["duration"] = round(float(reader.duration), 3)
@@ -265,6 +272,53 @@ def _records_in_order(todo: list, one, main: Backend, verifier: Backend, concurr
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="cader-sample") as pool:
         yield from pool.map(tracked, todo)
+
+
+def run_variants(
+    samples: Sequence,
+    data_root: str | Path,
+    out_dir: str | Path,
+    main: Backend,
+    verifier: Backend,
+    cfgs: dict[str, CaderConfig],
+    video_path=None,
+    progress: bool = True,
+):
+    """Every variant of `cfgs` on every sample, sample by sample, sharing decoded frames and repeated model calls
+    (`cader.evaluate.variants`); writes `<out_dir>/<variant>/predictions.jsonl` (resumable per variant).
+    Returns ({variant: counts}, SharedWork)."""
+    from cader.evaluate.variants import MemoBackend, MemoReader, SharedWork
+
+    if video_path is None:
+        from cader.evaluate.benchmarks import video_path
+    out_dir, work = Path(out_dir), SharedWork()
+    files = {v: out_dir / v / PREDICTIONS for v in cfgs}
+    done = {v: {record_key(r) for r in read_records(f)} for v, f in files.items()}
+    counts = {v: {"done_before": len(done[v]), "ran": 0, "failed": 0} for v in cfgs}
+    appenders = {v: JsonlAppender(f, fsync=True) for v, f in files.items()}
+    try:
+        for sample in tqdm(samples, desc=f"cader[{','.join(cfgs)}]", unit="sample", disable=not progress):
+            key = (sample.benchmark, str(sample.sample_id))
+            todo = [v for v in cfgs if key not in done[v]]
+            if not todo:
+                continue
+            video = video_path(sample, data_root)
+            shared_reader = None
+            try:
+                shared_reader = MemoReader(VideoReader(video, decode_workers=cfgs[todo[0]].decode_workers), work)
+            except VideoReadError:
+                pass  # process_sample opens it again and records the failure for each variant
+            memo_main = MemoBackend(main, work)
+            memo_verifier = memo_main if verifier is main else MemoBackend(verifier, work)
+            for variant in todo:
+                record = process_sample(sample, video, memo_main, memo_verifier, cfgs[variant], reader=shared_reader)
+                appenders[variant].write(record)
+                counts[variant]["ran"] += 1
+                counts[variant]["failed"] += record["error"] is not None
+    finally:
+        for appender in appenders.values():
+            appender.close()
+    return counts, work
 
 
 def merge_shards(out_dir: str | Path) -> tuple[Path, int]:

@@ -111,3 +111,27 @@ def test_a_failing_batched_call_fails_each_sample_of_it(tmp_path, video_root):
     _run(_samples(name, 4), root, tmp_path / "p.jsonl", Broken(), 4)
     records = read_jsonl(tmp_path / "p.jsonl")
     assert len(records) == 4 and all(r["error"].startswith("stage1_failed: RuntimeError") for r in records)
+
+
+def test_variants_in_one_pass_equal_separate_runs_with_shared_work(tmp_path, video_root):
+    from cader.evaluate.method.config import VARIANTS
+    from cader.evaluate.runner import run_variants
+
+    root, name = video_root
+    samples = _samples(name, 4)
+    base = dict(max_frames=8, max_pixels=2048, max_new_tokens_propose=16, max_new_tokens_answer=16)
+    cfgs = {v: CaderConfig(variant=v, **base) for v in VARIANTS}
+    counts, work = run_variants(samples, root, tmp_path / "all", PerPrompt(), PerPrompt(), cfgs,
+                                video_path=lambda s, r: r / s.video, progress=False)
+    assert all(c["ran"] == 4 for c in counts.values())
+    for variant, cfg in cfgs.items():
+        alone = tmp_path / f"{variant}.jsonl"
+        run_samples(samples, root, alone, PerPrompt(), PerPrompt(), cfg, video_path=lambda s, r: r / s.video,
+                    progress=False)
+        together = read_jsonl(tmp_path / "all" / variant / "predictions.jsonl")
+        assert [_strip(r) for r in read_jsonl(alone)] == [_strip(r) for r in together], variant
+    # Stage 1 once instead of six times, the first proposal once instead of five, F1 decoded once
+    assert work.calls < 0.45 * work.calls_asked and work.frames < 0.45 * work.frames_asked
+    again, _ = run_variants(samples, root, tmp_path / "all", PerPrompt(), PerPrompt(), cfgs,
+                            video_path=lambda s, r: r / s.video, progress=False)
+    assert all(c["ran"] == 0 and c["done_before"] == 4 for c in again.values())  # resumable per variant

@@ -67,6 +67,9 @@ CHECKS = [
           "input_pipeline.py", "<= 8", lambda r: float(r["cores_per_gpu"]), lambda v: v <= 8.0),
     Check("P7", "samples in flight: --concurrency 8 vs 1, tiny model + 0.2 s per model call", "concurrency.py",
           ">= 5x", lambda r: float(r["ratio"]) if r["same_records"] else float("nan"), lambda v: v >= 5.0),
+    Check("P8", "Table 2 in one pass (--variants all) vs six runs: max(forwards ratio, decoded frames ratio)",
+          "table2_shared.py", "<= 0.45", lambda r: float(r["ratio"]) if r["same_records"] else float("nan"),
+          lambda v: v <= 0.45),
     Check("P9", "decode overlaps the model: wall time / max(decode alone, model alone), concurrency 4", "overlap.py",
           "<= 1.15", lambda r: float(r["ratio_to_max"]), lambda v: v <= 1.15),
 ]  # fmt: skip

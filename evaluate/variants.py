@@ -1,0 +1,101 @@
+"""Several Table 2 variants in one pass (`evaluate/run.py --variants full,no_rgr,...` or `all`).
+
+The variants differ only in what they do after Stage 1, and greedy decoding makes a model call a function of its
+prompt. So the samples are taken one at a time and every variant runs on it before the next sample, through two
+per-sample memos: `MemoReader` decodes each distinct frame request once (F1, a crop, an RGR resample), and
+`MemoBackend` answers each distinct model call once (Stage 1 for all six, the first proposal for all five that
+propose, the first verification for the four that verify, ...). Each variant still gets the record it would get
+alone, with the cost it would have alone; `SharedWork` counts what was actually computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cader.evaluate.backends.base import Backend, Prompt
+from cader.vlm.video import Frames
+
+
+def _frames_key(frames: Frames | None) -> tuple:
+    # MemoReader hands out one Frames object per distinct request and keeps it alive for the sample, so the
+    # object's identity names its content (hashing the pixels would cost more than some forwards)
+    return () if frames is None else (id(frames),)
+
+
+def prompt_key(prompt: Prompt) -> tuple:
+    return (prompt.system, prompt.user, bool(prompt.enable_thinking), _frames_key(prompt.video))
+
+
+@dataclass
+class SharedWork:
+    """What the memos actually computed (model calls, frames decoded) against what was asked."""
+
+    calls: int = 0
+    calls_asked: int = 0
+    frames: int = 0
+    frames_asked: int = 0
+
+
+class MemoReader:
+    """A VideoReader whose sampling calls are memoised for the life of one sample."""
+
+    def __init__(self, reader, work: SharedWork):
+        self.reader, self.work, self._memo = reader, work, {}
+        self.duration = reader.duration
+
+    def _get(self, key, make):
+        if key not in self._memo:
+            self._memo[key] = make()
+            self.work.frames += len(self._memo[key])
+        self.work.frames_asked += len(self._memo[key])
+        return self._memo[key]
+
+    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None) -> Frames:
+        key = ("uniform", fps, start, end, max_frames, max_pixels)
+        return self._get(key, lambda: self.reader.sample_uniform(fps, start=start, end=end, max_frames=max_frames,
+                                                                 max_pixels=max_pixels))
+
+    def sample_times(self, times: Sequence[float], max_pixels=None) -> Frames:
+        key = ("times", tuple(float(t) for t in times), max_pixels)
+        return self._get(key, lambda: self.reader.sample_times(times, max_pixels=max_pixels))
+
+    def __getattr__(self, name):
+        return getattr(self.reader, name)
+
+
+class MemoBackend(Backend):
+    """Answers a repeated call (same operation, arguments and prompts) from memory; one instance per sample."""
+
+    def __init__(self, inner: Backend, work: SharedWork):
+        self.inner, self.work, self._memo = inner, work, {}
+        self.name = f"memo({inner.name})"
+        template = getattr(inner, "template", None)
+        if template is not None:
+            self.template = template
+
+    def fingerprint(self):
+        return self.inner.fingerprint()
+
+    def _call(self, key: tuple, prompts: Sequence[Prompt], run):
+        out = [None] * len(prompts)
+        missing = [i for i, p in enumerate(prompts) if (key, prompt_key(p)) not in self._memo]
+        if missing:
+            fresh = run([prompts[i] for i in missing])
+            self.work.calls += 1
+            for i, result in zip(missing, fresh):
+                self._memo[(key, prompt_key(prompts[i]))] = result
+        self.work.calls_asked += 1
+        for i, p in enumerate(prompts):
+            out[i] = self._memo[(key, prompt_key(p))]
+        return out
+
+    def letter_logits(self, prompts, letters):
+        return self._call(("letters", tuple(letters)), prompts, lambda ps: self.inner.letter_logits(ps, letters))
+
+    def yes_no(self, prompts):
+        return self._call(("yes_no",), prompts, self.inner.yes_no)
+
+    def generate(self, prompts, max_new_tokens):
+        return self._call(("generate", int(max_new_tokens)), prompts,
+                          lambda ps: self.inner.generate(ps, max_new_tokens))
