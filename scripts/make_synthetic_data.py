@@ -1,6 +1,6 @@
 """Write the embedded default data: a synthetic CoT training mix and small benchmark sets (no downloads).
 
-    python scripts/make_synthetic_data.py --out DIR [--seed 0] [--n_train 96] [--n_eval 8] [--n_heldout 48]
+    python scripts/make_synthetic_data.py --out DIR [--seed 0] [--n_train 96] [--n_eval 8] [--n_heldout 48] [--n_test 32]
 
 DIR/train/ is the SFT mix (manifest.json lists files and expected counts); DIR/eval/ is the --data_root for
 evaluate/run.py (benchmarks: videomme_long, mlvu_dev, longvideobench_val, lvbench, videoevalpro_mcq,
@@ -21,11 +21,15 @@ def main(
     n_tool: int = 3,
     n_eval: int = 8,
     n_heldout: int = 48,
+    n_test: int = 32,
     width: int = 96,
     height: int = 64,
-    fps: int = 4,
-    eval_min_s: int = 24,
-    eval_max_s: int = 72,
+    fps: int = 2,
+    eval_min_s: int = 128,
+    eval_max_s: int = 128,
+    train_s: int = 128,
+    scene_s: int = 16,
+    event_s: float = 2.0,
 ) -> None:
     """Write DIR/train and DIR/eval.
 
@@ -37,11 +41,15 @@ def main(
         n_tool: tool-call samples per training format (the training loader must drop them).
         n_eval: questions per benchmark (LVBench: videos, two questions each).
         n_heldout: questions in the synthetic_heldout split (calibration).
+        n_test: questions in the synthetic test split (full CADER and the ablation table).
         width: frame width in pixels (even).
         height: frame height in pixels (even).
         fps: native frame rate of every video.
-        eval_min_s: shortest evaluation video in seconds (training videos are 8-16 s).
+        eval_min_s: shortest evaluation video in seconds (durations are whole scenes).
         eval_max_s: longest evaluation video in seconds.
+        train_s: training video length in seconds.
+        scene_s: length of the light scene around the event (seconds; videos hold whole scenes).
+        event_s: length of the coloured event (seconds), the evidence the question needs.
     """
     start = time.perf_counter()
     summary = make_synthetic_data(
@@ -52,10 +60,14 @@ def main(
         n_tool=n_tool,
         n_eval=n_eval,
         n_heldout=n_heldout,
+        n_test=n_test,
         width=width,
         height=height,
         fps=fps,
         eval_duration=(eval_min_s, eval_max_s),
+        train_duration=train_s,
+        scene_len=scene_s,
+        event_len=event_s,
     )
     print(describe(summary))
     print(f"wrote {out} in {time.perf_counter() - start:.1f} s")

@@ -7,7 +7,8 @@
 # Usage: bash scripts/quickstart.sh [WORKDIR]   (outputs in WORKDIR/runs/tiny, default WORKDIR = the repo;
 #        rerunning resumes every step)
 # Env:   JUDGE_BASE_URL, JUDGE_MODEL (default gpt-5), OPENAI_API_KEY  to judge with a real endpoint (JUDGE_MODEL is
-#        not used without JUDGE_BASE_URL: the loopback answers only as itself); LIMIT=N samples per benchmark.
+#        not used without JUDGE_BASE_URL: the loopback answers only as itself); LIMIT=N samples per benchmark;
+#        TABLE2_LIMIT=N samples of the synthetic test split for full CADER and each ablation (default 32).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 WORKDIR="${1:-$REPO}"
@@ -17,6 +18,7 @@ mkdir -p "$WORKDIR" && cd "$WORKDIR"
 # directory (runs/tiny/...), so the whole run lives under WORKDIR/runs/tiny.
 ROOT=runs/tiny
 LIMIT="${LIMIT:-8}"
+TABLE2_LIMIT="${TABLE2_LIMIT:-32}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
 MODEL="$ROOT/model"
 DATA="$ROOT/data"
@@ -39,9 +41,10 @@ if [ ! -f "$SFT/export/config.json" ]; then
 fi
 wrote "$SFT/export"
 
-run_eval() {  # run_eval OUT BENCHMARK VARIANT [extra flags]
+run_eval() {  # run_eval OUT BENCHMARK VARIANT [extra flags]; a later --limit overrides LIMIT
   local out="$1" bench="$2" variant="$3"; shift 3
-  python "$REPO/evaluate/run.py" --config "$REPO/configs/eval/cader_tiny.yaml" --model "$SFT/export" --verifier "$MODEL" \
+  # the verifier is the SFT export too: the mix trains the C.3 role (the untrained base's P(Yes) is noise)
+  python "$REPO/evaluate/run.py" --config "$REPO/configs/eval/cader_tiny.yaml" --model "$SFT/export" --verifier "$SFT/export" \
     --benchmark "$bench" --data_root "$DATA/eval" --out "$out" --variant "$variant" --limit "$LIMIT" \
     --progress false "$@"
   wrote "$out/predictions.jsonl" "$out/report.md"
@@ -59,13 +62,14 @@ wrote "$CAL/calibration.json" "$CAL/figures"
 BENCHMARKS="synthetic videomme_long mlvu_dev longvideobench_val lvbench videoevalpro_mcq agentvidbench"
 step "5/8 full CADER with --calibration on every synthetic benchmark"
 for bench in $BENCHMARKS; do
-  run_eval "$EVAL/full/$bench" "$bench" full --calibration "$CAL/calibration.json"
+  if [ "$bench" = synthetic ]; then limit="$TABLE2_LIMIT"; else limit="$LIMIT"; fi
+  run_eval "$EVAL/full/$bench" "$bench" full --calibration "$CAL/calibration.json" --limit "$limit"
 done
 
-step "6/8 ablations (paper Table 2 rows) on the synthetic benchmark"
+step "6/8 ablations (paper Table 2 rows) on the synthetic benchmark ($TABLE2_LIMIT samples)"
 for variant in no_stage2 uniform_stage2 no_verifier no_reflection no_rgr; do
   run_eval "$EVAL/$variant/synthetic" synthetic "$variant" --calibration "$CAL/calibration.json" \
-    --compare "$EVAL/full/synthetic/predictions.jsonl"
+    --compare "$EVAL/full/synthetic/predictions.jsonl" --limit "$TABLE2_LIMIT"
 done
 
 step "7/8 AgentVidBench judge"

@@ -20,7 +20,7 @@ def data_root(tmp_path_factory):
     make_synthetic_data(
         out,
         seed=0,
-        n_train=4,
+        n_train=8,        # enough LongVT rows for each of its five release files
         n_images=1,
         n_tool=1,
         n_eval=3,
@@ -29,6 +29,9 @@ def data_root(tmp_path_factory):
         height=48,
         fps=4,
         eval_duration=(24, 30),
+        train_duration=24,
+        scene_len=8,      # short scenes keep the videos short (the default is 16 s in 128 s)
+        event_len=2.0,
     )
     return out / "eval"
 
@@ -54,7 +57,7 @@ def test_hf_backend_letter_logits_match_full_forward(backend):
 
     prompt = Prompt("Question: q\nOptions:\nA. x\nB. y\nAnswer:", system="sys", video=_frames())
     (scores,) = backend.letter_logits([prompt], ["A", "B", "C"])
-    full, n_tokens = backend._last_logits(prompt)
+    ((full, n_tokens),) = backend._last_logits([prompt])
     ids = [backend.token_id(letter) for letter in "ABC"]
     assert scores.logits == pytest.approx(full[ids].tolist(), abs=1e-5)
     assert scores.prompt_tokens == n_tokens > 10
@@ -113,7 +116,8 @@ def test_full_stage2_path_with_real_model_and_video(backend, data_root):
     resample = [s for s in s2["steps"] if s["phase"] == "resample"]
     assert resample[0]["fps_map"][0][:2] == [2.0, 4.0] and 0 < resample[0]["n_frames"] <= 12
     verify = [s for s in s2["steps"] if s["phase"] == "verify"]
-    assert verify[0]["crop"] == [0.0, 8.0] and verify[0]["r2"] == 8.0 and 0 < verify[0]["p_yes"] < 1
+    # [2, 4] widened to min_crop = 10 s about its midpoint, then shifted inside the video
+    assert verify[0]["crop"] == [0.0, 10.0] and verify[0]["r2"] == 8.0 and 0 < verify[0]["p_yes"] < 1
     assert rec["cost"]["frames_decoded"] > rec["stage1"]["n_frames"]
 
     main.texts = ['"relevant_windows": [["10", "13"]]', "<answer>B</answer>"]

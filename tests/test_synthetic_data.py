@@ -13,10 +13,13 @@ import pytest
 from cader.evaluate.benchmarks.synth import (
     BACKGROUND,
     EVENT_COLOURS,
+    SCENE,
     VideoSpec,
     canonical_colour_options,
+    clip_spec,
     colour_options,
     direct_answer_text,
+    random_cued_spec,
     write_video,
 )
 from cader.evaluate.benchmarks.synth_data import make_synthetic_data
@@ -30,10 +33,21 @@ SMALL = {
     "n_tool": 3,
     "n_eval": 7,
     "n_heldout": 6,
-    "eval_min_s": 12,
-    "eval_max_s": 20,
+    "n_test": 7,
+    # short videos with a 4 s scene and a 1 s event keep the tests fast; the defaults are 128 / 16 / 2 s
+    "eval_min_s": 8,
+    "eval_max_s": 16,
+    "train_s": 16,
+    "scene_s": 4,
+    "event_s": 1.0,
 }
-LIB = {**{k: v for k, v in SMALL.items() if not k.startswith("eval_")}, "eval_duration": (12, 20)}
+LIB = {
+    **{k: v for k, v in SMALL.items() if k in ("n_train", "n_images", "n_tool", "n_eval", "n_heldout", "n_test")},
+    "eval_duration": (8, 16),
+    "train_duration": 16,
+    "scene_len": 4,
+    "event_len": 1.0,
+}
 TOOL_MARKERS = re.compile(r"<tool_call>|<tool_response>|<tools>")
 
 
@@ -77,13 +91,17 @@ def _is_tool_row(row: dict) -> bool:
 def test_training_manifest_counts_match_files_and_tool_rows(data, tmp_path):
     train = data / "train"
     manifest = json.loads((train / "manifest.json").read_text())
-    assert set(manifest["sources"]) == {"longvt", "video_r1", "longvideo_reason", "sharegpt"}
+    assert set(manifest["sources"]) == {"longvt", "video_r1", "longvideo_reason", "sharegpt", "cader_roles"}
     for name, source in manifest["sources"].items():
         rows = [r for f in source["files"] for r in _load(train / f, tmp_path)]
         assert len(rows) == source["total"], name
-        assert sum(_is_tool_row(r) for r in rows) == source["tool_call"] == SMALL["n_tool"], name
+        n_tool = 0 if name == "cader_roles" else SMALL["n_tool"]
+        assert sum(_is_tool_row(r) for r in rows) == source["tool_call"] == n_tool, name
         assert source["clean"] == source["total"] - source["tool_call"] > 0
         direct = sum(_is_direct_row(r) for r in rows)
+        if name == "cader_roles":   # its C.1 rows are on the scene clips, counted as a role
+            assert direct == source["roles"]["clip_stage1"] == SMALL["n_train"]
+            continue
         assert direct == source["direct_answer"], name
         # one per training video, in the formats that keep assistant text verbatim
         assert (direct > 0) == (name in ("longvt", "sharegpt")), name
@@ -213,13 +231,16 @@ def test_videos_show_the_colour_only_inside_the_evidence_window(data):
             assert len(frames) == round(truth["duration"] * truth["fps"])
             assert frames[-1][0] == pytest.approx(truth["duration"] - 1 / truth["fps"])
             t_s, t_e = truth["evidence_window"]
+            s_s, s_e = truth["scene_window"]
+            assert s_s + 1 <= t_s < t_e <= s_e - 1 and t_e - t_s == SMALL["event_s"] and s_e - s_s == SMALL["scene_s"]
             colour = np.array(EVENT_COLOURS[truth["colour"]])
             for t, frame in frames:
                 distance_to_colour = np.abs(_centre(frame) - colour).max()
                 if t_s <= t < t_e:
                     assert distance_to_colour < 25, (truth["video"], t)
                 else:
-                    assert np.abs(_centre(frame) - np.array(BACKGROUND)).max() < 25, (truth["video"], t)
+                    ground = SCENE if s_s <= t < s_e else BACKGROUND
+                    assert np.abs(_centre(frame) - np.array(ground)).max() < 25, (truth["video"], t)
             checked += 1
     assert checked >= 7 + 7 + 6
 
@@ -240,6 +261,71 @@ def test_write_video_frame_count_and_times(tmp_path):
     assert [t for t, _ in frames] == pytest.approx([i / 8 for i in range(40)])
     coloured = [t for t, f in frames if np.abs(_centre(f) - np.array(EVENT_COLOURS["blue"])).max() < 25]
     assert coloured == pytest.approx([2.0 + i / 8 for i in range(8)])
+
+
+def test_cued_specs_put_a_brief_event_inside_one_scene():
+    rng = np.random.default_rng(1)
+    slots = set()
+    for i in range(200):
+        spec = random_cued_spec(rng, f"v{i}", (128, 128), 16, 2.0, fps=4)
+        assert spec.duration == 128 and spec.scene_e - spec.scene_s == 16 and spec.scene_s % 16 == 0
+        assert spec.scene_s + 1 <= spec.t_s and spec.t_e <= spec.scene_e - 1 and spec.t_e - spec.t_s == 2.0
+        assert spec.t_s == int(spec.t_s)   # whole seconds
+        slots.add(spec.scene_s)
+    assert slots == {16.0 * k for k in range(8)}
+    assert random_cued_spec(rng, "x", (40, 40), 16, 2.0).duration == 32   # whole scenes
+    with pytest.raises(ValueError, match="scene"):
+        random_cued_spec(rng, "x", (128, 128), 3, 2.0)
+
+
+def test_clip_spec_shifts_scene_and_event_or_drops_them():
+    spec = VideoSpec("v", 128.0, 4, 37.5, 39.5, "red", scene_s=32.0, scene_e=48.0)
+    pos = clip_spec(spec, "p", 32.0, 48.0)
+    assert (pos.duration, pos.t_s, pos.t_e, pos.scene_s, pos.scene_e) == (16.0, 5.5, 7.5, 0.0, 16.0)
+    neg = clip_spec(spec, "n", 64.0, 80.0)
+    assert neg.event_frames == (0, 0) and neg.scene_frames == (0, 0)
+    part = clip_spec(spec, "h", 24.0, 36.0)   # half the scene, no event
+    assert part.event_frames == (0, 0) and (part.scene_s, part.scene_e) == (8.0, 12.0)
+
+
+def test_cader_role_rows_use_the_app_c_prompts_and_the_right_clips(data, tmp_path):
+    from cader.evaluate.method.prompts import GROUNDING_SYSTEM, VERIFIER_SYSTEM
+
+    manifest = json.loads((data / "train" / "manifest.json").read_text())
+    roles = manifest["sources"]["cader_roles"]["roles"]
+    assert roles["propose"] == roles["verify_yes"] == roles["verify_no"] == roles["answer"] == SMALL["n_train"]
+    assert roles["reflect"] == (SMALL["n_train"] + 1) // 2
+    rows = json.loads((data / "train" / "cader_roles.json").read_text())
+    kinds = {"propose": 0, "reflect": 0, "yes": 0, "no": 0}
+    for row in rows:
+        system, user, answer = (m["content"] for m in row["messages"])
+        assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+        assert user.startswith("<video>") and len(row["videos"]) == 1 and not row["images"]
+        assert answer.startswith("<think>\n\n</think>\n\n")
+        target = answer.removeprefix("<think>\n\n</think>\n\n")
+        video = row["videos"][0]
+        frames = _decode(data / "train" / video)
+        coloured = [t for t, f in frames if np.abs(_centre(f) - np.array(BACKGROUND)).max() >= 25
+                    and np.abs(_centre(f) - np.array(SCENE)).max() >= 25]  # fmt: skip
+        if system == GROUNDING_SYSTEM:
+            window = [float(x) for x in re.fullmatch(r'"relevant_windows": \[\[(\d+), (\d+)\]\]', target).groups()]
+            name = re.fullmatch(r"media/videos/(train_\d+)\.mp4", video).group(1)
+            pos = _decode(data / "train" / "media" / "clips" / f"{name}_pos.mp4")
+            assert window[1] - window[0] == SMALL["scene_s"] and len(pos) == SMALL["scene_s"] * 2   # 2 fps by default
+            # the target window is the light scene of the whole video
+            light = [t for t, f in frames if np.abs(_centre(f) - np.array(BACKGROUND)).max() >= 25]
+            assert window[0] <= min(light) and max(light) < window[1]
+            kinds["reflect" if "already" in user.lower() or "tried" in user.lower() else "propose"] += 1
+        elif user.startswith("<video>Does this video clip contain relevant visual evidence"):   # C.3
+            assert system == VERIFIER_SYSTEM
+            assert target in ("Yes", "No")
+            assert bool(coloured) == (target == "Yes"), video   # Yes exactly on the clip that shows the event
+            kinds[target.lower()] += 1
+        else:
+            assert coloured and video.endswith("_pos.mp4")
+            assert re.fullmatch(r"(<answer>)?[A-F](</answer>)?", target)
+    assert kinds == {"propose": SMALL["n_train"], "reflect": roles["reflect"], "yes": SMALL["n_train"],
+                     "no": SMALL["n_train"]}  # fmt: skip
 
 
 def test_colour_options_contain_answer_once_and_respect_limits():

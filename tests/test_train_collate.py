@@ -15,7 +15,8 @@ def sft_data(tmp_path_factory):
     from cader.evaluate.benchmarks.synth_data import make_synthetic_data
 
     out = tmp_path_factory.mktemp("sft_data")
-    make_synthetic_data(out, n_train=8, n_images=4, n_tool=1, n_eval=1, n_heldout=1)
+    # 32 s training videos: the budget checks below read a plan of a few timestamps (the default is 128 s)
+    make_synthetic_data(out, n_train=8, n_images=4, n_tool=1, n_eval=1, n_heldout=1, train_duration=32)
     return out / "train"
 
 

@@ -160,9 +160,9 @@ def test_changed_media_file_replans_its_samples_only(tiny_model_dir, data, tmp_p
     if how == "touch":
         st = path.stat()
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
-    else:   # same name, other content: the longest other video of the mix
-        others = [p for p in (data / os.path.dirname(video)).glob("*.mp4") if p != path]
-        donor = max(others, key=lambda p: p.stat().st_size)
+    else:   # same name, other content: the smallest other video of the mix (a short clip: another duration)
+        others = [p for p in data.rglob("*.mp4") if p != path]
+        donor = min(others, key=lambda p: p.stat().st_size)
         shutil.copyfile(donor, path)
     opens = len(video_opens)
     warm = _setup(_dm(tiny_model_dir, data, tmp_path))

@@ -1,10 +1,18 @@
 """Synthetic media with a learnable visual question (the embedded default's data).
 
 Every synthetic video is a grey background with a small dark square patrolling the top band (so consecutive
-frames differ), and one *event*: during ``[t_s, t_e)`` a large shape of one colour fills the centre of the frame.
+frames differ), and one *event*: during ``[t_s, t_e)`` a shape of one colour fills the frame below the band.
 The question "What colour is the shape that appears in the video?" is therefore decidable from pixels, but only
 at known times, which gives CADER's Stage 2 a window to find. Frame ``i`` is shown at ``i / fps`` seconds and the
 event covers frames ``round(t_s * fps) .. round(t_e * fps) - 1``; ``t_s`` and ``t_e`` are multiples of ``1 / fps``.
+
+The embedded default's videos (``random_cued_spec``) are long against the event, which makes them a miniature of
+the paper's setting: a 2 s event inside a 128 s video, so Stage 1's 1 fps pass (capped at 32 frames, one every
+~4 s) sees the event in about half of the videos -- confident and right when it does, uncertain when it does not
+-- while a dense crop of the right window always shows it. The event lies inside a 16 s *scene* whose background
+is light (``SCENE``), visible to the sparse pass in every video: that is the coarse cue a proposal can localise
+from, as a real model localises from a scene it can see at 1 fps. ``scene_s``/``scene_e`` carry it (``None`` for
+videos without one).
 
 Images use the same picture (grey, distractor, coloured centre shape) for the image-CoT part of the mix.
 
@@ -54,6 +62,7 @@ ALL_COLOUR_NAMES: tuple[str, ...] = tuple(EVENT_COLOURS) + DISTRACTOR_COLOURS
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 BACKGROUND = (110, 110, 110)
+SCENE = (220, 220, 220)   # the light background of the scene around the event
 DISTRACTOR = (60, 60, 60)
 COLOUR_QUESTION = "What colour is the shape that appears in the video?"
 IMAGE_QUESTION = "What colour is the shape in the image?"
@@ -71,6 +80,8 @@ class VideoSpec:
     colour: str
     width: int = 96
     height: int = 64
+    scene_s: float | None = None
+    scene_e: float | None = None
 
     @property
     def num_frames(self) -> int:
@@ -81,20 +92,35 @@ class VideoSpec:
         """Half-open frame index range of the event."""
         return round(self.t_s * self.fps), round(self.t_e * self.fps)
 
+    @property
+    def scene_frames(self) -> tuple[int, int]:
+        """Half-open frame index range of the light scene ((0, 0) without one)."""
+        if self.scene_s is None or self.scene_e is None:
+            return 0, 0
+        return round(self.scene_s * self.fps), round(self.scene_e * self.fps)
 
-def draw_frame(spec_w: int, spec_h: int, index: int, colour: str | None) -> np.ndarray:
-    """One RGB frame: grey, a dark square moving along the top band, and the coloured shape when ``colour``."""
+
+def draw_frame(
+    spec_w: int, spec_h: int, index: int, colour: str | None, scene: bool = False, fill: bool = False
+) -> np.ndarray:
+    """One RGB frame: grey (light inside a scene), a dark square moving along the top band, and the coloured
+    shape when ``colour``: a centred block (images), or everything below the band when ``fill`` (videos)."""
     frame = np.empty((spec_h, spec_w, 3), dtype=np.uint8)
-    frame[:] = BACKGROUND
+    frame[:] = SCENE if scene else BACKGROUND
     band = max(4, spec_h // 8)
     x = (index * 3) % max(1, spec_w - band)
     frame[0:band, x : x + band] = DISTRACTOR
     if colour is not None:
         rgb = EVENT_COLOURS[colour]
-        # a centred block covering half of each dimension: big enough to survive any pixel budget
-        y0, y1 = spec_h // 4, spec_h - spec_h // 4
-        x0, x1 = spec_w // 4, spec_w - spec_w // 4
-        frame[y0:y1, x0:x1] = rgb
+        if fill:
+            # the whole picture below the band: at Stage 1's small pixel budget a frame is only a few tokens,
+            # and every one of them carries the colour
+            frame[band:] = rgb
+        else:
+            # a centred block covering half of each dimension: big enough to survive any pixel budget
+            y0, y1 = spec_h // 4, spec_h - spec_h // 4
+            x0, x1 = spec_w // 4, spec_w - spec_w // 4
+            frame[y0:y1, x0:x1] = rgb
     return frame
 
 
@@ -104,6 +130,7 @@ def write_video(spec: VideoSpec, path: Path) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     start, end = spec.event_frames
+    scene_start, scene_end = spec.scene_frames
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream("libx264", rate=spec.fps)
         stream.width, stream.height = spec.width, spec.height
@@ -117,7 +144,8 @@ def write_video(spec: VideoSpec, path: Path) -> Path:
         }
         for i in range(spec.num_frames):
             colour = spec.colour if start <= i < end else None
-            frame = av.VideoFrame.from_ndarray(draw_frame(spec.width, spec.height, i, colour), format="rgb24")
+            picture = draw_frame(spec.width, spec.height, i, colour, scene=scene_start <= i < scene_end, fill=True)
+            frame = av.VideoFrame.from_ndarray(picture, format="rgb24")
             frame.pts = i
             for packet in stream.encode(frame):
                 container.mux(packet)
@@ -167,6 +195,64 @@ def random_spec(
     )
 
 
+def random_cued_spec(
+    rng: np.random.Generator,
+    name: str,
+    duration_range: tuple[int, int] = (128, 128),
+    scene_len: int = 16,
+    event_len: float = 2.0,
+    fps: int = 4,
+    colours: tuple[str, ...] = tuple(EVENT_COLOURS),
+    width: int = 96,
+    height: int = 64,
+) -> VideoSpec:
+    """A long video with one light scene of ``scene_len`` s at a random multiple of ``scene_len`` and, inside it,
+    an ``event_len`` s event starting on a whole second at least 1 s after the scene starts and ending at least 1 s
+    before it ends. Durations are whole multiples of ``scene_len`` (rounded down, at least two scenes)."""
+    if scene_len < event_len + 2:
+        raise ValueError(f"the scene ({scene_len} s) must be at least the event ({event_len} s) plus 2 s")
+    duration = int(rng.integers(duration_range[0], duration_range[1] + 1))
+    slots = max(2, duration // scene_len)
+    scene_s = float(int(rng.integers(slots)) * scene_len)
+    # whole seconds, as the releases state times (LVBench's MM:SS time references)
+    t_s = float(rng.integers(int(scene_s) + 1, int(scene_s + scene_len - 1 - event_len) + 1))
+    colour = colours[int(rng.integers(len(colours)))]
+    return VideoSpec(
+        name=name,
+        duration=float(slots * scene_len),
+        fps=fps,
+        t_s=t_s,
+        t_e=t_s + event_len,
+        colour=colour,
+        width=width,
+        height=height,
+        scene_s=scene_s,
+        scene_e=scene_s + scene_len,
+    )
+
+
+def clip_spec(spec: VideoSpec, name: str, start: float, end: float) -> VideoSpec:
+    """``spec`` cut to ``[start, end)`` (on its frame grid) as a video of its own: event and scene shifted, the
+    event dropped when the clip misses it (the training mix's verifier/answer clips)."""
+    event = (max(spec.t_s, start) - start, min(spec.t_e, end) - start)
+    has_event = event[1] > event[0]
+    scene = None
+    if spec.scene_s is not None and spec.scene_e is not None and min(spec.scene_e, end) > max(spec.scene_s, start):
+        scene = (max(spec.scene_s, start) - start, min(spec.scene_e, end) - start)
+    return VideoSpec(
+        name=name,
+        duration=end - start,
+        fps=spec.fps,
+        t_s=event[0] if has_event else 0.0,
+        t_e=event[1] if has_event else 0.0,
+        colour=spec.colour,
+        width=spec.width,
+        height=spec.height,
+        scene_s=scene[0] if scene else None,
+        scene_e=scene[1] if scene else None,
+    )
+
+
 def colour_options(rng: np.random.Generator, answer: str, n_options: int) -> tuple[list[str], str]:
     """``n_options`` distinct colour names including ``answer`` in random order; returns (options, letter).
 
@@ -207,9 +293,12 @@ def timestamp(seconds: float) -> str:
 
 def cot_text(spec: VideoSpec, letter: str) -> str:
     """A short, correct chain of thought plus answer in the target format ``<think>..</think><answer>X</answer>``."""
+    scene = ""
+    if spec.scene_s is not None:
+        scene = f"From {spec.scene_s:.0f}s to {spec.scene_e:.0f}s the background turns light. "
     return (
-        f"<think>The video is mostly a grey background. Between {spec.t_s:.0f}s and {spec.t_e:.0f}s a large "
-        f"{spec.colour} shape appears in the centre of the frame, so the shape is {spec.colour}, which is "
+        f"<think>The video is mostly a grey background. {scene}Between {spec.t_s:.0f}s and {spec.t_e:.0f}s a large "
+        f"{spec.colour} shape appears in the frame, so the shape is {spec.colour}, which is "
         f"option {letter}.</think><answer>{letter}</answer>"
     )
 

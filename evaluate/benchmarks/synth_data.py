@@ -23,23 +23,36 @@ def make_synthetic_data(
     n_tool: int = 3,
     n_eval: int = 8,
     n_heldout: int = 48,
+    n_test: int | None = None,
     width: int = 96,
     height: int = 64,
-    fps: int = 4,
-    eval_duration: tuple[int, int] = (24, 72),
+    fps: int = 2,
+    eval_duration: tuple[int, int] = (128, 128),
+    train_duration: int = 128,
+    scene_len: int = 16,
+    event_len: float = 2.0,
 ) -> dict:
-    """Write train/ and eval/ under ``out``; return a summary (also written to ``out/summary.json``)."""
+    """Write train/ and eval/ under ``out``; return a summary (also written to ``out/summary.json``).
+
+    ``n_test`` questions go to the ``synthetic`` test split (default ``n_eval``; the CLI asks for 32, enough for
+    the quickstart's ablation table); every other benchmark gets ``n_eval``."""
     if width % 2 or height % 2:
         raise ValueError(f"width and height must be even for yuv420 video, got {width}x{height}")
-    if min(n_train, n_eval, n_heldout) < 1 or min(n_images, n_tool) < 0:
-        raise ValueError("n_train, n_eval and n_heldout must be >= 1; n_images and n_tool >= 0")
-    if not 12 <= eval_duration[0] <= eval_duration[1]:
-        raise ValueError(f"eval durations must satisfy 12 <= min <= max seconds, got {eval_duration}")
+    if min(n_train, n_eval, n_heldout, n_eval if n_test is None else n_test) < 1 or min(n_images, n_tool) < 0:
+        raise ValueError("n_train, n_eval, n_heldout and n_test must be >= 1; n_images and n_tool >= 0")
+    if not 2 * scene_len <= eval_duration[0] <= eval_duration[1] or train_duration < 2 * scene_len:
+        raise ValueError(
+            f"video durations must hold two scenes ({2 * scene_len} s) and eval min <= max; got eval "
+            f"{eval_duration}, train {train_duration}"
+        )
     out = Path(out)
     train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
-    train = write_training_mix(out / "train", train_rng, n_train, n_images, n_tool, width, height, fps)
+    train = write_training_mix(
+        out / "train", train_rng, n_train, n_images, n_tool, width, height, fps, train_duration, scene_len, event_len
+    )
     evals = write_eval_sets(
-        out / "eval", eval_rng, n_eval, n_heldout, tuple(eval_duration), width, height, fps
+        out / "eval", eval_rng, n_eval, n_heldout, tuple(eval_duration), width, height, fps, scene_len, event_len,
+        n_test,
     )
     summary = {
         "seed": seed,

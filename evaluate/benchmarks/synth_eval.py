@@ -23,7 +23,7 @@ from cader.evaluate.benchmarks.synth import (
     VideoSpec,
     canonical_colour_options,
     colour_options,
-    random_spec,
+    random_cued_spec,
     timestamp,
     write_video,
 )
@@ -60,6 +60,7 @@ class Truth:
             "colour": spec.colour,
             "duration": spec.duration,
             "fps": spec.fps,
+            "scene_window": [spec.scene_s, spec.scene_e],
         }
 
     def entry(self) -> dict:
@@ -395,6 +396,7 @@ def write_synthetic_split(root: Path, rng, n: int, new_spec: Callable, split: st
                 "options": options,
                 "answer": letter,
                 "evidence_window": [spec.t_s, spec.t_e],
+                "scene_window": [spec.scene_s, spec.scene_e],
                 "colour": spec.colour,
             }
         )
@@ -408,15 +410,20 @@ def write_eval_sets(
     rng: np.random.Generator,
     n_eval: int,
     n_heldout: int,
-    duration_range: tuple[int, int] = (24, 72),
+    duration_range: tuple[int, int] = (128, 128),
     width: int = 96,
     height: int = 64,
     fps: int = 4,
+    scene_len: int = 16,
+    event_len: float = 2.0,
+    n_test: int | None = None,
 ) -> dict:
-    """Write every benchmark under ``eval_dir``; return (and write) the manifest."""
+    """Write every benchmark under ``eval_dir``; return (and write) the manifest; ``synthetic`` gets ``n_test``
+    questions (default ``n_eval``), enough for the ablation table. Videos are the training mix's
+    design (``synth.random_cued_spec``): a brief event inside a light scene of a long video."""
 
     def new_spec(name: str) -> VideoSpec:
-        return random_spec(rng, name, duration_range, (3, 6), fps=fps, width=width, height=height)
+        return random_cued_spec(rng, name, duration_range, scene_len, event_len, fps=fps, width=width, height=height)
 
     benchmarks = {
         "videomme_long": write_videomme(eval_dir / "videomme", rng, n_eval, new_spec),
@@ -425,7 +432,9 @@ def write_eval_sets(
         "lvbench": write_lvbench(eval_dir / "lvbench", rng, n_eval, new_spec),
         "videoevalpro_mcq": write_videoevalpro(eval_dir / "videoevalpro", rng, n_eval, new_spec),
         "agentvidbench": write_agentvidbench(eval_dir / "agentvidbench", rng, n_eval, new_spec),
-        "synthetic": write_synthetic_split(eval_dir / "synthetic", rng, n_eval, new_spec, "test"),
+        "synthetic": write_synthetic_split(
+            eval_dir / "synthetic", rng, n_eval if n_test is None else n_test, new_spec, "test"
+        ),
         "synthetic_heldout": write_synthetic_split(
             eval_dir / "synthetic", rng, n_heldout, new_spec, "heldout"
         ),

@@ -32,6 +32,16 @@ Stage 1 relies on (option-letter logits at the first answer position, thinking o
 it from data. (Video-R1 and LongVideo-Reason cannot hold them: their readers build the target from
 ``process``/``reasoning`` and an ``<answer>`` tag, so the exact pre-fill cannot be expressed.) Held-out evaluation
 videos are never in the mix, so Stage 1 accuracy on them measures colour -> letter read from pixels.
+
+``cader_roles.json`` (LLaMA-Factory sharegpt, ``messages`` with a system turn) holds the other CADER roles, in the
+paper's App. C prompt formats (``cader.evaluate.method.prompts``), for every training video (``write_cader_roles``):
+the C.2 proposal on the whole video with the scene window as target (``"relevant_windows": [[s, e]]``; every
+``REFLECT_EVERY``-th video also as the reflection prompt with wrong tried windows), the C.3 verifier on a clip of
+the scene (``Yes``) and on a clip of another stretch (``No``), the C.4 final answer and a C.1 answer on the scene
+clip. A real Qwen3-VL-8B-Instruct brings these abilities from pre-training; the tiny random model only gets them
+from data. Clips are cut as small videos of their own under ``media/clips/``. Targets start with the empty think
+block, so each is the exact token sequence the method reads: after the pre-fill where it calls with thinking off
+(C.1, C.3), and the model's own empty thinking where it calls with thinking on (C.2, C.4).
 """
 
 from __future__ import annotations
@@ -42,19 +52,21 @@ from pathlib import Path
 import numpy as np
 from cader.evaluate.benchmarks.synth import (
     COLOUR_QUESTION,
+    EMPTY_THINK,
     EVENT_COLOURS,
     IMAGE_QUESTION,
     LETTERS,
     VideoSpec,
     canonical_colour_options,
+    clip_spec,
     cot_text,
     direct_answer_text,
     image_cot_text,
-    random_spec,
+    random_cued_spec,
     write_image,
     write_video,
 )
-from cader.evaluate.method.prompts import stage1_prompt
+from cader.evaluate.method.prompts import final_prompt, proposal_prompt, stage1_prompt, verifier_prompt
 
 FORMATS = ("longvt", "video_r1", "longvideo_reason", "sharegpt")
 # The five tool-free SFT files of LongVT-Parquet (LongVT examples/sft/longvt_7b_sft.yaml), in the order rows are
@@ -75,7 +87,11 @@ SYNTHETIC_MIX = (
     ("longvideo_reason", "longvideo_reason", "longvideo_reason.jsonl"),
     ("sharegpt", "sharegpt", "sharegpt.json"),
     ("sharegpt_conv", "sharegpt", "sharegpt_conversations.json"),
+    ("cader_roles", "sharegpt", "cader_roles.json"),
 )
+CADER_ROLES_FILE = "cader_roles.json"
+MIN_CROP = 10.0        # configs/eval/cader_tiny.yaml's min_crop, as the proposal prompt states it
+REFLECT_EVERY = 2      # every 2nd training video also gets a reflection-prompt proposal row
 SYSTEM_TEXT = "You are a helpful assistant."
 TOOLS_SPEC = {
     "type": "function",
@@ -243,6 +259,67 @@ def _conversations_row(
 # ---------------------------------------------------------------- the whole mix
 
 
+def window_text(start: float, end: float) -> str:
+    """The C.2 answer format with whole seconds."""
+    return f'"relevant_windows": [[{start:.0f}, {end:.0f}]]'
+
+
+def _roles_row(system: str, user: str, media: str, target: str) -> dict:
+    return {
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"<video>{user}"},
+            {"role": "assistant", "content": EMPTY_THINK + target},
+        ],
+        "videos": [media],
+        "images": [],
+    }
+
+
+def write_cader_roles(train_dir: Path, rng: np.random.Generator, specs: list[VideoSpec]) -> tuple[list[dict], dict]:
+    """Proposal / reflection / verifier / final-answer / clip-answer rows per cued video (module doc) and their
+    clips; returns (rows, counts per role)."""
+    rows: list[dict] = []
+    counts = {"propose": 0, "reflect": 0, "verify_yes": 0, "verify_no": 0, "answer": 0, "clip_stage1": 0}
+    for i, spec in enumerate(specs):
+        if spec.scene_s is None or spec.scene_e is None:
+            raise ValueError(f"{spec.name}: CADER role rows need a video with a scene")
+        options, letter = canonical_colour_options(spec.colour)
+        letters = LETTERS[: len(options)]
+        scene = (spec.scene_s, spec.scene_e)
+        length = scene[1] - scene[0]
+        others = [k * length for k in range(int(spec.duration // length)) if k * length != scene[0]]
+        neg_s = others[int(rng.integers(len(others)))]
+        pos_rel, neg_rel = f"media/clips/{spec.name}_pos.mp4", f"media/clips/{spec.name}_neg.mp4"
+        write_video(clip_spec(spec, f"{spec.name}_pos", *scene), train_dir / pos_rel)
+        write_video(clip_spec(spec, f"{spec.name}_neg", neg_s, neg_s + length), train_dir / neg_rel)
+        full = f"media/videos/{spec.name}.mp4"
+
+        system, user = proposal_prompt(COLOUR_QUESTION, options, letters, spec.duration, MIN_CROP)
+        rows.append(_roles_row(system, user, full, window_text(*scene)))
+        counts["propose"] += 1
+        if i % REFLECT_EVERY == 0:
+            n_tried = 1 + int(rng.integers(2))
+            tried = [others[j] for j in rng.permutation(len(others))[:n_tried]]
+            system, user = proposal_prompt(
+                COLOUR_QUESTION, options, letters, spec.duration, MIN_CROP, [(t, t + length) for t in tried]
+            )
+            rows.append(_roles_row(system, user, full, window_text(*scene)))
+            counts["reflect"] += 1
+        system, user = verifier_prompt(COLOUR_QUESTION, options, letters)
+        rows.append(_roles_row(system, user, pos_rel, "Yes"))
+        rows.append(_roles_row(system, user, neg_rel, "No"))
+        counts["verify_yes"] += 1
+        counts["verify_no"] += 1
+        system, user = final_prompt(COLOUR_QUESTION, options, letters, *scene)
+        rows.append(_roles_row(system, user, pos_rel, f"<answer>{letter}</answer>"))
+        counts["answer"] += 1
+        system, user = stage1_prompt(COLOUR_QUESTION, options, letters)
+        rows.append(_roles_row(system, user, pos_rel, letter))
+        counts["clip_stage1"] += 1
+    return rows, counts
+
+
 def write_training_mix(
     train_dir: Path,
     rng: np.random.Generator,
@@ -252,11 +329,17 @@ def write_training_mix(
     width: int = 96,
     height: int = 64,
     fps: int = 4,
+    duration: int = 128,
+    scene_len: int = 16,
+    event_len: float = 2.0,
 ) -> dict:
-    """Write videos/images and the four formats; return the manifest (also written to manifest.json)."""
+    """Write videos/images, the four formats and the CADER role rows; return the manifest (also written to
+    manifest.json)."""
     media_dir = train_dir / "media"
     specs = [
-        random_spec(rng, f"train_{i:04d}", (8, 16), (3, 5), fps=fps, width=width, height=height)
+        random_cued_spec(
+            rng, f"train_{i:04d}", (duration, duration), scene_len, event_len, fps=fps, width=width, height=height
+        )
         for i in range(n_train)
     ]
     for spec in specs:
@@ -385,6 +468,11 @@ def write_training_mix(
             rows[fmt].append(row)
 
     # deal the clean LongVT rows over the five release files (tool rows into the first) so each has trainable rows
+    if len(rows["longvt"]) < len(LONGVT_FILES):
+        raise ValueError(
+            f"{len(rows['longvt'])} clean LongVT rows cannot fill its {len(LONGVT_FILES)} release files; "
+            "raise n_train or n_images"
+        )
     dealt = {name: [] for name in LONGVT_FILES}
     for k, row in enumerate(rows["longvt"]):
         dealt[LONGVT_FILES[k % len(LONGVT_FILES)]].append(row)
@@ -396,6 +484,8 @@ def write_training_mix(
     write_jsonl(train_dir / "longvideo_reason.jsonl", rows["longvideo_reason"])
     write_json(train_dir / "sharegpt.json", rows["sharegpt"])
     write_json(train_dir / "sharegpt_conversations.json", conversation_rows)
+    role_rows, role_counts = write_cader_roles(train_dir, rng, specs)
+    write_json(train_dir / CADER_ROLES_FILE, role_rows)
 
     files = {
         "longvt": list(LONGVT_FILES),
@@ -424,6 +514,15 @@ def write_training_mix(
             }
             for name in FORMATS
         },
+    }
+    manifest["sources"]["cader_roles"] = {
+        "format": "sharegpt",
+        "files": [CADER_ROLES_FILE],
+        "total": len(role_rows),
+        "tool_call": 0,
+        "direct_answer": 0,
+        "clean": len(role_rows),
+        "roles": role_counts,
     }
     write_json(train_dir / "manifest.json", manifest)
     return manifest
