@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from cader.calibrate import margin as mg
+from cader.calibrate.binomial import clopper_pearson_upper
 from cader.calibrate.calibration_file import (
     CalibrationFileError,
     read_calibration,
@@ -25,11 +26,13 @@ from cader.calibrate.tau import (
     NO_EXIT_TAU,
     PRECISION_GRID,
     TauSelection,
+    _precision_grid,
     exit_curve,
     exit_stats,
     final_accuracy_curve,
     select_tau_accuracy,
     select_tau_budget,
+    select_tau_precision,
 )
 from cader.calibrate.temperature import TemperatureFit
 
@@ -208,6 +211,7 @@ def test_precision_grid_is_fixed_before_data():
     np.testing.assert_allclose(PRECISION_GRID, expected, rtol=1e-15, atol=0)
     assert PRECISION_GRID[0] == pytest.approx(1 - 1e-8, abs=1e-15) and PRECISION_GRID[-1] == 0.0
     assert {0.9, 0.97, 0.99, 0.995} <= set(PRECISION_GRID.tolist())
+    np.testing.assert_array_equal(_precision_grid(), PRECISION_GRID)  # built the same way every time
 
 
 def test_budget_mode_exactly():
@@ -326,3 +330,86 @@ def test_every_margin_helper_uses_the_given_temperature():
     ] == pytest.approx(1 - m1)
     assert mg.top1_probs([z], 1.0)[0] == pytest.approx(p1[0]) and mg.option_probs(z, 1.0) == pytest.approx(p1)
     assert math.isclose(mg.margin(z), mg.margin(z, 2.0))  # the paper's T by default
+
+
+# ---- precision mode, step by step --------------------------------------------------------------------------------
+
+# 10 samples; exits at each candidate: 0.9 -> 3 (0 wrong), 0.7 -> 5 (0), 0.5 -> 7 (1), 0.25 -> 8 (2), 0.05 -> 10 (3)
+P_MARGIN = np.array([0.95, 0.92, 0.91, 0.85, 0.8, 0.6, 0.55, 0.3, 0.2, 0.1])
+P_CORRECT = np.array([1, 1, 1, 1, 1, 0, 1, 0, 0, 1], bool)
+P_CANDIDATES = [0.9, 0.7, 0.5, 0.25, 0.05]
+
+
+def precision(**kw):
+    args = {"alpha": 0.3, "delta": 0.5, "min_exits": 3, "candidates": P_CANDIDATES, **kw}
+    return select_tau_precision(P_MARGIN, P_CORRECT, **args)
+
+
+def test_precision_mode_stops_at_the_first_failure_and_keeps_the_one_before():
+    assert precision() == TauSelection(
+        0.5, "precision", False, {"min_exits": 3, "candidates": 5, "tested": 4, "stopped_at": 0.25}
+    )
+    # a threshold with exactly min_exits exits is tested (0.9 has 3): start there, not at 0.7
+    assert precision(min_exits=4).details == {
+        "min_exits": 4,
+        "candidates": 5,
+        "tested": 3,
+        "stopped_at": 0.25,
+    }
+    # every tested threshold passes: the last candidate, nothing stopped the sequence
+    assert precision(alpha=0.4) == TauSelection(
+        0.05, "precision", False, {"min_exits": 3, "candidates": 5, "tested": 5, "stopped_at": None}
+    )
+
+
+def test_precision_mode_passes_a_bound_equal_to_alpha():
+    alpha = float(clopper_pearson_upper(0, 3, 0.5))  # the bound at 0.9 (3 exits, no error), exactly
+    assert precision(alpha=alpha, candidates=[0.9, 0.5]) == TauSelection(
+        0.9, "precision", False, {"min_exits": 3, "candidates": 2, "tested": 2, "stopped_at": 0.5}
+    )
+
+
+def test_precision_mode_without_an_exit():
+    first_fails = select_tau_precision(
+        P_MARGIN, ~P_CORRECT, alpha=0.2, delta=0.5, min_exits=3, candidates=P_CANDIDATES
+    )
+    assert first_fails == TauSelection(
+        NO_EXIT_TAU,
+        "precision",
+        True,
+        {
+            "min_exits": 4,
+            "candidates": 5,
+            "tested": 1,
+            "stopped_at": 0.7,
+            "reason": "the first testable exit set (tau=0.7: 5 exits, 5 errors) already has upper bound 1.000 "
+            "> alpha=0.2",
+        },
+    )
+    assert precision(min_exits=30) == TauSelection(
+        NO_EXIT_TAU,
+        "precision",
+        True,
+        {
+            "min_exits": 30,
+            "candidates": 5,
+            "tested": 0,
+            "stopped_at": None,
+            "reason": "no candidate threshold has 30 or more exits in the selection split",
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "alpha, delta", [(1.0, 0.1), (1.5, 0.1), (0.0, 0.1), (0.05, 0.0), (0.05, 1.0), (0.05, 2.0)]
+)
+def test_precision_mode_needs_alpha_and_delta_inside_zero_one(alpha, delta):
+    with pytest.raises(ValueError, match="alpha and delta must be in"):
+        select_tau_precision(P_MARGIN, P_CORRECT, alpha=alpha, delta=delta)
+
+
+def test_precision_mode_defaults():
+    import inspect
+
+    params = inspect.signature(select_tau_precision).parameters
+    assert (params["alpha"].default, params["delta"].default, params["min_exits"].default) == (0.05, 0.1, 50)
