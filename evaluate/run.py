@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    # jsonargparse keeps dataclass-typed groups as namespaces until instantiated
+    args.vllm_main, args.vllm_verifier = (VLLMEngineConfig(**dict(vars(ns))) if not isinstance(ns, VLLMEngineConfig)
+                                          else ns for ns in (args.vllm_main, args.vllm_verifier))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     world = args.devices * args.num_nodes

@@ -98,3 +98,24 @@ def test_backend_requests_and_scores_through_the_engine_interface(fake_vllm, tin
     assert yn.p_yes == 0.0 and yn.p_no == 0.0  # the stand-in's top-k holds neither word
     (g,) = backend.generate([Prompt("Why?", enable_thinking=True)], 16)
     assert g.text == "<answer>A</answer>" and g.completion_tokens == 3
+
+
+def test_run_parses_engine_settings_into_engine_configs(monkeypatch, tmp_path):
+    """evaluate/run.py hands make_backend real VLLMEngineConfig objects (jsonargparse leaves namespaces)."""
+    from cader.evaluate import run
+
+    seen = {}
+
+    def fake_make_backend(kind, path, device, dtype, attn, engine=None):
+        seen[path] = engine
+        raise SystemExit(0)
+
+    monkeypatch.setattr(run, "make_backend", fake_make_backend)
+    monkeypatch.setattr(run, "load_benchmark", lambda *a: ([], []), raising=False)
+    import cader.evaluate.benchmarks as benchmarks
+
+    monkeypatch.setattr(benchmarks, "load_benchmark", lambda *a: ([], []))
+    with pytest.raises(SystemExit):
+        run.main(["--model", "m", "--benchmark", "synthetic", "--data_root", str(tmp_path), "--out", str(tmp_path / "o"),
+                  "--backend", "vllm", "--vllm_main.gpu_memory_utilization", "0.4"])
+    assert isinstance(seen["m"], VLLMEngineConfig) and seen["m"].gpu_memory_utilization == 0.4
