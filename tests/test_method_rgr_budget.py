@@ -79,6 +79,7 @@ def test_dense_rate_values():
     assert dense_rate(1000.0) == 1.0  # 0.512 -> r_min
     assert dense_rate(0.0) == 8.0
     assert dense_rate(100.0, n_budget=256, r_min=0.5, r_max=2.0) == 2.0
+    assert dense_rate(0.5, n_budget=2.0) == 4.0  # under a second: still N_budget / D_crop
 
 
 def test_breadth_fallback():
@@ -95,6 +96,7 @@ def test_breadth_fallback():
 
 def test_crop_min_duration_symmetric():
     assert crop_window(2100, 2130, 3600) == (2100, 2130)  # already >= 10 s
+    assert crop_window(0.5, 20.5, 3600) == (0.5, 20.5)
     assert crop_window(100, 104, 3600) == (97.0, 107.0)  # mid 102 +- 5
     assert crop_window(50, 50, 3600) == (45.0, 55.0)
     # near the start: shift (default) keeps 10 s inside the video, clip cuts at 0

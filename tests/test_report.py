@@ -353,7 +353,8 @@ def test_write_report_and_paired_comparison(tmp_path):
     assert (tmp_path / "report.md").read_text() == render_markdown(report)
     comparison = compare_runs(mine, theirs)
     assert comparison["n"] == 10 and saved["comparison"]["n"] == 10
-    assert "## Paired comparison" in (tmp_path / "report.md").read_text()
+    assert saved["config"] == {"variant": "full"}
+    assert f"```json\n{json.dumps(saved['comparison'], indent=1)}\n```" in (tmp_path / "report.md").read_text()
     assert compare_runs(mine, [rec(50, 0.5)]) == {"n": 0}
     assert "comparison" not in write_report(tmp_path, mine)
 
