@@ -179,6 +179,11 @@ def judge_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     return lines
 
 
+def judge_lines(root: Path) -> list[str]:
+    """The judge section alone (the loopback warning, if any, first)."""
+    return judge_section(root, [], {})
+
+
 def _number(value) -> str:
     return "–" if value is None else f"{value:.3f}"
 
