@@ -79,3 +79,32 @@ def test_pad_logits_of_nothing_is_an_empty_table():
     assert out.shape == (0, 2)
     with pytest.raises(InvalidLogits, match=r"^row 1: need at least 2"):
         pad_logits([[1.0, 2.0], [1.0]])
+
+
+def test_one_sided_bound_edges():
+    # one exit, no error: 1 - delta; every exit wrong, or no exit: 1
+    assert clopper_pearson_upper(0, 1, 0.1) == pytest.approx(0.9)
+    assert clopper_pearson_upper([3, 0], [3, 0], 0.1).tolist() == [1.0, 1.0]
+    assert clopper_pearson_upper(1, 4, 0.1) < 1.0
+    with pytest.raises(ValueError):
+        clopper_pearson_upper(0, 10, 0.0)
+
+
+def test_ece_and_fit_record_every_number_at_its_temperature():
+    from cader.calibrate.temperature import ECE_BINS, expected_calibration_error, nll_and_ece
+
+    assert math.isnan(expected_calibration_error(np.zeros(0), np.zeros(0, bool)))
+    # one sample at confidence 0.9, right: |1 - 0.9| = 0.1 whatever the bins
+    assert expected_calibration_error(np.array([0.9]), np.array([True])) == pytest.approx(0.1)
+    # two bins split 0.3 and 0.8: per-bin gaps |0 - .3| and |1 - .8| -> mean .25; one bin would give |.5 - .55|
+    conf, right = np.array([0.3, 0.8]), np.array([False, True])
+    assert expected_calibration_error(conf, right, 2) == pytest.approx(0.25)
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(60, 3)) * 2
+    gold = z.argmax(axis=1)
+    gold[::4] = 0
+    fit = fit_temperature(z, gold, n_bins=5)
+    assert (fit.nll_before, fit.ece_before) == pytest.approx(nll_and_ece(z, gold, 1.0, 5))
+    assert (fit.nll_after, fit.ece_after) == pytest.approx(nll_and_ece(z, gold, fit.temperature, 5))
+    assert (fit.nll_paper, fit.ece_paper) == pytest.approx(nll_and_ece(z, gold, 2.0, 5))
+    assert fit.ece_bins == 5 and fit.bounds == (0.05, 50.0) and ECE_BINS == 15
