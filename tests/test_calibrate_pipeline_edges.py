@@ -109,3 +109,20 @@ def test_summary_shows_the_chosen_numbers(tmp_path):
     assert "no exit" in render_summary({**payload, "tau": NO_EXIT_TAU})
     assert pipeline._fmt(None) == pipeline._fmt(float("nan")) == "–"
     assert pipeline._fmt(0.123456) == "0.1235" and pipeline._fmt(3) == "3" and pipeline._fmt(1.0, 2) == "1"
+
+
+def test_options_reach_the_split_and_the_search_and_the_paper_point_is_recorded(tmp_path):
+    rows = synthetic_prediction_rows("s", 80, 4, 1.5, seed=5, stage2_accuracy=0.5)
+    path = write(tmp_path / "p.jsonl", rows)
+    out = calibrate_predictions([path], str(tmp_path / "a"), fit_fraction=0.25, min_exits=7, figures=False)
+    assert out["fit"]["n"] == 20 and out["select"]["n"] == 60
+    # alpha 0.05, delta 0.1 need 45 exits at least: min_exits only counts above that
+    assert out["select"]["min_exits"] == 45
+    more = calibrate_predictions([path], str(tmp_path / "b"), min_exits=60, figures=False)
+    assert more["select"]["min_exits"] == 60
+    paper = out["paper_point"]
+    assert paper["meets_alpha"] is (paper["upper_bound_error"] <= out["alpha"])
+    assert 0.0 <= paper["final_accuracy"] <= 1.0 and out["select"]["n_with_stage2"] == 60
+    fixed = calibrate_predictions([path], str(tmp_path / "c"), temperature=2.0, figures=False)["fit"]
+    assert set(fixed) == {"temperature", "n", "fixed", "nll_before", "ece_before", "nll_after", "ece_after"}
+    assert fixed["nll_before"] != fixed["nll_after"]  # T = 1 before, the fixed T = 2 after
