@@ -4,7 +4,6 @@ import os as _os
 
 # Without a CUDA device DeepSpeed (imported by transformers and Lightning) guesses the CPU accelerator and logs a
 # warning in every process; say it explicitly instead. A machine with CUDA, or a user's own setting, is left alone.
-if not _os.environ.get("DS_ACCELERATOR") and not _os.path.exists("/dev/nvidia0") and not _os.environ.get(
-    "CUDA_VISIBLE_DEVICES"
-):
+_HAS_GPU = any(_os.path.exists(dev) for dev in ("/dev/nvidia0", "/dev/kfd"))  # NVIDIA, or AMD ROCm
+if not _os.environ.get("DS_ACCELERATOR") and not _HAS_GPU and not _os.environ.get("CUDA_VISIBLE_DEVICES"):
     _os.environ["DS_ACCELERATOR"] = "cpu"
