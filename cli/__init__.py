@@ -1,0 +1,1 @@
+"""The ``cader`` console script: one entry point with a subcommand per stage."""
