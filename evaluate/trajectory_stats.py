@@ -128,3 +128,32 @@ def routed_gain(records: Sequence[dict]) -> dict:
         if reason:
             fallbacks[reason] = fallbacks.get(reason, 0) + 1
     return {"routed": block(routed), "accepted": block(accepted), "fallbacks": fallbacks}
+
+
+def cost_comparison(full: Sequence[dict], uniform: Sequence[dict], goal: float = 0.6) -> dict:
+    """CADER `full` against `uniform_stage2` (every sample through Stage 2) on the samples both ran: accuracy of each
+    with its exact interval and McNemar's test on the pairs (is the accuracy the same?), mean forwards and decoded
+    frames per sample, and full's cost as a fraction of uniform's (Table 3's saving from early exit; `meets_goal`
+    when both fractions are at most `goal`). Failed records count as wrong and keep their cost."""
+    from cader.evaluate.stats import mcnemar_exact
+
+    by_id = {r["sample_id"]: r for r in uniform}
+    pairs = [(r, by_id[r["sample_id"]]) for r in full if r.get("sample_id") in by_id]
+    out: dict = {"n": len(pairs), "goal": goal}
+    if not pairs:
+        return {**out, "meets_goal": False, "ratio_full_over_uniform": {}}
+    for name, rows in (("full", [a for a, _ in pairs]), ("uniform_stage2", [b for _, b in pairs])):
+        correct = [bool(r.get("correct")) for r in rows]
+        out[name] = {
+            "accuracy": rate(sum(correct), len(rows)),
+            "forwards": float(np.mean([(r.get("cost") or {}).get("forwards", 0) for r in rows])),
+            "frames_decoded": float(np.mean([(r.get("cost") or {}).get("frames_decoded", 0) for r in rows])),
+            "stage2_rate": float(np.mean([r.get("route") == "stage2" for r in rows])),
+            "failures": sum(r.get("error") is not None for r in rows),
+        }
+    out["mcnemar"] = mcnemar_exact([bool(a.get("correct")) for a, _ in pairs], [bool(b.get("correct")) for _, b in pairs])
+    ratios = {key: (out["full"][key] / out["uniform_stage2"][key] if out["uniform_stage2"][key] else None)
+              for key in ("forwards", "frames_decoded")}  # fmt: skip
+    out["ratio_full_over_uniform"] = ratios
+    out["meets_goal"] = all(v is not None and v <= goal for v in ratios.values())
+    return out

@@ -1,7 +1,15 @@
 """Stage-2 measures against stated evidence windows, by hand."""
 
 import pytest
-from cader.evaluate.trajectory_stats import contains, overlap, proposal_stats, rate, routed_gain, verifier_stats
+from cader.evaluate.trajectory_stats import (
+    contains,
+    cost_comparison,
+    overlap,
+    proposal_stats,
+    rate,
+    routed_gain,
+    verifier_stats,
+)
 
 
 def record(answer, s1, final, evidence, window=None, verifies=(), accepted=None, fallback=None, duration=100.0):
@@ -63,3 +71,37 @@ def test_routed_gain_pairs_stage1_with_final():
     assert g["routed"]["n"] == 4 and g["routed"]["stage1"]["k"] == 1 and g["routed"]["final"]["k"] == 2
     assert g["accepted"]["n"] == 3 and g["accepted"]["corrected"] == 2 and g["accepted"]["overturned"] == 1
     assert g["accepted"]["mcnemar"]["discordant"] == 3 and g["fallbacks"] == {"not_accepted": 1}
+
+
+def _cost_record(sample_id, correct, forwards, frames, route="stage2", error=None):
+    return {"sample_id": sample_id, "correct": correct, "route": route, "error": error,
+            "cost": {"forwards": forwards, "frames_decoded": frames}}
+
+
+def test_cost_comparison_pairs_by_sample_and_divides_the_means():
+    # full exits on s1 and s2 (1 forward, 32 frames) and routes s3; uniform routes all three (5 forwards, 96 frames)
+    full = [_cost_record("s1", True, 1, 32, "exit"), _cost_record("s2", True, 1, 32, "exit"),
+            _cost_record("s3", False, 5, 96), _cost_record("only_full", True, 1, 32, "exit")]
+    uniform = [_cost_record(s, c, 5, 96) for s, c in (("s1", True), ("s2", False), ("s3", True))]
+    out = cost_comparison(full, uniform)
+    assert out["n"] == 3                                        # only_full has no pair
+    assert out["full"]["forwards"] == pytest.approx(7 / 3)     # (1 + 1 + 5) / 3
+    assert out["full"]["frames_decoded"] == pytest.approx(160 / 3)
+    assert out["ratio_full_over_uniform"]["forwards"] == pytest.approx((7 / 3) / 5)       # 0.467
+    assert out["ratio_full_over_uniform"]["frames_decoded"] == pytest.approx((160 / 3) / 96)  # 0.556
+    assert out["meets_goal"] is True
+    assert out["full"]["accuracy"]["k"] == 2 and out["uniform_stage2"]["accuracy"]["k"] == 2
+    assert out["mcnemar"]["only_a"] == 1 and out["mcnemar"]["only_b"] == 1   # s2 vs s3
+    assert out["full"]["stage2_rate"] == pytest.approx(1 / 3)
+
+
+def test_cost_comparison_misses_the_goal_when_either_cost_is_above_it():
+    full = [_cost_record("s1", True, 1, 90, "exit")]
+    uniform = [_cost_record("s1", True, 5, 96)]
+    out = cost_comparison(full, uniform)
+    assert out["ratio_full_over_uniform"]["forwards"] == pytest.approx(0.2)
+    assert out["meets_goal"] is False                          # frames 90/96 > 0.6
+
+
+def test_cost_comparison_without_shared_samples_does_not_meet_the_goal():
+    assert cost_comparison([_cost_record("a", True, 1, 1)], [_cost_record("b", True, 1, 1)])["meets_goal"] is False

@@ -1,57 +1,41 @@
-"""P4: cost of selective Stage 2 (CADER `full`) vs `uniform_stage2` (every sample through Stage 2), same run.
+"""P4: the cost of CADER `full` against `uniform_stage2` (every sample through Stage 2), on the quickstart's outputs.
 
-Both variants run on the same samples with the same backend instance; per-sample model calls ("forwards") and
-frames decoded are averaged and their uniform/full ratio reported (the saving from early exit, Table 3). Defaults:
-the tiny random Qwen3-VL and the synthetic benchmark, built in a temp folder. The tiny model's margins are near 0,
-so set --tau low (e.g. 0.002) to see exits; on a real model use the calibrated tau.
+`bash scripts/quickstart.sh` runs both variants on the same synthetic test samples with the trained export and the
+calibrated T and tau; this reads their predictions and reports, per sample, model calls ("forwards") and decoded
+frames of each, full's cost as a fraction of uniform's (goal: at most 0.6x), and both accuracies with exact 95 %
+intervals and McNemar's test on the pairs, so the saving is read at the same accuracy (Table 3's comparison).
 
-    python scripts/bench/cader_cost.py [--model DIR] [--data_root DIR] [--benchmark synthetic] [--tau 0.97]
+    python scripts/bench/cader_cost.py [--root runs/tiny] [--benchmark synthetic]
 """
 
 from __future__ import annotations
 
 import json
-import statistics
-import tempfile
 from pathlib import Path
 
-from cader.evaluate.backends.hf import HFBackend
-from cader.evaluate.benchmarks import load_benchmark, video_path
-from cader.evaluate.method.config import CaderConfig
-from cader.evaluate.runner import process_sample
+from cader.evaluate.jsonl import read_jsonl
+from cader.evaluate.trajectory_stats import cost_comparison
 from jsonargparse import CLI
 
+REPO = Path(__file__).resolve().parents[2]
 
-def main(model: str | None = None, data_root: str | None = None, benchmark: str = "synthetic",
-         tau: float = 0.97, temperature: float = 2.0, limit: int = 8, max_frames: int = 16, max_pixels: int = 2048) -> dict:  # fmt: skip
-    tmp = Path(tempfile.mkdtemp(prefix="cader_cost_"))
-    if model is None:
-        from cader.vlm.tiny import make_tiny_model
 
-        model = str(make_tiny_model(tmp / "model"))
-    if data_root is None:
-        from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+def main(root: str = str(REPO / "runs" / "tiny"), benchmark: str = "synthetic", goal: float = 0.6) -> dict:
+    """Compare the two variants' predictions under ROOT/eval/{full,uniform_stage2}/BENCHMARK/.
 
-        make_synthetic_data(tmp / "data", n_train=4, n_images=1, n_tool=1, n_eval=limit, n_heldout=2)
-        data_root = str(tmp / "data" / "eval")
-    backend = HFBackend(model)
-    samples, _ = load_benchmark(benchmark, data_root)
-    samples = samples[:limit]
-    result = {"benchmark": benchmark, "n": len(samples), "tau": tau, "temperature": temperature}
-    for variant in ("full", "uniform_stage2"):
-        cfg = CaderConfig(variant=variant, tau=tau, temperature=temperature, max_frames=max_frames, max_pixels=max_pixels,
-                          max_new_tokens_propose=12, max_new_tokens_answer=8)  # fmt: skip
-        records = [process_sample(s, video_path(s, data_root), backend, backend, cfg) for s in samples]
-        result[variant] = {
-            key: statistics.mean(r["cost"][key] for r in records)
-            for key in ("forwards", "frames_decoded", "prompt_tokens", "seconds")
-        }
-        result[variant]["stage2_rate"] = statistics.mean(r["route"] == "stage2" for r in records)
-        result[variant]["failures"] = sum(r["error"] is not None for r in records)
-    result["ratio_uniform_over_full"] = {
-        key: round(result["uniform_stage2"][key] / result["full"][key], 3) if result["full"][key] else None
-        for key in ("forwards", "frames_decoded", "seconds")
-    }
+    Args:
+        root: The quickstart's output folder (WORKDIR/runs/tiny).
+        benchmark: Benchmark both variants ran on.
+        goal: Largest acceptable fraction of uniform's forwards and decoded frames.
+    """
+    paths = {v: Path(root) / "eval" / v / benchmark / "predictions.jsonl" for v in ("full", "uniform_stage2")}
+    missing = [str(p) for p in paths.values() if not p.exists()]
+    if missing:
+        raise FileNotFoundError(f"no predictions at {', '.join(missing)}: run `bash scripts/quickstart.sh` first")
+    result = cost_comparison(read_jsonl(paths["full"]), read_jsonl(paths["uniform_stage2"]), goal=goal)
+    result["inputs"] = {k: str(p) for k, p in paths.items()}
+    if result["n"] == 0:
+        raise ValueError(f"{paths['full']} and {paths['uniform_stage2']} share no sample")
     print(json.dumps(result, indent=2))
     return result
 
