@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cader.evaluate.judge.aggregate import NOT_A_REAL_JUDGE
 from cader.evaluate.judge.providers import LOOPBACK_MODEL
-from cader.evaluate.trajectory_stats import proposal_stats, rate, routed_gain, verifier_stats
+from cader.evaluate.trajectory_stats import cost_comparison, proposal_stats, rate, routed_gain, verifier_stats
 from cader.vlm.files import write_atomic
 from jsonargparse import CLI
 
@@ -150,6 +150,15 @@ def table2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
                      f"{per.get('frames_decoded', '–')} | {_link(root, folder / 'report.md')} |")
     if len(accuracies) > 1 and len(set(accuracies.values())) == 1:
         flags.append("every Table 2 row has the same accuracy: the ablations change nothing on this run")
+    full, uniform = (_records(_variant_dir(root, v) / "predictions.jsonl") for v in ("full", "uniform_stage2"))
+    if full and uniform:   # Table 3's point: the early exit saves Stage-2 cost at the same accuracy (P4)
+        cost = cost_comparison(full, uniform)
+        facts["cost_vs_uniform"] = cost
+        ratio = cost["ratio_full_over_uniform"]
+        lines += ["", (f"- cost of `full` as a fraction of `uniform_stage2` on the same {cost['n']} samples: "
+                  f"forwards {_number(ratio['forwards'])}, decoded frames {_number(ratio['frames_decoded'])} "
+                  f"(goal ≤ {cost['goal']}); accuracy {_ci(cost['full']['accuracy'])} vs "
+                  f"{_ci(cost['uniform_stage2']['accuracy'])}, McNemar p = {cost['mcnemar']['p_value']:.2g}")]
     return lines
 
 
@@ -157,15 +166,17 @@ def per_sample(report: dict) -> dict:
     return report.get("cost", {}).get("per_sample", {})
 
 
-def judge_section(root: Path, flags: list[str], facts: dict) -> list[str]:
-    """The judge's headline numbers, and, first, a warning when they did not come from a real judge."""
+def judge_section(root: Path, caveats: list[str], facts: dict) -> list[str]:
+    """The judge's headline numbers, and, first, a warning when they did not come from a real judge (a caveat on the
+    judge's numbers: the method's findings above do not depend on the judge)."""
     judge = _load(root / "judge" / "judge_report.json")
     if not judge:
         return ["- **no judge report found**"]
     facts["judge"] = {"real_judge": judge.get("real_judge"), "judge_model": judge.get("judge_model")}
     lines = []
     if judge.get("real_judge") is False or judge.get("judge_model") == LOOPBACK_MODEL:
-        flags.append("the AgentVidBench judge is the loopback test double, not a real judge")
+        caveats.append("the AgentVidBench judge is the loopback test double, not a real judge: its scores are made "
+                       "up and prove only that the judge pipeline runs")
         lines.append(f"- **{judge.get('warning') or NOT_A_REAL_JUDGE}.** Set JUDGE_BASE_URL and JUDGE_MODEL "
                      "to judge with a real model.")
     failed = judge.get("failed_judgments") or []
@@ -191,6 +202,7 @@ def _number(value) -> str:
 def summarize(root: Path) -> tuple[str, dict]:
     """(SUMMARY.md text, the headline numbers and red flags as a dict)."""
     flags: list[str] = []
+    caveats: list[str] = []
     facts: dict = {}
     export = root / "sft" / "export"
     sections = [("1. Tiny SFT", [f"- exported model: {_link(root, export)}"] if (export / "config.json").exists()
@@ -202,7 +214,7 @@ def summarize(root: Path) -> tuple[str, dict]:
         ("3. Calibration", calibration_section(root, flags, facts)),
         ("4. Stage 2 on the synthetic test split (Table 5 in miniature)", stage2_section(root, flags, facts)),
         ("5. Table 2 rows on the synthetic test split", table2_section(root, flags, facts)),
-        ("6. AgentVidBench judge", judge_section(root, flags, facts)),
+        ("6. AgentVidBench judge", judge_section(root, caveats, facts)),
     ]
     lines = [f"# Quickstart summary: `{root}`", ""]
     if flags:
@@ -210,9 +222,13 @@ def summarize(root: Path) -> tuple[str, dict]:
         lines += [f"- **{flag}**" for flag in flags]
     else:
         lines += ["No red flags: Stage 1 is above chance, T is inside its search bounds, proposals parse, Stage 2 ran."]
+    if caveats:
+        lines += ["", "## Caveat: numbers that are not real", ""]
+        lines += [f"- **{caveat}**" for caveat in caveats]
     for title, body in sections:
         lines += ["", f"## {title}", "", *body]
     facts["red_flags"] = flags
+    facts["caveats"] = caveats
     return "\n".join(lines) + "\n", facts
 
 
