@@ -165,48 +165,72 @@ def _failure_reason(error: str) -> str:
     return error.split(":", 1)[0].strip() or "unknown"
 
 
-def build_report(
-    records: Sequence[dict], load_errors: Sequence[str] = (), config: dict | None = None
-) -> dict:
+def _per_benchmark(records: Sequence[dict]) -> dict[str, list[dict]]:
     by_bench = defaultdict(list)
     for r in records:
         by_bench[r.get("benchmark", "?")].append(r)
-    ok = [r for r in records if not r.get("error")]
-    stage2 = [r for r in ok if r.get("stage2")]
-    costs = Counter()
-    for r in records:
-        for key, value in (r.get("cost") or {}).items():
-            costs[key] += value
-    answer_fallbacks = sum(
-        any(s.get("fallback_to_stage1") for s in r["stage2"].get("steps", [])) for r in stage2
-    )
-    failed = [r for r in records if r.get("error")]
-    report = {
-        "n": len(records),
-        "overall": _benchmark_summary(records),
-        "benchmarks": {b: _benchmark_summary(rs) for b, rs in sorted(by_bench.items())},
-        "table3_trigger": {b: _trigger_row(rs) for b, rs in sorted(by_bench.items())},
-        "table4_margin_bins": {b: _margin_table(rs) for b, rs in sorted(by_bench.items())},
-        "table5_low_confidence": {b: _low_confidence_table(rs) for b, rs in sorted(by_bench.items())},
-        "table7_depth": {b: _depth_table(rs) for b, rs in sorted(by_bench.items())},
-        "figure4_net_gain": {b: _net_gain(rs) for b, rs in sorted(by_bench.items())},
+    return dict(sorted(by_bench.items()))
+
+
+def _paper_tables(by_bench: dict[str, list[dict]]) -> dict:
+    """The paper's per-benchmark tables (Tables 3, 4, 5, 7 and Figure 4), each keyed by benchmark."""
+    return {
+        "table3_trigger": {b: _trigger_row(rs) for b, rs in by_bench.items()},
+        "table4_margin_bins": {b: _margin_table(rs) for b, rs in by_bench.items()},
+        "table5_low_confidence": {b: _low_confidence_table(rs) for b, rs in by_bench.items()},
+        "table7_depth": {b: _depth_table(rs) for b, rs in by_bench.items()},
+        "figure4_net_gain": {b: _net_gain(rs) for b, rs in by_bench.items()},
+    }
+
+
+def _stage2_summary(records: Sequence[dict]) -> dict:
+    """How the routed samples ended: fallback reasons, answers kept for want of a letter, crop-verify cycles."""
+    stage2 = [r for r in records if not r.get("error") and r.get("stage2")]
+    answer_fallbacks = sum(any(s.get("fallback_to_stage1") for s in r["stage2"].get("steps", [])) for r in stage2)
+    return {
         "fallbacks": dict(Counter(r["stage2"].get("fallback") or "none" for r in stage2)),
         "answer_parse_fallbacks": answer_fallbacks,
         "cycles_histogram": {
             str(k): v for k, v in sorted(Counter(r["stage2"].get("cycles", 0) for r in stage2).items())
         },
-        "cost": {
-            "total": {k: round(v, 3) for k, v in costs.items()},
-            "per_sample": {k: round(v / len(records), 3) for k, v in costs.items()} if records else {},
-        },
-        "failures": {
-            "count": len(failed),
-            "by_reason": dict(Counter(_failure_reason(r["error"]) for r in failed)),
-            "samples": [
-                {"benchmark": r.get("benchmark"), "sample_id": r.get("sample_id"), "error": r["error"]}
-                for r in failed
-            ],
-        },
+    }
+
+
+def _cost_summary(records: Sequence[dict]) -> dict:
+    costs = Counter()
+    for r in records:
+        for key, value in (r.get("cost") or {}).items():
+            costs[key] += value
+    return {
+        "total": {k: round(v, 3) for k, v in costs.items()},
+        "per_sample": {k: round(v / len(records), 3) for k, v in costs.items()} if records else {},
+    }
+
+
+def _failure_summary(records: Sequence[dict]) -> dict:
+    failed = [r for r in records if r.get("error")]
+    return {
+        "count": len(failed),
+        "by_reason": dict(Counter(_failure_reason(r["error"]) for r in failed)),
+        "samples": [
+            {"benchmark": r.get("benchmark"), "sample_id": r.get("sample_id"), "error": r["error"]} for r in failed
+        ],
+    }
+
+
+def build_report(
+    records: Sequence[dict], load_errors: Sequence[str] = (), config: dict | None = None
+) -> dict:
+    """report.json: accuracy overall and per benchmark, the paper's tables, Stage 2's endings, cost, failures."""
+    by_bench = _per_benchmark(records)
+    report = {
+        "n": len(records),
+        "overall": _benchmark_summary(records),
+        "benchmarks": {b: _benchmark_summary(rs) for b, rs in by_bench.items()},
+        **_paper_tables(by_bench),
+        **_stage2_summary(records),
+        "cost": _cost_summary(records),
+        "failures": _failure_summary(records),
         "load_errors": {"count": len(load_errors), "errors": list(load_errors)},
     }
     if config is not None:
@@ -238,7 +262,7 @@ def _row(cells) -> str:
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
-def render_markdown(report: dict) -> str:
+def _md_header(report: dict) -> list[str]:
     lines = ["# CADER evaluation report", ""]
     cfg = report.get("config") or {}
     if cfg:
@@ -249,89 +273,86 @@ def render_markdown(report: dict) -> str:
             ),
             "",
         ]
-    lines += [
-        "## Accuracy",
-        "",
-        _row(["benchmark", "n", "accuracy", "M-Avg", "stage-1 acc", "failures"]),
-        _row(["---"] * 6),
-    ]
+    return lines
+
+
+def _md_accuracy(report: dict) -> list[str]:
+    lines = ["## Accuracy", "", _row(["benchmark", "n", "accuracy", "M-Avg", "stage-1 acc", "failures"]),
+             _row(["---"] * 6)]  # fmt: skip
     for name, s in list(report["benchmarks"].items()) + [("overall", report["overall"])]:
         lines.append(_row([name, s["n"], s["accuracy"], s.get("m_avg"), s["stage1_accuracy"], s["failures"]]))
-    lines += [
-        "",
-        "## Table 3: Stage-2 trigger rate",
-        "",
-        _row(["benchmark", "total", "S2 trig. %", "S1 exit %", "acc"]),
-        _row(["---"] * 5),
-    ]
+    return lines
+
+
+def _md_table3(report: dict) -> list[str]:
+    lines = ["", "## Table 3: Stage-2 trigger rate", "", _row(["benchmark", "total", "S2 trig. %", "S1 exit %", "acc"]),
+             _row(["---"] * 5)]  # fmt: skip
     for name, t in report["table3_trigger"].items():
-        acc = (
-            t["accuracy"]
-            if t["accuracy_metric"] == "accuracy"
-            else f"{t['accuracy']} ({t['accuracy_metric']})"
-        )
+        metric = t["accuracy_metric"]
+        acc = t["accuracy"] if metric == "accuracy" else f"{t['accuracy']} ({metric})"
         lines.append(_row([name, t["total"], t["stage2_trigger_rate"], t["stage1_exit_rate"], acc]))
-    lines += ["", "## Table 4: margin bins (count / Stage-1 accuracy)", ""]
+    return lines
+
+
+def _md_table4(report: dict) -> list[str]:
     benches = list(report["table4_margin_bins"])
-    lines += [_row(["margin"] + benches), _row(["---"] * (len(benches) + 1))]
+    lines = ["", "## Table 4: margin bins (count / Stage-1 accuracy)", "", _row(["margin"] + benches),
+             _row(["---"] * (len(benches) + 1))]  # fmt: skip
     for i, (name, _, _) in enumerate(MARGIN_BINS):
-        cells = [
-            f"{row['n']} / {_cell(row['stage1_accuracy'])}"
-            for row in (report["table4_margin_bins"][b][i] for b in benches)
-        ]
-        lines.append(_row([name] + cells))
-    lines += [
-        "",
-        "## Table 5: low-confidence samples (M < tau)",
-        "",
-        _row(["benchmark", "band", "n", "stage-1", "final", "gain"]),
-        _row(["---"] * 6),
-    ]
-    for b, rows in report["table5_low_confidence"].items():
+        rows = (report["table4_margin_bins"][b][i] for b in benches)
+        lines.append(_row([name] + [f"{row['n']} / {_cell(row['stage1_accuracy'])}" for row in rows]))
+    return lines
+
+
+def _md_gain_rows(report: dict, key: str, title: str, band: str) -> list[str]:
+    """Tables 5 and 7: Stage-1 vs final accuracy per band (margin band, reflection depth)."""
+    lines = ["", title, "", _row(["benchmark", band, "n", "stage-1", "final", "gain"]), _row(["---"] * 6)]
+    for b, rows in report[key].items():
         for r in rows:
-            lines.append(_row([b, r["band"], r["n"], r["stage1_accuracy"], r["final_accuracy"], r["gain"]]))
-    lines += [
-        "",
-        "## Table 7: by reflection depth",
-        "",
-        _row(["benchmark", "depth", "n", "stage-1", "final", "gain"]),
-        _row(["---"] * 6),
-    ]
-    for b, rows in report["table7_depth"].items():
-        for r in rows:
-            lines.append(_row([b, r["depth"], r["n"], r["stage1_accuracy"], r["final_accuracy"], r["gain"]]))
-    lines += [
-        "",
-        f"## Figure 4: net gain on first proposals with P_yes >= {HIGH_P_YES}",
-        "",
-        _row(["benchmark", "n", "corrected", "overturned", "net"]),
-        _row(["---"] * 5),
-    ]
+            lines.append(_row([b, r[band], r["n"], r["stage1_accuracy"], r["final_accuracy"], r["gain"]]))
+    return lines
+
+
+def _md_figure4(report: dict) -> list[str]:
+    lines = ["", f"## Figure 4: net gain on first proposals with P_yes >= {HIGH_P_YES}", "",
+             _row(["benchmark", "n", "corrected", "overturned", "net"]), _row(["---"] * 5)]  # fmt: skip
     for b, g in report["figure4_net_gain"].items():
         lines.append(_row([b, g["n"], g["corrected"], g["overturned"], g["net_gain"]]))
-    lines += [
-        "",
-        "## Stage 2",
-        "",
+    return lines
+
+
+def _md_stage2_cost_failures(report: dict) -> list[str]:
+    lines = [
+        "", "## Stage 2", "",
         f"- fallbacks: {json.dumps(report['fallbacks'])}",
         f"- final answers with no parseable letter (Stage-1 answer kept): {report['answer_parse_fallbacks']}",
         f"- crop-and-verify cycles: {json.dumps(report['cycles_histogram'])}",
-        "",
-        "## Cost",
-        "",
+        "", "## Cost", "",
         f"- total: {json.dumps(report['cost']['total'])}",
         f"- per sample: {json.dumps(report['cost']['per_sample'])}",
-        "",
-        "## Failures",
-        "",
+        "", "## Failures", "",
         f"{report['failures']['count']} failed samples: {json.dumps(report['failures']['by_reason'])}",
-    ]
+    ]  # fmt: skip
     lines += [f"- {f['benchmark']}/{f['sample_id']}: {f['error']}" for f in report["failures"]["samples"]]
     lines += ["", f"{report['load_errors']['count']} benchmark rows could not be loaded."]
     lines += [f"- {e}" for e in report["load_errors"]["errors"]]
     if report.get("comparison"):
-        c = report["comparison"]
-        lines += ["", "## Paired comparison", "", f"```json\n{json.dumps(c, indent=1)}\n```"]
+        lines += ["", "## Paired comparison", "", f"```json\n{json.dumps(report['comparison'], indent=1)}\n```"]
+    return lines
+
+
+def render_markdown(report: dict) -> str:
+    """report.md: the sections of report.json as tables, in the paper's order."""
+    lines = [
+        *_md_header(report),
+        *_md_accuracy(report),
+        *_md_table3(report),
+        *_md_table4(report),
+        *_md_gain_rows(report, "table5_low_confidence", "## Table 5: low-confidence samples (M < tau)", "band"),
+        *_md_gain_rows(report, "table7_depth", "## Table 7: by reflection depth", "depth"),
+        *_md_figure4(report),
+        *_md_stage2_cost_failures(report),
+    ]
     return "\n".join(lines) + "\n"
 
 
