@@ -4,7 +4,7 @@ The paper fixes T = 2.0 (Eq. 2); here T is fitted on held-out Stage-1 logits. Th
 inside fixed bounds (bounded Brent, scipy), so T can neither go negative nor run away when the fit data
 are separable; hitting a bound is reported, not hidden.
 
-ECE binning (stated, as the issue asks): confidence = P_top1, 15 equal-width bins [b/15, (b+1)/15) on [0, 1],
+ECE binning (stated, because ECE depends on it): confidence = P_top1, 15 equal-width bins [b/15, (b+1)/15) on [0, 1],
 the last one closed so P_top1 = 1.0 joins it, ECE = sum_b (n_b / n) |acc_b - conf_b| (L1). This is torchmetrics'
 ``multiclass_calibration_error(..., n_bins=15, norm="l1")`` except that torchmetrics gives P_top1 == 1.0 a bin of
 its own; saturated Stage-1 logits make that case common, so it is folded into the top bin here.

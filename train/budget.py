@@ -7,7 +7,7 @@ Qwen3-VL's cost of visual input (transformers' Qwen3VLProcessor):
 - an image at h x w px costs (h / f) * (w / f) tokens plus <|vision_start|> and <|vision_end|>.
 
 Paper supplementary A fixes the data side: 1.0 fps, at most 4,096 frames, 65,536 px per video frame, 262,144 px per
-image, 10,240 tokens per sequence. When a sample is too long the budget, in this order (issue #3):
+image, 10,240 tokens per sequence. When a sample is too long the budget, in this order:
 1. lowers the frame count: a common cap on the longest videos first, so shorter videos keep 1 fps as long as
    possible; frames stay spread uniformly over the whole timeline (the reader subsamples, never crops);
 2. lowers the pixels per frame (and per image) down to `min_pixels`;

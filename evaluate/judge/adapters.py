@@ -79,7 +79,7 @@ def load_agentvidbench_run(run_dir: str | Path) -> tuple[dict[str, dict], list[I
 
 
 PREDICTION_FORMATS: dict[str, Callable[[str | Path], tuple[dict[str, dict], list[InputRowError]]]] = {
-    "cader": load_predictions,             # predictions.jsonl (DESIGN.md contract)
+    "cader": load_predictions,             # predictions.jsonl (the prediction record of `cader.contracts`)
     "agentvidbench_run": load_agentvidbench_run,
 }
 

@@ -30,7 +30,7 @@ def synthetic_question(qid: int, rng: random.Random) -> dict:
 
 
 def synthetic_prediction(question: dict, rng: random.Random, system: str = "cader") -> dict:
-    """A predictions.jsonl row (DESIGN.md contract) with a stage-2 trajectory; right about half the time."""
+    """A predictions.jsonl row (the prediction record of `cader.contracts`) with a stage-2 trajectory; right about half the time."""
     letters = letters_for(len(question["options"]))
     pred = question["answer"] if rng.random() < 0.5 else rng.choice(letters)
     # Step fields as evaluate/method/stage2.py writes them (what render.py shows the judge).
