@@ -4,77 +4,77 @@
     python calibrate/fit.py --config configs/calibrate/default.yaml --predictions A.jsonl B.jsonl --out DIR
 
 Writes <out>/calibration.json (read by evaluate/run.py --calibration), <out>/figures/*.png|csv, <out>/summary.md.
+The flags are the parameters of `fit` below, with their help taken from its docstring.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Literal
 
 from cader.calibrate.calibration_file import CalibrationFileError
 from cader.calibrate.pipeline import CalibrationInputError, calibrate_predictions
 from cader.calibrate.records import PredictionFileError, PredictionRowError
-from cader.calibrate.tau import MODES
+from cader.cli.docstrings import argument_help
 from jsonargparse import ActionConfigFile, ArgumentParser
+
+Mode = Literal["precision", "budget", "accuracy"]  # cader.calibrate.tau.MODES, spelled out for the signature
+
+
+def fit(
+    predictions: list[str],
+    out: str,
+    mode: Mode = "precision",
+    alpha: float = 0.05,
+    delta: float = 0.1,
+    budget: float | None = None,
+    seed: int = 0,
+    min_exits: int = 50,
+    fit_fraction: float = 0.5,
+    temperature: float | None = None,
+    strict: bool = False,
+    figures: bool = True,
+) -> dict:
+    """Fit T (CADER Eq. 2) and tau (Algorithm 1 line 10) and write calibration.json, figures/ and summary.md.
+
+    Args:
+        predictions: predictions.jsonl files holding raw Stage-1 option logits, from a held-out split
+        out: output folder for calibration.json, figures/ and summary.md
+        mode: how tau is chosen: precision bounds the error among early exits, budget caps the share sent to Stage 2,
+            accuracy maximises final accuracy (needs Stage-2 outcomes, i.e. a uniform_stage2 run)
+        alpha: precision mode: the largest error allowed among early exits
+        delta: precision mode: the allowed probability that the exit error exceeds alpha
+        budget: budget mode: the largest share of samples sent to Stage 2 (required in that mode)
+        seed: seed of the split into the T-fit part and the tau-selection part
+        min_exits: precision mode: the fewest early exits a tau may have
+        fit_fraction: share of the samples used to fit T; the rest selects tau
+        temperature: fix T to this value instead of fitting it (every sample then selects tau)
+        strict: stop at the first malformed row instead of skipping and counting it
+        figures: also write figures/*.png and the CSV behind each
+
+    Returns:
+        The calibration.json payload.
+    """
+    return calibrate_predictions(
+        predictions, out, mode=mode, alpha=alpha, delta=delta, budget=budget, seed=seed, min_exits=min_exits,
+        fit_fraction=fit_fraction, temperature=temperature, strict=strict, figures=figures,
+    )
 
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_argument(
-        "--predictions",
-        type=str,
-        required=True,
-        nargs="+",
-        help="predictions.jsonl files with Stage-1 option logits (held-out split)",
-    )
-    parser.add_argument("--out", type=str, required=True, help="output folder")
-    parser.add_argument(
-        "--mode",
-        type=str,
-        default="precision",
-        choices=MODES,
-        help="precision: bound exit error; budget: cap Stage-2 fraction; accuracy: maximise final acc",
-    )
-    parser.add_argument("--alpha", type=float, default=0.05, help="precision mode: target error among exits")
-    parser.add_argument(
-        "--delta", type=float, default=0.1, help="precision mode: allowed failure probability"
-    )
-    parser.add_argument(
-        "--budget", type=float | None, default=None, help="budget mode: max fraction sent to Stage 2"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the fit/select split")
-    parser.add_argument(
-        "--min_exits", type=int, default=50, help="precision mode: fewest exits a tau may have"
-    )
-    parser.add_argument("--fit_fraction", type=float, default=0.5, help="share of samples used to fit T")
-    parser.add_argument(
-        "--temperature",
-        type=float | None,
-        default=None,
-        help="fix T instead of fitting it (all samples then select tau)",
-    )
-    parser.add_argument("--strict", type=bool, default=False, help="stop at the first malformed row")
-    parser.add_argument("--figures", type=bool, default=True, help="write figures/*.png|csv")
+    # `--predictions A B` takes several files after one flag, which a list-typed signature parameter cannot
+    parser.add_argument("--predictions", type=str, nargs="+", required=True, help=argument_help(fit)["predictions"])
+    parser.add_function_arguments(fit, skip={"predictions"})
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv).as_dict()
+    args.pop("config", None)
     try:
-        result = calibrate_predictions(
-            predictions=cfg.predictions,
-            out=cfg.out,
-            mode=cfg.mode,
-            alpha=cfg.alpha,
-            delta=cfg.delta,
-            budget=cfg.budget,
-            seed=cfg.seed,
-            min_exits=cfg.min_exits,
-            fit_fraction=cfg.fit_fraction,
-            temperature=cfg.temperature,
-            strict=cfg.strict,
-            figures=cfg.figures,
-        )
+        result = fit(**args)
     except (PredictionFileError, PredictionRowError, CalibrationInputError, CalibrationFileError) as exc:
         print(f"calibrate/fit.py: error: {exc}", file=sys.stderr)
         return 2
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     tau = "no exit (all to Stage 2)" if sel["no_exit"] else f"{result['tau']:.6g}"
     print(
         f"T = {result['temperature']:.4g}, tau = {tau} ({result['mode']}); exit rate {sel['exit_rate']:.3f} "
-        f"on {sel['n']} held-out samples -> {cfg.out}/calibration.json"
+        f"on {sel['n']} held-out samples -> {args['out']}/calibration.json"
     )
     return 0
 
