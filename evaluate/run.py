@@ -1,4 +1,4 @@
-"""Run CADER on one benchmark and write predictions.jsonl, report.json and report.md (DESIGN.md sections 2-3).
+"""Run CADER on one benchmark and write predictions.jsonl, report.json and report.md.
 
     python evaluate/run.py --config configs/eval/cader.yaml --model PATH --verifier PATH --benchmark NAME \
         --data_root DIR --out DIR [--calibration FILE | --temperature T --tau TAU] [--variant V] [--limit N] \
@@ -19,10 +19,13 @@ import os
 import sys
 import typing
 from pathlib import Path
+from typing import Literal
 
 from cader.evaluate.backends.vllm import VERIFIER_ENGINE, VLLMEngineConfig
 from cader.evaluate.launch import done_marker, launch, launched_rank, rank_device, wait_for_shards
-from cader.evaluate.method.config import VARIANTS, CaderConfig
+from cader.cli.docstrings import argument_help
+from cader.evaluate.benchmarks import available as available_benchmarks
+from cader.evaluate.method.config import CROP_EDGE_MODES, P_YES_MODES, VARIANTS, CaderConfig
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError
 from cader.evaluate.report import write_report
 from cader.evaluate.runner import (
@@ -35,10 +38,13 @@ from cader.evaluate.runner import (
     run_variants,
     select_samples,
 )
-from cader.vlm.files import write_atomic
+from cader.vlm.files import write_json_atomic
 from jsonargparse import ActionConfigFile, ArgumentParser
 
 log = logging.getLogger("cader.evaluate.run")
+
+# CaderConfig fields that take one of a few values: typed as a Literal so that --help prints them as choices
+CHOICES = {"variant": VARIANTS, "crop_edge": CROP_EDGE_MODES, "p_yes_mode": P_YES_MODES}
 
 
 def build_parser() -> ArgumentParser:
@@ -46,22 +52,28 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_argument("--model", type=str | None, default=None, help="main VLM: HF folder or hub id")
     parser.add_argument("--verifier", type=str | None, default=None, help="verifier VLM (default: --model)")
-    parser.add_argument("--benchmark", type=str | None, default=None)
-    parser.add_argument("--data_root", type=str | None, default=None)
-    parser.add_argument("--out", type=str, required=True)
-    parser.add_argument(
-        "--calibration", type=str | None, default=None, help="calibration.json (sets T and tau)"
-    )
-    parser.add_argument("--limit", type=int | None, default=None)
-    parser.add_argument("--shard", type=str | None, default=None, help="I/N, 0 <= I < N")
-    parser.add_argument(
-        "--merge", type=bool, default=False, help="merge shard files in --out, write the report"
-    )
-    parser.add_argument("--compare", type=str | None, default=None, help="another run's predictions.jsonl")
-    parser.add_argument("--backend", type=str, default="hf", choices=["hf", "vllm"])
-    parser.add_argument("--device", type=str, default="cpu")
-    parser.add_argument("--dtype", type=str, default="auto")
-    parser.add_argument("--attn_implementation", type=str | None, default=None)
+    parser.add_argument("--benchmark", type=str | None, default=None,
+                        help="benchmark to run, one of: " + ", ".join(available_benchmarks()))
+    parser.add_argument("--data_root", type=str | None, default=None,
+                        help="folder holding the benchmarks' released layouts (or the benchmark's own folder)")
+    parser.add_argument("--out", type=str, required=True,
+                        help="output folder: predictions.jsonl, report.json/md, load_errors.json")
+    parser.add_argument("--calibration", type=str | None, default=None,
+                        help="calibration.json from calibrate/fit.py; its T and tau override --temperature and --tau")
+    parser.add_argument("--limit", type=int | None, default=None, help="run only the first N samples of the benchmark")
+    parser.add_argument("--shard", type=str | None, default=None,
+                        help="run shard I of N (I/N, 0 <= I < N): every N-th sample, written to its own file")
+    parser.add_argument("--merge", type=bool, default=False,
+                        help="join the shard files in --out into predictions.jsonl and write the report; runs nothing")
+    parser.add_argument("--compare", type=str | None, default=None,
+                        help="another run's predictions.jsonl, compared with this run in the report")
+    parser.add_argument("--backend", type=Literal["hf", "vllm"], default="hf",
+                        help="model runtime: transformers (hf) or vLLM")
+    parser.add_argument("--device", type=str, default="cpu", help="torch device of the HF backend (cpu, cuda, cuda:1)")
+    parser.add_argument("--dtype", type=str, default="auto",
+                        help="weights dtype (auto: the checkpoint's; bfloat16, float16, float32)")
+    parser.add_argument("--attn_implementation", type=str | None, default=None,
+                        help="HF attention kernel (sdpa, flash_attention_2, eager; null: transformers' choice)")
     parser.add_argument("--progress", type=bool, default=True, help="a tqdm bar with ETA")
     parser.add_argument("--vllm_main", type=VLLMEngineConfig, default=VLLMEngineConfig(),
                         help="the main model's vLLM engine (memory share, max_model_len, tensor parallel, eager)")
@@ -92,11 +104,18 @@ def build_parser() -> ArgumentParser:
         "--retry_failed", type=bool, default=False,
         help="run again the samples whose record has `error` set, replacing those records",
     )
-    hints = typing.get_type_hints(CaderConfig)
-    for f in dataclasses.fields(CaderConfig):
-        kwargs = {"choices": list(VARIANTS)} if f.name == "variant" else {}
-        parser.add_argument(f"--{f.name}", type=hints[f.name], default=f.default, **kwargs)
+    add_cader_arguments(parser)
     return parser
+
+
+def add_cader_arguments(parser: ArgumentParser) -> None:
+    """One flag per CaderConfig field, its help from the field's description and its choices as a Literal."""
+    types = typing.get_type_hints(CaderConfig)
+    for name, choices in CHOICES.items():
+        types[name] = Literal[choices]
+    descriptions = argument_help(CaderConfig)
+    for f in dataclasses.fields(CaderConfig):
+        parser.add_argument(f"--{f.name}", type=types[f.name], default=f.default, help=descriptions[f.name])
 
 
 def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementation: str | None, engine=None):
@@ -118,10 +137,6 @@ def variant_configs(variants: str | None, values: dict) -> dict[str, CaderConfig
     if unknown:
         raise SystemExit(f"error: unknown variant(s) {unknown}; choose from {list(VARIANTS)} or 'all'")
     return {v: CaderConfig(**{**values, "variant": v}) for v in names}
-
-
-def _write_json_atomic(path: Path, payload) -> None:
-    write_atomic(path, json.dumps(payload, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     load_errors = [str(e) for e in errors]
     for message in load_errors:
         log.warning("skipped benchmark row: %s", message)
-    _write_json_atomic(load_errors_file, load_errors)
+    write_json_atomic(load_errors_file, load_errors)
     shard = parse_shard(args.shard)
     chosen = select_samples(samples, args.limit, shard)
     log.info(
@@ -227,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             records = read_records(out / name / "predictions.jsonl")
             write_report(out / name, records, load_errors, {**config_record, "variant": name},
                          compare if name == "full" or full is None else full)
-        _write_json_atomic(out / "shared_work.json", {"counts": counts, **dataclasses.asdict(work)})
+        write_json_atomic(out / "shared_work.json", {"counts": counts, **dataclasses.asdict(work)})
         log.info("%d variants: %d model calls made of %d asked, %d frames decoded of %d asked", len(variant_cfgs),
                  work.calls, work.calls_asked, work.frames, work.frames_asked)
         return 0

@@ -22,15 +22,55 @@ P_YES_MODES = ("vocab", "yes_no")
 
 @dataclass
 class CaderConfig:
+    """CADER's settings; each field is also an evaluate/run.py flag, with its description below as the help.
+
+    Attributes:
+        variant: the row of the CADER paper's Table 2 to run: full CADER or one ablation
+        r1: Stage-1 frame rate in fps, N1 = floor(D * r1) frames (CADER "Frame Sampling Strategy", Eq. 1)
+        temperature: softmax temperature T of the Stage-1 option logits (CADER "Confidence Estimation via Logit
+            Margin", Eq. 2); --calibration overrides it
+        tau: early-exit threshold on the margin M = P_top1 - P_top2 (CADER Eq. 3, Algorithm 1 line 10);
+            --calibration overrides it
+        breadth_max_seconds: Breadth-Aware Fallback: a proposed window longer than this many seconds is treated as
+            globally dependent and the Stage-1 answer is kept (CADER "Temporal Segment Proposal")
+        breadth_max_fraction: Breadth-Aware Fallback: likewise for a window wider than this fraction of the video
+            (CADER "Temporal Segment Proposal")
+        min_crop: shortest crop in seconds; shorter windows are expanded symmetrically around their midpoint (CADER
+            "Temporal Segment Proposal", App. C.2)
+        crop_edge: a minimum-length crop crossing the start or end of the video: shift slides it back inside, clip
+            cuts it at the edge (left open by the CADER paper)
+        n_budget: N_budget, the frame budget of a crop: r2 = clip(N_budget / D_crop, r_min, r_max) (CADER "Local
+            Evidence Verification", Eq. 4)
+        r_min: lowest frame rate of a crop in fps (CADER Eq. 4)
+        r_max: highest frame rate of a crop in fps (CADER Eq. 4)
+        delta: the verifier accepts a crop iff P_yes >= delta (CADER "Local Evidence Verification")
+        p_yes_mode: P_yes as the probability of "Yes" over the whole vocabulary (vocab, CADER App. C.3) or
+            renormalised over Yes and No (yes_no)
+        k_reflections: K reflection rounds after the first proposal, so at most K + 1 crop-and-verify cycles (CADER
+            "Reflection-based Temporal Search")
+        f_min: floor of a verified segment's resampling rate f = min(f_max, P_yes + f_min) in fps (CADER
+            "Relevance-Guided Resampling", Eq. 5)
+        f_max: cap of that rate in fps (1.0 in CADER Eq. 5, equal to r1, so explored regions are never denser)
+        max_frames: most frames of one video input, Qwen3-VL's video processor cap (CADER "Implementation
+            Details": Stage 1 follows the backbone's frame budget)
+        max_pixels: pixels per video frame (CADER App. A: 65,536)
+        decode_workers: parallel video decoders per sample (null: the usable cores, at most 8); not part of the
+            method
+        max_new_tokens_propose: generation length of a temporal proposal, thinking on (not published in the CADER
+            paper)
+        max_new_tokens_answer: generation length of the Stage-2 final answer, thinking on (not published in the
+            CADER paper)
+    """
+
     variant: str = "full"
     # Stage 1
-    r1: float = 1.0  # base frame rate (fps), Eq. 1
-    temperature: float = 2.0  # T, Eq. 2
-    tau: float = 0.97  # early-exit threshold on M, Algorithm 1 line 10
+    r1: float = 1.0
+    temperature: float = 2.0
+    tau: float = 0.97
     # Stage 2: proposal
-    breadth_max_seconds: float = 1200.0  # a window wider than this is "globally dependent" -> A1
-    breadth_max_fraction: float = 0.20  # ... or wider than this fraction of the video
-    min_crop: float = 10.0  # seconds; shorter windows are expanded symmetrically around their midpoint
+    breadth_max_seconds: float = 1200.0
+    breadth_max_fraction: float = 0.20
+    min_crop: float = 10.0
     # What happens when the expanded crop crosses 0 or the end of the video. The paper states the minimum as a
     # rule on the window ("enforcing a minimum duration of 10 s", Stage 2 "Temporal Segment Proposal"; "The window
     # must be at least {min_crop} seconds wide", C.2), so by default the crop keeps it at the edges too:
@@ -38,19 +78,17 @@ class CaderConfig:
     # "clip": cut at the edge, so a crop at the very start or end may be shorter than min_crop.
     crop_edge: str = "shift"
     # Stage 2: verification
-    n_budget: float = 512.0  # N_budget of Eq. 4 (frames)
-    r_min: float = 1.0  # fps, Eq. 4
-    r_max: float = 8.0  # fps, Eq. 4
-    delta: float = 0.60  # accept a segment iff P_yes >= delta
+    n_budget: float = 512.0
+    r_min: float = 1.0
+    r_max: float = 8.0
+    delta: float = 0.60
     # "P_yes is the token probability assigned to Yes" (C.3): softmax over the full vocabulary ("vocab").
     # "yes_no" renormalises over the two tokens {Yes, No} (a common variant; not the paper's).
     p_yes_mode: str = "vocab"
     # Stage 2: reflection and RGR
-    k_reflections: int = 2  # K, at most K + 1 crop-and-verify cycles
-    f_min: float = 0.4  # Eq. 5: f = min(1.0, P_yes + f_min)
-    f_max: float = (
-        1.0  # the 1.0 cap of Eq. 5 (equal to r1 in the paper, so explored regions are never denser)
-    )
+    k_reflections: int = 2
+    f_min: float = 0.4
+    f_max: float = 1.0
     # Backbone budgets (Stage 1 "follows the backbone's internal visual-frame/token budget").
     max_frames: int = 768
     max_pixels: int = 65_536
