@@ -16,44 +16,97 @@ log = logging.getLogger(__name__)
 
 def gather_state_dict(trainer, module) -> dict[str, torch.Tensor] | None:
     """The module's full state dict on global rank 0 (None elsewhere). Collective under ZeRO-3: call on all ranks."""
-    engine = getattr(trainer.strategy, "deepspeed_engine", None)
-    if engine is not None and getattr(engine, "zero_optimization_stage", lambda: 0)() == 3:
-        # gathers one parameter group at a time onto rank 0 (needs stage3_gather_16bit_weights_on_model_save)
-        state = engine._zero3_consolidated_16bit_state_dict()
-    else:
-        state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
-    return state if trainer.global_rank == 0 else None
+    from cader.train.strategies import is_zero3
+
+    if is_zero3(trainer.strategy):
+        return gather_partitioned_state_dict(module, rank0=trainer.global_rank == 0)
+    if trainer.global_rank != 0:
+        return None
+    return {k: v.detach().cpu() for k, v in module.state_dict().items()}
+
+
+def gather_partitioned_state_dict(root, *, rank0: bool) -> dict[str, torch.Tensor] | None:
+    """Full tensors of a ZeRO-3 partitioned module on rank 0, gathered one submodule at a time (every rank holds
+    one submodule's full parameters at a time; only rank 0 keeps copies). Tied parameters keep one tensor."""
+    import deepspeed
+
+    state: dict[str, torch.Tensor] | None = {} if rank0 else None
+    copies: dict[int, torch.Tensor] = {}          # ds_id -> rank 0's copy, so tied parameters share it
+    for prefix, sub in root.named_modules():
+        params = list(sub.named_parameters(recurse=False))
+        with deepspeed.zero.GatheredParameters([p for _, p in params], modifier_rank=None):
+            if not rank0:
+                continue
+            prefix = f"{prefix}." if prefix else ""
+            for name, param in params:
+                key = getattr(param, "ds_id", id(param))
+                if key not in copies:   # a copy: the gathered buffer is freed (or reused) when the context exits
+                    copies[key] = param.detach().to("cpu", copy=True)
+                state[prefix + name] = copies[key]
+            for name, buf in sub.named_buffers(recurse=False):
+                if name not in sub._non_persistent_buffers_set:
+                    state[prefix + name] = buf.detach().to("cpu", copy=True)
+    return state
 
 
 def _strip(state: dict, prefix: str) -> dict:
     return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
 
 
+def empty_base_model(model_path: str):
+    """The base model's architecture on the meta device (no weights read): config, generation config and dtype are
+    the base model's."""
+    from cader.train.strategies import local_model_folder
+    from transformers import AutoConfig, AutoModelForImageTextToText, GenerationConfig
+
+    folder = local_model_folder(model_path)
+    config = AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(config, dtype=getattr(config, "dtype", None) or torch.float32)
+    if (folder / "generation_config.json").is_file():
+        model.generation_config = GenerationConfig.from_pretrained(folder)
+    return model
+
+
+def _assign(model, weights: dict[str, torch.Tensor]) -> tuple[list[str], list[str]]:
+    """Put `weights` into `model` in place of its (meta) tensors, cast to the tensor's dtype there: no copy when
+    the dtypes agree. Returns (missing, unexpected) keys."""
+    own = model.state_dict()
+    cast = {k: v.to(own[k].dtype) if k in own else v for k, v in weights.items()}
+    missing, unexpected = model.load_state_dict(cast, strict=False, assign=True)
+    return list(missing), list(unexpected)
+
+
 def export_hf(state: dict[str, torch.Tensor], model_path: str, out_dir: str | Path, *, lora: dict | None = None,
               processor_path: str | None = None) -> Path:
     """Write the HF folder from a SFTModule state dict (keys "model.*").
 
-    The weights go into a freshly loaded base model (so config, generation config and dtype are the base model's);
-    with `lora` (LoraConfig kwargs) the adapters are applied and merged first.
+    The weights are assigned into the base model's architecture built on the meta device, so the export holds one
+    copy of the weights (the state dict's, cast to the base dtype) and never reads the base checkpoint; config,
+    generation config and dtype are the base model's. With `lora` (LoraConfig kwargs) the adapters are applied and
+    merged first.
     """
-    from cader.vlm.loading import load_model, load_processor
+    from cader.vlm.loading import load_processor
 
     out_dir = Path(out_dir)
     weights = _strip(state, "model.")
-    model = load_model(model_path, dtype="auto")
+    model = empty_base_model(model_path)
     if lora:
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(model, LoraConfig(**lora))
-        missing, unexpected = model.load_state_dict(weights, strict=False)
-        if unexpected or any("lora_" in k for k in missing):
+        missing, unexpected = _assign(model, weights)
+        if unexpected or missing:
             raise RuntimeError(f"LoRA state mismatch: missing {missing[:5]}, unexpected {unexpected[:5]}")
-        model = model.merge_and_unload()
+        # safe_merge writes the merged weight into a new tensor: the state dict may share storage with the
+        # training module's parameters (single process on CPU), which an in-place merge would overwrite
+        model = model.merge_and_unload(safe_merge=True)
     else:
-        missing, unexpected = model.load_state_dict(weights, strict=False)
+        missing, unexpected = _assign(model, weights)
         tied = {"lm_head.weight"} if model.config.get_text_config().tie_word_embeddings else set()
         if unexpected or set(missing) - tied:
             raise RuntimeError(f"state mismatch: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    model.tie_weights()          # a tied lm_head still points at the meta tensor after the assignment
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)

@@ -39,25 +39,53 @@ class SFTModule(L.LightningModule):
         """
         super().__init__()
         self.save_hyperparameters()
-        from cader.vlm.loading import load_model
-
         torch.manual_seed(seed)
-        self.model = load_model(model_path, dtype=dtype).train()
-        self._apply_freezing()
-        if lora_r > 0:
-            from peft import LoraConfig, get_peft_model
-
-            config = LoraConfig(r=lora_r, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
-                                target_modules=lora_targets, bias="none")
-            self.model = get_peft_model(self.model, config)
-        if gradient_checkpointing:
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            if lora_r > 0 or freeze_language_model:
-                self.model.enable_input_require_grads()
-        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-        total = sum(p.numel() for p in self.model.parameters())
-        log.info("trainable parameters: %d / %d", trainable, total)
         self._last_time, self._grad_norm = None, None
+
+    # ---- weights ----
+    @property
+    def model(self):
+        """The Qwen3-VL (peft-wrapped with LoRA). Inside a Trainer, `configure_model` creates it under the strategy's
+        init context; used without one (a bare loop, a test), the first access loads it whole."""
+        if "model" not in self._modules:
+            self.configure_model()
+        return self._modules["model"]
+
+    def configure_model(self) -> None:
+        """Materialise the weights. Lightning calls this under the strategy's init context: with ZeRO-3 inside
+        `deepspeed.zero.Init`, where each rank reads only its partition (cader.train.strategies), elsewhere a whole
+        load per rank. Lightning calls it again on every fit/validate in the same process: the weights of the first
+        call are kept."""
+        if "model" in self._modules:
+            return
+        from cader.train.strategies import load_model_for
+
+        hp = self.hparams
+        strategy = self._trainer.strategy if self._trainer is not None else None
+        self.model = load_model_for(strategy, hp.model_path, hp.dtype).train()
+        self._apply_freezing()
+        if hp.lora_r > 0:
+            self.model = self._with_lora(self.model)
+        if hp.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if hp.lora_r > 0 or hp.freeze_language_model:
+                self.model.enable_input_require_grads()
+        numel = [getattr(p, "ds_numel", p.numel()) for p in self.model.parameters()]   # ZeRO-3: the full size
+        trainable = sum(n for n, p in zip(numel, self.model.parameters()) if p.requires_grad)
+        log.info("trainable parameters: %d / %d", trainable, sum(numel))
+
+    def _with_lora(self, model):
+        """`model` with LoRA adapters, created outside zero.Init and from their own seed: the adapters' initial
+        values (lora_B zero) are the same whatever the strategy and whenever the hook runs."""
+        from cader.train.strategies import outside_zero_init
+        from peft import LoraConfig, get_peft_model
+
+        hp = self.hparams
+        config = LoraConfig(r=hp.lora_r, lora_alpha=hp.lora_alpha, lora_dropout=hp.lora_dropout,
+                            target_modules=hp.lora_targets, bias="none")
+        with outside_zero_init(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(hp.seed)
+            return get_peft_model(model, config)
 
     # ---- model surgery ----
     def _core(self):
@@ -186,8 +214,9 @@ class SFTModule(L.LightningModule):
 
     def configure_optimizers(self):
         params = [p for p in self.model.parameters() if p.requires_grad]
-        decay = [p for p in params if p.ndim >= 2]
-        no_decay = [p for p in params if p.ndim < 2]
+        # a ZeRO-3 parameter is a 1-D placeholder here: its real shape is ds_shape
+        decay = [p for p in params if len(getattr(p, "ds_shape", p.shape)) >= 2]
+        no_decay = [p for p in params if len(getattr(p, "ds_shape", p.shape)) < 2]
         groups = [{"params": decay, "weight_decay": self.hparams.weight_decay},
                   {"params": no_decay, "weight_decay": 0.0}]
         optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))

@@ -1,14 +1,23 @@
-"""DeepSpeed strategies for SFT: the shipped ZeRO configs by name, and a CPU variant (gloo) for tests.
+"""DeepSpeed strategies for SFT: the shipped ZeRO configs by name, a CPU variant (gloo) for tests, and how each
+strategy materialises the model's weights.
 
 Lightning's DeepSpeedStrategy refuses any accelerator but CUDA; DeepSpeed itself runs ZeRO-2/3 on CPU over gloo
 (DESIGN.md section 5), so `CPUDeepSpeedStrategy` only lifts Lightning's check and picks gloo. Micro-batch size,
 gradient accumulation, clipping and bf16 are filled in by Lightning from the Trainer/DataLoader, so the JSON files
 carry only the ZeRO settings.
+
+Under ZeRO-3 `load_partitioned_model` builds the model inside the `deepspeed.zero.Init` that Lightning opens around
+`LightningModule.configure_model`, so each parameter is partitioned as its module is created, and every rank then
+reads only its own slice of each tensor from the safetensors checkpoint: no rank ever holds the full weights.
+Every other strategy loads the whole model on each rank, which is what DDP and ZeRO-1/2 keep anyway.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -66,3 +75,144 @@ class CPUDeepSpeedStrategy(SFTDeepSpeedStrategy):
         reset_seed()
         self.set_world_ranks()
         self._init_deepspeed_distributed()
+
+
+# ---- model materialisation ----
+
+def is_zero3(strategy) -> bool:
+    """Whether `strategy` partitions parameters (DeepSpeed ZeRO stage 3)."""
+    return isinstance(strategy, DeepSpeedStrategy) and strategy.zero_stage_3
+
+
+@contextmanager
+def outside_zero_init():
+    """Suspend an active `deepspeed.zero.Init` (no-op without one).
+
+    Modules created here keep their full, initialised tensors. Parameter initialisers run on the empty placeholders
+    of a partitioned parameter and do nothing, so a module whose initialisation matters (LoRA's zero `lora_B`) must
+    be created outside; the DeepSpeed engine partitions such parameters later, broadcasting rank 0's values.
+    """
+    if "deepspeed" not in sys.modules:    # no zero.Init can be active
+        yield
+        return
+    from deepspeed.runtime.zero.partition_parameters import restore_init_context, shutdown_init_context
+
+    shutdown_init_context()
+    try:
+        yield
+    finally:
+        restore_init_context()
+
+
+def local_model_folder(model_path: str) -> Path:
+    """The folder holding `model_path`'s config and safetensors (a hub id resolves to its local snapshot)."""
+    if Path(model_path).is_dir():
+        return Path(model_path)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(model_path, allow_patterns=["*.json", "*.safetensors"]))
+
+
+def checkpoint_files(folder: Path) -> dict[str, Path]:
+    """Tensor name -> safetensors file holding it (single-file or sharded checkpoint)."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        return {name: folder / file for name, file in weight_map.items()}
+    single = folder / "model.safetensors"
+    if not single.is_file():
+        raise FileNotFoundError(f"{folder}: no model.safetensors(.index.json); partitioned loading under ZeRO-3 "
+                                "reads safetensors checkpoints only")
+    from safetensors import safe_open
+
+    with safe_open(single, framework="pt") as handle:
+        return {name: single for name in handle.keys()}
+
+
+def flat_range(handle, name: str, start: int, stop: int) -> torch.Tensor:
+    """Elements [start, stop) of tensor `name` flattened, reading only the leading-dimension rows that hold them."""
+    reader = handle.get_slice(name)
+    shape = reader.get_shape()
+    if not shape:
+        return handle.get_tensor(name).reshape(-1)[start:stop]
+    row = math.prod(shape[1:])
+    first, last = start // row, -(-stop // row)
+    rows = reader[first:last].reshape(-1)
+    return rows[start - first * row:stop - first * row]
+
+
+def _partition_range(param) -> tuple[int, int]:
+    """The flat element range [start, stop) of `param` that this rank's ZeRO-3 partition holds."""
+    from deepspeed import comm
+
+    size = param.ds_tensor.ds_numel     # equal on every rank; the last one is padded past ds_numel
+    start = comm.get_rank(group=param.ds_process_group) * size
+    return min(start, param.ds_numel), min(start + size, param.ds_numel)
+
+
+def _fill_partition(param, handle, name: str) -> None:
+    if tuple(handle.get_slice(name).get_shape()) != tuple(param.ds_shape):
+        raise ValueError(f"{name}: checkpoint shape {handle.get_slice(name).get_shape()} != model {param.ds_shape}")
+    start, stop = _partition_range(param)
+    with torch.no_grad():
+        param.ds_tensor.zero_()          # the padding of the last partition, for reproducible optimizer state
+        if stop > start:
+            param.ds_tensor[:stop - start].copy_(flat_range(handle, name, start, stop))
+
+
+def fill_partitions(model, folder: Path) -> None:
+    """Copy each rank's slice of every parameter (and any persistent buffer) from the checkpoint in `folder`."""
+    from safetensors import safe_open
+
+    params = dict(model.named_parameters())      # tied weights appear once
+    unsharded = [n for n, p in params.items() if not hasattr(p, "ds_tensor")]
+    if unsharded:
+        raise RuntimeError(f"parameters not partitioned (built outside zero.Init?): {unsharded[:5]}")
+    if any(p.ds_tensor.final_location is not None for p in params.values()):
+        raise NotImplementedError("partitioned loading does not support NVMe parameter offload")
+    files = checkpoint_files(folder)
+    missing = sorted(set(params) - set(files))
+    if missing:
+        raise KeyError(f"{folder}: checkpoint lacks {len(missing)} parameters of the model, e.g. {missing[:5]}")
+    buffers = {n: b for n, b in model.named_buffers() if n in files}
+    for file in sorted(set(files.values())):
+        with safe_open(file, framework="pt") as handle:
+            for name in handle.keys():
+                if name in params:
+                    _fill_partition(params[name], handle, name)
+                elif name in buffers:
+                    buffers[name].copy_(handle.get_tensor(name))
+
+
+def load_partitioned_model(model_path: str, dtype: str | torch.dtype = "auto"):
+    """Qwen3-VL (any AutoModelForImageTextToText) built under the active `zero.Init` and filled slice by slice.
+
+    Construction skips weight initialisation (every parameter is then loaded) and keeps RoPE's `arange` in float32
+    (zero.Init would otherwise cast it to the 16-bit training dtype), as transformers does in its own ZeRO-3 path.
+    """
+    from cader.vlm.loading import resolve_dtype
+    from transformers import AutoConfig, AutoModelForImageTextToText, GenerationConfig
+    from transformers.initialization import no_init_weights
+    from transformers.integrations.deepspeed import prevent_arange_dtype_change
+
+    folder = local_model_folder(model_path)
+    config = AutoConfig.from_pretrained(folder)
+    torch_dtype = resolve_dtype(dtype)
+    if torch_dtype == "auto":
+        torch_dtype = getattr(config, "dtype", None) or torch.float32
+    with no_init_weights(), prevent_arange_dtype_change():
+        model = AutoModelForImageTextToText.from_config(config, dtype=torch_dtype)
+    model.tie_weights()          # skipped with the initialisation
+    fill_partitions(model, folder)
+    if (folder / "generation_config.json").is_file():
+        model.generation_config = GenerationConfig.from_pretrained(folder)
+    return model
+
+
+def load_model_for(strategy, model_path: str, dtype: str | torch.dtype):
+    """The model as `strategy` wants it on this rank: partitioned under ZeRO-3, whole otherwise."""
+    if is_zero3(strategy):
+        return load_partitioned_model(model_path, dtype)
+    from cader.vlm.loading import load_model
+
+    return load_model(model_path, dtype=dtype)
