@@ -8,16 +8,20 @@ Judge a predictions file:
     configuration); `--force true` re-judges everything. Request parameters per model family come from `families`
     (configs/judge/default.yaml). Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY only.
     Another framework's output goes through an adapter: --prediction_format agentvidbench_run --predictions RUN_DIR
-Compare systems on the same questions:
+Compare systems on the same questions (the `compare` subcommand):
     python evaluate/judge.py compare A/predictions.jsonl B/predictions.jsonl [...] [--questions questions.jsonl]
+
+The flags are the parameters of `judge` and `compare` below, with their help taken from the docstrings.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import Literal
 
-from cader.evaluate.judge.adapters import PREDICTION_FORMATS, load_prediction_source
+from cader.cli.docstrings import argument_help
+from cader.evaluate.judge.adapters import load_prediction_source
 from cader.evaluate.judge.aggregate import build_report, write_report
 from cader.evaluate.judge.client import RetryPolicy
 from cader.evaluate.judge.compare import compare_files, format_comparison
@@ -29,100 +33,165 @@ from cader.evaluate.judge.pipeline import (
     judge_predictions,
     read_judgments,
 )
-from cader.evaluate.judge.providers import PROVIDERS, make_provider
+from cader.evaluate.judge.providers import make_provider
 from cader.evaluate.judge.questions import load_questions
 from jsonargparse import ActionConfigFile, ArgumentParser
 
+# The names of cader.evaluate.judge.adapters.PREDICTION_FORMATS and cader.evaluate.judge.providers.PROVIDERS
+PredictionFormat = Literal["agentvidbench_run", "cader"]
+Provider = Literal["anthropic", "hf-local", "openai", "openai-compatible"]
+Metric = Literal["accuracy", "traj"]
 
-def judge_parser() -> ArgumentParser:
-    parser = ArgumentParser(description="Judge AgentVidBench trajectories and write judge_report.json/md.")
-    parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_argument("--predictions", type=str, required=True,
-                        help="predictions.jsonl of one system (a run folder for --prediction_format agentvidbench_run)")
-    parser.add_argument("--prediction_format", type=str, default="cader", choices=sorted(PREDICTION_FORMATS),
-                        help="how to read --predictions: our predictions.jsonl, or another framework's via its adapter")
-    parser.add_argument("--questions", type=str, required=True, help="AgentVidBench questions.jsonl")
-    parser.add_argument("--out", type=str, required=True, help="output folder")
-    parser.add_argument("--provider", type=str, default="openai", choices=sorted(PROVIDERS))
-    parser.add_argument("--base_url", type=str | None, default=None, help="OpenAI-compatible …/v1, or Anthropic root")
-    parser.add_argument("--model", type=str, required=True, help="judge model name (or local path for hf-local)")
-    parser.add_argument("--system", type=str, default="cader", help="FRAMEWORK name shown to the judge")
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--max_replies", type=int, default=3, help="judge replies per question incl. repairs")
-    parser.add_argument("--max_api_retries", type=int, default=5, help="retries after 429/5xx/timeouts")
-    parser.add_argument("--backoff_base", type=float, default=1.0)
-    parser.add_argument("--backoff_max", type=float, default=30.0)
-    parser.add_argument("--retry_after_max", type=float, default=120.0,
-                        help="longest server Retry-After honoured (seconds); a longer one waits this long")
-    parser.add_argument("--time_budget", type=float, default=900.0,
-                        help="seconds one question may take in all, calls and retry waits together")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per judge call")
-    parser.add_argument("--max_tokens", type=int, default=4096, help="App. D.5 Table 16: 4,096 output tokens")
-    parser.add_argument("--families", type=list[dict] | None, default=None,
-                        help="request parameters per model family (see configs/judge/default.yaml); null: built-in")
-    parser.add_argument("--cache", type=bool, default=True, help="reuse replies keyed by (prompt, judge config)")
-    parser.add_argument("--force", type=bool, default=False,
-                        help="re-judge every question, even unchanged ones, without reading the cache")
-    parser.add_argument("--progress", type=bool, default=True)
-    return parser
+# What judging needs and `compare` does not: optional to the parser (argparse would demand them of `compare` too),
+# checked in main.
+JUDGE_INPUTS = ("predictions", "questions", "out", "model")
 
 
-def compare_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="judge.py compare", description="Paired bootstrap CI, McNemar and rank stability.")
-    parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_argument("files", nargs="+", help="predictions.jsonl (accuracy) or judgments.jsonl (traj) files")
-    parser.add_argument("--questions", type=str | None, default=None, help="questions.jsonl (gold from here)")
-    parser.add_argument("--metric", type=str, default="accuracy", choices=["accuracy", "traj"])
-    parser.add_argument("--n_resamples", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json_out", type=str | None, default=None, help="also write the result here as JSON")
-    return parser
+def judge(
+    predictions: str,
+    questions: str,
+    out: str,
+    model: str,
+    prediction_format: PredictionFormat = "cader",
+    provider: Provider = "openai",
+    base_url: str | None = None,
+    system: str = "cader",
+    concurrency: int = 16,
+    max_replies: int = 3,
+    max_api_retries: int = 5,
+    backoff_base: float = 1.0,
+    backoff_max: float = 30.0,
+    retry_after_max: float = 120.0,
+    time_budget: float = 900.0,
+    timeout: float = 120.0,
+    max_tokens: int = 4096,
+    families: list[dict] | None = None,
+    cache: bool = True,
+    force: bool = False,
+    progress: bool = True,
+) -> dict:
+    """Judge one system's AgentVidBench trajectories and write judgments.jsonl and judge_report.json/md.
 
+    Args:
+        predictions: predictions.jsonl of one system (a run folder for --prediction_format agentvidbench_run)
+        questions: the AgentVidBench questions.jsonl, as the release publishes it
+        out: output folder for judgments.jsonl and judge_report.json/md
+        model: judge model name as the API serves it (a local path for hf-local)
+        prediction_format: how to read --predictions: cader's predictions.jsonl, or another framework's output
+            through its adapter
+        provider: judge API: anthropic (Messages API), openai or openai-compatible (Chat Completions), or hf-local
+            (a local HF checkpoint)
+        base_url: the API's address: an OpenAI-compatible .../v1, or the Anthropic root (null: the provider's own)
+        system: the FRAMEWORK name the judge prompt shows
+        concurrency: questions judged at once
+        max_replies: judge replies per question, counting the repairs of replies that fail validation
+        max_api_retries: retries after 429, 5xx, timeouts and unreadable 200 replies
+        backoff_base: exponential backoff: retry k waits between d/2 and d seconds, d = min(backoff_max,
+            backoff_base * 2**k)
+        backoff_max: longest wait between retries, in seconds
+        retry_after_max: longest server Retry-After honoured, in seconds; a longer one waits this long
+        time_budget: seconds one question may take in all, calls and retry waits together
+        timeout: seconds per judge call
+        max_tokens: output tokens per judge reply (AgentVidBench App. D.5, Table 16: 4,096)
+        families: request parameters per model family (see configs/judge/default.yaml; null: the built-in table)
+        cache: reuse replies keyed by (prompt, judge configuration)
+        force: re-judge every question, even unchanged ones, without reading the cache
+        progress: a progress bar
 
-def run_compare(argv: list[str]) -> None:
-    args = compare_parser().parse_args(argv)
-    result = compare_files(args.files, questions_path=args.questions, metric=args.metric,
-                           n_resamples=args.n_resamples, seed=args.seed)
-    print(format_comparison(result))
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2)
-
-
-def run_judge(argv: list[str]) -> None:
-    args = judge_parser().parse_args(argv)
-    try:
-        provider = make_provider(args.provider, args.model, args.base_url, timeout=args.timeout,
-                                 max_tokens=args.max_tokens, families=args.families)
-    except JudgeConfigError as error:
-        sys.exit(f"config error: {error}")
-    questions, question_errors = load_questions(args.questions)
-    predictions, prediction_errors = load_prediction_source(args.predictions, args.prediction_format)
-    for error in [*question_errors, *prediction_errors]:
+    Returns:
+        The judge report (also written as judge_report.json).
+    """
+    judge_model = make_provider(provider, model, base_url, timeout=timeout, max_tokens=max_tokens, families=families)
+    question_rows, question_errors = load_questions(questions)
+    prediction_rows, prediction_errors = load_prediction_source(predictions, prediction_format)
+    input_errors = [*question_errors, *prediction_errors]
+    for error in input_errors:
         print(f"input error: {error}", file=sys.stderr)
-    policy = RetryPolicy(max_replies=args.max_replies, max_api_retries=args.max_api_retries,
-                         backoff_base=args.backoff_base, backoff_max=args.backoff_max,
-                         retry_after_max=args.retry_after_max, time_budget=args.time_budget)
-    counts = judge_predictions(provider, questions, predictions, args.out, framework=args.system,
-                               concurrency=args.concurrency, policy=policy, use_cache=args.cache,
-                               progress=args.progress, force=args.force)
-    judgments = read_judgments(f"{args.out}/{JUDGMENTS_FILE}")
-    report = build_report(questions, predictions, judgments, input_errors=[*question_errors, *prediction_errors],
-                          prompt_hashes=current_prompt_hashes(questions, predictions, args.system), run_counts=counts)
-    json_path, md_path = write_report(args.out, report)
+    policy = RetryPolicy(max_replies=max_replies, max_api_retries=max_api_retries, backoff_base=backoff_base,
+                         backoff_max=backoff_max, retry_after_max=retry_after_max, time_budget=time_budget)
+    counts = judge_predictions(judge_model, question_rows, prediction_rows, out, framework=system,
+                               concurrency=concurrency, policy=policy, use_cache=cache, progress=progress, force=force)
+    judgments = read_judgments(f"{out}/{JUDGMENTS_FILE}")
+    report = build_report(question_rows, prediction_rows, judgments, input_errors=input_errors,
+                          prompt_hashes=current_prompt_hashes(question_rows, prediction_rows, system),
+                          run_counts=counts)
+    json_path, md_path = write_report(out, report)
     if report["warning"]:
         print(f"WARNING: {report['warning']}", file=sys.stderr)
     print(f"judged {counts['judged']} (cached {counts['cached']}), failed {counts['failed']}: "
           f"{describe_rejudging(counts)}; accuracy {report['accuracy']}, traj {report['traj']}, "
           f"mc_rate {report['mc_rate']}; wrote {json_path} and {md_path}")
+    return report
+
+
+def compare(
+    files: list[str],
+    questions: str | None = None,
+    metric: Metric = "accuracy",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    json_out: str | None = None,
+) -> dict:
+    """Paired bootstrap CI, McNemar test and rank stability of several systems on the same questions (App. G).
+
+    Args:
+        files: predictions.jsonl (for accuracy) or judgments.jsonl (for traj) files, one per system; the first is
+            compared with each of the others
+        questions: questions.jsonl to score accuracy against (default: each record's own `correct` field)
+        metric: accuracy (multiple-choice answers) or traj (the judge's trajectory score)
+        n_resamples: bootstrap resamples
+        seed: seed of the bootstrap
+        json_out: also write the result to this file as JSON
+
+    Returns:
+        The comparison, as printed.
+    """
+    result = compare_files(files, questions_path=questions, metric=metric, n_resamples=n_resamples, seed=seed)
+    print(format_comparison(result))
+    if json_out:
+        with open(json_out, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=2)
+    return result
+
+
+def compare_parser() -> ArgumentParser:
+    parser = ArgumentParser(description=compare.__doc__.split("\n")[0])
+    parser.add_argument("--config", action=ActionConfigFile)
+    # several files after the subcommand, which a list-typed signature parameter cannot take
+    parser.add_argument("files", nargs="+", help=argument_help(compare)["files"])
+    parser.add_function_arguments(compare, skip={"files"})
+    return parser
+
+
+def judge_parser() -> ArgumentParser:
+    """The whole command line: judge's flags, and `compare` as a subcommand."""
+    parser = ArgumentParser(description=judge.__doc__.split("\n")[0])
+    parser.add_argument("--config", action=ActionConfigFile)
+    described = argument_help(judge)
+    for name in JUDGE_INPUTS:
+        parser.add_argument(f"--{name}", type=str | None, default=None, help=f"{described[name]} (required to judge)")
+    parser.add_function_arguments(judge, skip=set(JUDGE_INPUTS))
+    subcommands = parser.add_subcommands(required=False, dest="command")
+    subcommands.add_subcommand("compare", compare_parser(), help=compare.__doc__.split("\n")[0])
+    return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "compare":
-        run_compare(argv[1:])
-    else:
-        run_judge(argv)
+    parser = judge_parser()
+    args = parser.parse_args(argv)
+    if args.command == "compare":
+        options = args.compare.as_dict()
+        options.pop("config", None)
+        compare(**options)
+        return
+    options = {key: value for key, value in args.as_dict().items() if key not in ("config", "command", "compare")}
+    missing = [f"--{name}" for name in JUDGE_INPUTS if options[name] is None]
+    if missing:
+        parser.error(f"judging needs {', '.join(missing)}")
+    try:
+        judge(**options)
+    except JudgeConfigError as error:
+        sys.exit(f"config error: {error}")
 
 
 if __name__ == "__main__":
