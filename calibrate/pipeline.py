@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from cader.calibrate.calibration_file import write_json_atomic
+from cader.calibrate.calibration_file import write_calibration
 from cader.calibrate.margin import PAPER_TAU, PAPER_TEMPERATURE, margins, pad_logits, top1_indices, top1_probs
 from cader.calibrate.plots import (
     paper_bin_table,
@@ -196,7 +196,7 @@ def calibrate_predictions(
             figure_paths += plot_per_benchmark(fig_dir, m_all, s1_correct, bench, tau)
     payload["figures"] = [str(p.relative_to(out_dir)) for p in figure_paths]
     (out_dir / "summary.md").write_text(render_summary(payload), encoding="utf-8")
-    write_json_atomic(out_dir / "calibration.json", payload)  # last: its presence means the run finished
+    write_calibration(out_dir / "calibration.json", payload)  # last: its presence means the run finished
     return payload
 
 

@@ -1,17 +1,18 @@
-"""Reading Stage-1 outcomes from predictions.jsonl files (DESIGN.md section 2) and splitting them.
+"""Reading Stage-1 outcomes from predictions.jsonl files (`cader.contracts.records.PredictionRecord`) and
+splitting them.
 
-Policy (brief: bad input never crashes a run and is never silently dropped):
+Policy: bad input never crashes a run and is never silently dropped.
 - a row whose ``error`` is set is a failed sample: counted under "row_error" and skipped;
 - a malformed row (bad JSON, blank line, missing/NaN/inf logits, logits not matching the letters, answer not
-  among the letters, ...) is skipped and recorded as a RowProblem naming file, line and sample; with
-  ``strict=True`` the first one raises PredictionRowError instead;
+  among the letters, then anything else the PredictionRecord contract refuses: "invalid_record") is skipped and
+  recorded as a RowProblem naming file, line and sample (and the field); with ``strict=True`` the first one
+  raises PredictionRowError instead;
 - a file that is missing, empty, or has no usable row raises PredictionFileError naming the file (and the
   first problem's line), because calibrating on nothing must not look like success.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 from cader.calibrate.margin import InvalidLogits, validate_logits
+from cader.contracts.jsonl import LineProblem, iter_lines
+from cader.contracts.records import PredictionRecord, describe_errors, present_field_errors
 
 
 class PredictionFileError(ValueError):
@@ -103,6 +106,10 @@ def _row_to_record(row, path: str, line: int) -> Stage1Record:
     if answer not in letters:
         bad("answer_not_in_letters", f"answer {answer!r} is not one of {letters}")
     gold = letters.index(answer)
+    # Fields calibration does not need may be absent; those present must have the contract's types.
+    errors = present_field_errors(PredictionRecord, row)
+    if errors:
+        bad("invalid_record", f"breaks the predictions contract: {describe_errors(errors)}")
     stage2_correct = None
     stage2 = row.get("stage2")
     if row.get("route") == "stage2" and isinstance(stage2, dict):
@@ -128,29 +135,20 @@ def read_prediction_file(path: str | Path, strict: bool = False) -> LoadedPredic
     if not p.is_file():
         raise PredictionFileError(f"{path_s}: no such predictions file")
     out = LoadedPredictions(records=[])
-    with p.open("r", encoding="utf-8") as fh:
-        for line_no, text in enumerate(fh, start=1):
-            out.rows_read += 1
-            try:
-                if not text.strip():
-                    raise PredictionRowError(path_s, line_no, "empty_line", "empty line")
-                try:
-                    row = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise PredictionRowError(
-                        path_s, line_no, "bad_json", f"not valid JSON ({exc.msg})"
-                    ) from None
-                if isinstance(row, dict) and row.get("error"):
-                    out.skipped["row_error"] += (
-                        1  # a failed sample, already reported by the run that wrote it
-                    )
-                    continue
-                out.records.append(_row_to_record(row, path_s, line_no))
-            except PredictionRowError as exc:
-                if strict:
-                    raise
-                out.problems.append(RowProblem(path_s, line_no, exc.reason, str(exc).split(": ", 1)[1]))
-                out.skipped[exc.reason] += 1
+    for line_no, row in iter_lines(p, keep_blank=True):
+        out.rows_read += 1
+        try:
+            if isinstance(row, LineProblem):
+                raise PredictionRowError(path_s, line_no, row.reason, row.message)
+            if isinstance(row, dict) and row.get("error"):
+                out.skipped["row_error"] += 1  # a failed sample, already reported by the run that wrote it
+                continue
+            out.records.append(_row_to_record(row, path_s, line_no))
+        except PredictionRowError as exc:
+            if strict:
+                raise
+            out.problems.append(RowProblem(path_s, line_no, exc.reason, str(exc).split(": ", 1)[1]))
+            out.skipped[exc.reason] += 1
     if out.rows_read == 0:
         raise PredictionFileError(f"{path_s}: empty predictions file (no rows)")
     if not out.records:

@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from cader.calibrate.binomial import clopper_pearson_upper
+from cader.contracts.calibration import CALIBRATION_MODES, NO_EXIT_TAU
 
-NO_EXIT_TAU = math.nextafter(1.0, 2.0)  # M <= 1 always, so M >= NO_EXIT_TAU never holds
-MODES = ("precision", "budget", "accuracy")
+MODES = CALIBRATION_MODES  # one select_tau_* per mode; calibration.json records which one chose tau
 
 
 @dataclass(frozen=True)

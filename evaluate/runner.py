@@ -6,19 +6,22 @@
 - Failures: a sample that cannot be run is still written, with `error` set, `pred` null and `correct` false, and
   whatever stage records were produced before the failure.
 - Each video is opened once per sample (one VideoReader) and reused by Stage 1, the crops and RGR.
+- Records are built through `cader.contracts.records.PredictionRecord` and read back through it: a line that
+  breaks the contract is logged with file, line and field and skipped like a torn line (its sample counts as
+  not done, so a resumed run runs it again).
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from cader.calibrate.margin import InvalidLogits
+from cader.contracts.jsonl import JsonlAppender, jsonl_line, read_validated
+from cader.contracts.records import PredictionRecord, build_record
 from cader.evaluate.backends.base import Backend
-from cader.evaluate.jsonl import JsonlAppender
-from cader.evaluate.jsonl import read_jsonl as read_records
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError, mismatch, reuse_stage1, stage1_fingerprint
@@ -28,6 +31,7 @@ from cader.vlm.video import VideoReader, VideoReadError
 from tqdm import tqdm
 
 PREDICTIONS = "predictions.jsonl"
+log = logging.getLogger(__name__)
 
 
 class SampleError(ValueError):
@@ -59,6 +63,15 @@ def select_samples(samples: Sequence, limit: int | None = None, shard: tuple[int
     if shard is not None:
         chosen = chosen[shard[0] :: shard[1]]
     return chosen
+
+
+def read_records(path: str | Path) -> list[dict]:
+    """The predictions records of `path` that satisfy the contract, in order (a missing file is empty); every other
+    line (torn, not JSON, breaking the contract) is logged with file, line and field, and skipped."""
+    read = read_validated(path, PredictionRecord)
+    for problem in read.problems:
+        log.warning("skipped a predictions line: %s", problem)
+    return read.records
 
 
 def record_key(record: dict) -> tuple[str, str]:
@@ -184,7 +197,7 @@ def process_sample(
     cost.stop()
     record["cost"] = cost.to_dict()
     record["error"] = error
-    return record
+    return build_record(PredictionRecord, record)
 
 
 def run_samples(
@@ -216,7 +229,7 @@ def run_samples(
     if retry_failed and any(r.get("error") for r in records):
         kept = [r for r in records if not r.get("error")]
         retried = len(records) - len(kept)
-        write_atomic(out_file, (json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+        write_atomic(out_file, (jsonl_line(r) for r in kept))
         records = kept
     done = {record_key(r) for r in records}
     todo = [s for s in samples if (s.benchmark, str(s.sample_id)) not in done]
@@ -335,5 +348,5 @@ def merge_shards(out_dir: str | Path) -> tuple[Path, int]:
             if record_key(record) not in seen:
                 seen.add(record_key(record))
                 merged.append(record)
-    write_atomic(target, (json.dumps(record, ensure_ascii=False) + "\n" for record in merged))
+    write_atomic(target, (jsonl_line(record) for record in merged))
     return target, len(merged)

@@ -28,7 +28,7 @@ def _load(path: Path) -> dict | None:
 
 
 def _records(path: Path) -> list[dict]:
-    from cader.evaluate.jsonl import read_jsonl
+    from cader.contracts.jsonl import read_jsonl
 
     return [r for r in read_jsonl(path)] if path.exists() else []
 

@@ -12,7 +12,6 @@ from cader.calibrate.calibration_file import (
     CalibrationFileError,
     read_calibration,
     validate_calibration,
-    write_json_atomic,
 )
 from cader.calibrate.records import (
     PredictionFileError,
@@ -35,6 +34,7 @@ from cader.calibrate.tau import (
     select_tau_precision,
 )
 from cader.calibrate.temperature import TemperatureFit
+from cader.vlm.files import write_json_atomic
 
 
 def row(sid, bench="b", answer="A", logits=(2.0, 0.0), letters=("A", "B"), **extra):

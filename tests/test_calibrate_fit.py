@@ -13,7 +13,6 @@ from cader.calibrate.calibration_file import (
     CalibrationFileError,
     load_calibration,
     read_calibration,
-    write_json_atomic,
 )
 from cader.calibrate.margin import margin
 from cader.calibrate.plots import (
@@ -27,6 +26,7 @@ from cader.calibrate.plots import (
 )
 from cader.calibrate.synthetic import synthetic_prediction_rows
 from cader.calibrate.tau import NO_EXIT_TAU
+from cader.vlm.files import write_json_atomic
 
 REPO = Path(__file__).resolve().parents[1]
 FIT = REPO / "calibrate" / "fit.py"

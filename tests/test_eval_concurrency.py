@@ -4,10 +4,10 @@ import threading
 import time
 
 import pytest
+from cader.contracts.jsonl import read_jsonl
 from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
 from cader.evaluate.backends.batching import BatchingBackend
 from cader.evaluate.benchmarks.base import Sample
-from cader.evaluate.jsonl import read_jsonl
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.runner import run_samples
 

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from cader.contracts.jsonl import repair_torn_tail
 from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
 from cader.evaluate.benchmarks.base import Sample
-from cader.evaluate.jsonl import repair_torn_tail
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.report import build_report, render_markdown, write_report
 from cader.evaluate.runner import (
@@ -293,7 +293,7 @@ def test_report_tables_by_hand(tmp_path):
 
 
 def test_jsonl_appender_cuts_a_torn_tail_and_appends_whole_lines(tmp_path):
-    from cader.evaluate.jsonl import JsonlAppender, read_jsonl
+    from cader.contracts.jsonl import JsonlAppender, read_jsonl
 
     path = tmp_path / "results.jsonl"
     path.write_text('{"id": 1}\n{"id": 2, "trunc')  # killed mid-write
@@ -338,7 +338,7 @@ def test_a_complete_last_record_without_its_newline_is_kept_on_resume(tmp_path, 
 
 
 def test_jsonl_repair_keeps_a_complete_tail_and_cuts_a_torn_one(tmp_path):
-    from cader.evaluate.jsonl import JsonlAppender, read_jsonl
+    from cader.contracts.jsonl import JsonlAppender, read_jsonl
 
     path = tmp_path / "results.jsonl"
     path.write_text('{"id": 1}\n{"id": 2}')

@@ -1,13 +1,15 @@
 """Atomic file writes: readers see the old file or the new one, never half of one.
 
-Every result file of the pipeline (reports, data_report.json, plan caches, merged predictions, judge cache entries)
-is written through `write_atomic`: the text goes to a temporary file with a name unique to this call in the same
+Every result file of the pipeline (reports, calibration.json, data_report.json, plan caches, merged predictions,
+judge cache entries) is written through `write_atomic` (JSON documents through `write_json_atomic`): the text goes to a temporary file with a name unique to this call in the same
 folder, is flushed to disk, then replaces the target with os.replace. The unique name matters when several processes
 (DDP ranks, shards) write the same target at once: each leaves a whole file, and a failed write leaves no tmp behind.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable
@@ -37,3 +39,19 @@ def write_atomic(path: str | os.PathLike, content: str | Iterable[str], durable:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def finite_or_none(value):
+    """`value` with every NaN or infinite float replaced by None, recursively: JSON has no NaN."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(v) for v in value]
+    return value
+
+
+def write_json_atomic(path: str | os.PathLike, payload, durable: bool = True) -> Path:
+    """`payload` as indented strict JSON (NaN and infinities written as null) through `write_atomic`."""
+    return write_atomic(path, json.dumps(finite_or_none(payload), indent=2, allow_nan=False) + "\n", durable)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from cader.contracts.jsonl import LineProblem, iter_lines
+
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MAX_OPTIONS = len(LETTERS)
 
@@ -188,15 +190,10 @@ def read_json_rows(path: Path) -> list[Any]:
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number starting at 1, parsed row or the RowError for a bad line); blank lines are skipped."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, RowError(f"not valid JSON ({exc.msg})")
+    """(line number starting at 1, parsed row or the RowError for a bad line); blank lines are skipped.
+    The toolkit's one line reader, with a bad line as this module's RowError."""
+    for number, value in iter_lines(path):
+        yield number, RowError(value.message) if isinstance(value, LineProblem) else value
 
 
 def read_parquet_rows(path: Path) -> list[dict]:

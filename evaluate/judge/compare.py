@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from cader.contracts.jsonl import read_jsonl
 from cader.evaluate.judge.aggregate import is_correct
 from cader.evaluate.judge.pipeline import read_judgments
 from cader.evaluate.judge.questions import load_predictions, load_questions, prediction_key
@@ -29,17 +30,11 @@ def per_question_scores(path: str | Path, metric: str, questions: dict | None) -
 
 
 def _rows_by_any_id(path: str | Path) -> dict[str, dict]:
-    import json
     rows = {}
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            key = prediction_key(row) or (str(row["sample_id"]) if "sample_id" in row else None)
-            if key is not None:
-                rows[key] = row
+    for row in read_jsonl(path):
+        key = prediction_key(row) or (str(row["sample_id"]) if "sample_id" in row else None)
+        if key is not None:
+            rows[key] = row
     return rows
 
 

@@ -4,21 +4,27 @@ A question is judged again when its last judgment failed, when the text the judg
 prediction, an edited question, a new protocol text: the stored `prompt_hash`), or when the judge configuration
 changed (model, provider, request parameters: `judge_config_hash`); `force` re-judges everything and skips the
 cache. The counts say how many were re-judged and why.
+
+Rows are built through `cader.contracts.records.JudgmentRecord` and read back through it: a line that breaks the
+contract is logged with file, line and field and skipped (its question counts as not judged, so a rerun judges it).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from cader.evaluate.jsonl import JsonlAppender, read_jsonl
+from cader.contracts.jsonl import JsonlAppender, read_validated
+from cader.contracts.records import JudgmentRecord, build_record, describe_validation_error
 from cader.evaluate.judge.cache import JudgeCache
 from cader.evaluate.judge.client import RetryPolicy, build_prompt, judge_one, trajectory_hash
 from cader.evaluate.judge.params import config_hash
 from cader.evaluate.judge.prompt import prompt_hash
 from cader.evaluate.judge.providers import Provider
 from cader.evaluate.judge.questions import Question
+from pydantic import ValidationError
 
 JUDGMENTS_FILE = "judgments.jsonl"
 CACHE_DIR = "judge_cache"
@@ -28,11 +34,15 @@ REASONS = {"new": "never judged", "failed_before": "the last judgment failed",
            "prompt_changed": "the judge prompt changed (question, FRAMEWORK or protocol text)",
            "judge_config_changed": "the judge configuration changed (model, provider or request parameters)",
            "forced": "--force"}
+log = logging.getLogger(__name__)
 
 
 def read_judgments(path: str | Path) -> dict[str, dict]:
-    """The latest row per question id (torn or foreign lines skipped)."""
-    return {str(row["question_id"]): row for row in read_jsonl(path) if "question_id" in row}
+    """The latest row per question id; a line that is torn or breaks the contract is logged and skipped."""
+    read = read_validated(path, JudgmentRecord)
+    for problem in read.problems:
+        log.warning("skipped a judgments line: %s", problem)
+    return {str(row["question_id"]): row for row in read.records}
 
 
 def current_prompt_hashes(questions: dict[str, Question], predictions: dict[str, dict],
@@ -73,10 +83,27 @@ def plan_judging(provider: Provider, questions: dict[str, Question], predictions
     return todo
 
 
-def _crash_row(question: Question, framework: str, model: str, error: Exception) -> dict:
+def _crash_row(question: Question, framework: str, model: str, why: str) -> dict:
     return {"question_id": question.question_id, "system": framework, "judge_model": model, "scores": None,
             "traj": None, "mc_rate": None, "milestones": [], "failure_tags": [], "summary": "", "attempts": 0,
-            "error": f"judging crashed: {type(error).__name__}: {error}"}
+            "error": why}
+
+
+def judgment_row(future, question: Question, framework: str, model: str, reason: str) -> dict:
+    """The judgments.jsonl row of one finished judging task, built through JudgmentRecord. A task that raised,
+    or returned a row breaking the contract, becomes a failed row saying so: one odd record must not sink the rest."""
+    try:
+        row = future.result()
+    except Exception as error:  # noqa: BLE001
+        row = _crash_row(question, framework, model, f"judging crashed: {type(error).__name__}: {error}")
+    row["judged_because"] = reason
+    try:
+        return build_record(JudgmentRecord, row)
+    except ValidationError as error:
+        row = _crash_row(question, framework, model,
+                         f"judging crashed: the row breaks the judgments contract: {describe_validation_error(error)}")
+        row["judged_because"] = reason
+        return build_record(JudgmentRecord, row)
 
 
 def judge_predictions(provider: Provider, questions: dict[str, Question], predictions: dict[str, dict],
@@ -110,11 +137,7 @@ def judge_predictions(provider: Provider, questions: dict[str, Question], predic
                        for key in todo}
             for future in as_completed(futures):
                 key = futures[future]
-                try:
-                    row = future.result()
-                except Exception as error:  # noqa: BLE001 (one odd record must not sink the rest)
-                    row = _crash_row(questions[key], framework, provider.model, error)
-                row["judged_because"] = todo[key]
+                row = judgment_row(future, questions[key], framework, provider.model, todo[key])
                 appender.write(row)
                 counts["failed" if row["error"] else "judged"] += 1
                 counts["cached"] += bool(row.get("cached"))

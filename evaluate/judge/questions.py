@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cader.contracts.jsonl import LineProblem, iter_lines
 from cader.evaluate.benchmarks.agentvidbench import parse_question, read_video_table
 from cader.evaluate.benchmarks.base import RowError
 
@@ -42,18 +42,12 @@ class Question:
 
 def _read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[InputRowError]]:
     rows, errors = [], []
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as error:
-                errors.append(InputRowError(f"{path}:{line_no}: invalid JSON ({error.msg})"))
-                continue
-            if not isinstance(value, dict):
-                errors.append(InputRowError(f"{path}:{line_no}: expected a JSON object, got {type(value).__name__}"))
-                continue
+    for line_no, value in iter_lines(path):
+        if isinstance(value, LineProblem):
+            errors.append(InputRowError(f"{path}:{line_no}: invalid JSON ({value.detail})"))
+        elif not isinstance(value, dict):
+            errors.append(InputRowError(f"{path}:{line_no}: expected a JSON object, got {type(value).__name__}"))
+        else:
             rows.append((line_no, value))
     return rows, errors
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cader.evaluate.jsonl import read_jsonl
+from cader.contracts.jsonl import read_jsonl
 from cader.evaluate.trajectory_stats import cost_comparison
 from jsonargparse import CLI
 

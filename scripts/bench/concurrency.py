@@ -84,9 +84,9 @@ def main(n: int = 16, latency: float = 0.2, concurrency: int = 8) -> dict:
         latency: Seconds added to every model call.
         concurrency: Samples in flight in the second run.
     """
+    from cader.contracts.jsonl import read_jsonl
     from cader.evaluate.backends.hf import HFBackend
     from cader.evaluate.benchmarks.base import Sample
-    from cader.evaluate.jsonl import read_jsonl
     from cader.evaluate.method.config import CaderConfig
     from cader.evaluate.runner import run_samples
     from cader.vlm.tiny import make_tiny_model

@@ -25,9 +25,9 @@ def main(n: int = 8) -> dict:
     """
     from concurrency import _video  # noqa: E402  (scripts/bench on sys.path when run as a script)
 
+    from cader.contracts.jsonl import read_jsonl
     from cader.evaluate.backends.hf import HFBackend
     from cader.evaluate.benchmarks.base import Sample
-    from cader.evaluate.jsonl import read_jsonl
     from cader.evaluate.method.config import VARIANTS, CaderConfig
     from cader.evaluate.runner import run_samples, run_variants
     from cader.vlm.tiny import make_tiny_model
