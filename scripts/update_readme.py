@@ -29,6 +29,10 @@ def _pct(x) -> str:
     return "–" if x is None else f"{100 * x:.1f} %"
 
 
+def _ratio(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
 def _ci(r: dict | None) -> str:
     if not r or r.get("rate") is None:
         return "–"
@@ -69,8 +73,16 @@ def render_quickstart(facts: dict) -> str:
     if table2:
         cells = ", ".join(f"{v} {_pct(row['accuracy']['rate'])}" for v, row in table2.items())
         lines.append(f"- Table 2 rows (synthetic test split): {cells}")
+    cost = facts.get("cost_vs_uniform")
+    if cost and cost.get("n"):
+        ratio = cost["ratio_full_over_uniform"]
+        lines.append(f"- cost of `full` / `uniform_stage2` per sample (P4, goal ≤ {cost['goal']}): forwards "
+                     f"{_ratio(ratio.get('forwards'))}, decoded frames {_ratio(ratio.get('frames_decoded'))}; accuracy "
+                     f"{_ci(cost['full']['accuracy'])} vs {_ci(cost['uniform_stage2']['accuracy'])}")
     flags = facts.get("red_flags") or []
     lines.append("- red flags: " + ("; ".join(flags) if flags else "none"))
+    for caveat in facts.get("caveats") or []:
+        lines.append(f"- caveat: {caveat}")
     return "\n".join(lines) + "\n"
 
 
