@@ -219,6 +219,8 @@ class SFTModule(L.LightningModule):
         no_decay = [p for p in params if len(getattr(p, "ds_shape", p.shape)) < 2]
         groups = [{"params": decay, "weight_decay": self.hparams.weight_decay},
                   {"params": no_decay, "weight_decay": 0.0}]
+        # DeepSpeed drops an empty group (LoRA trains matrices only), and the scheduler must see the same groups
+        groups = [g for g in groups if g["params"]]
         optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))
         total = self._total_optimizer_steps()
         warm = warmup_steps(total, self.hparams.warmup_ratio)
