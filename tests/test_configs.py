@@ -23,9 +23,9 @@ def _entry(relpath: str):
 def parse(config: Path):
     stage = config.relative_to(REPO / "configs").parts[0]
     if stage == "train":
-        from cader.train.cli import make_parser
+        from cader.train.cli import parse_sft_args
 
-        return make_parser().parse_args(["--config", str(config)])
+        return parse_sft_args(["--config", str(config)])
     if stage == "eval":
         return _entry("evaluate/run.py").build_parser().parse_args(["--config", str(config), "--out", "x"])
     if stage == "calibrate":

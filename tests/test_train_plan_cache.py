@@ -251,7 +251,7 @@ def test_concurrent_writers_leave_a_readable_file(tmp_path):
 
 
 def test_shipped_config_names_the_options():
-    from cader.train.cli import find_config, make_parser
+    from cader.train.cli import parse_sft_args
 
-    cfg = make_parser().parse_args(find_config(["--config", "cot_mix"]))
+    cfg = parse_sft_args(["--config", "cot_mix"])
     assert cfg.data.plan_cache_dir == "auto" and cfg.data.plan_workers == 8

@@ -5,7 +5,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from cader.train.cli import find_config, make_parser, missing_inputs_message, run_export
+from cader.train.cli import missing_inputs_message, parse_sft_args, run_export
 from cader.train.datamodule import SFTDataModule, Source
 from cader.train.module import SFTModule
 
@@ -133,7 +133,7 @@ def test_deepspeed_zero3_on_cpu_one_process(tiny_model_dir, train_dir, tmp_path)
 
 @pytest.mark.parametrize("name", ["cot_mix_tiny.yaml", "cot_mix.yaml"])
 def test_shipped_configs_parse(name):
-    cfg = make_parser().parse_args(find_config(["--config", name]))
+    cfg = parse_sft_args(["--config", name])
     assert cfg.data.processor_path == cfg.model.model_path
     assert cfg.data.sources and cfg.trainer.use_distributed_sampler is False
 
@@ -141,14 +141,14 @@ def test_shipped_configs_parse(name):
 def test_tiny_config_trains_on_every_file_the_synthetic_generator_writes():
     from cader.evaluate.benchmarks.synth_train import SYNTHETIC_MIX
 
-    cfg = make_parser().parse_args(find_config(["--config", "cot_mix_tiny.yaml"]))
+    cfg = parse_sft_args(["--config", "cot_mix_tiny.yaml"])
     listed = [(s["name"] if isinstance(s, dict) else s.name, s["format"] if isinstance(s, dict) else s.format,
                Path(s["path"] if isinstance(s, dict) else s.path).name) for s in cfg.data.sources]
     assert listed == [tuple(x) for x in SYNTHETIC_MIX]
 
 
 def test_paper_recipe_numbers():
-    cfg = make_parser().parse_args(find_config(["--config", "cot_mix"]))
+    cfg = parse_sft_args(["--config", "cot_mix"])
     assert cfg.model.lr == 1e-5 and cfg.model.warmup_ratio == 0.1 and cfg.trainer.max_epochs == 1
     assert cfg.data.max_length == 10240 and cfg.data.fps == 1.0 and cfg.data.max_frames == 4096
     assert cfg.data.video_max_pixels == 65536 and cfg.data.image_max_pixels == 262144
@@ -160,7 +160,7 @@ def test_unknown_key_fails_naming_it(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text((REPO / "configs/train/cot_mix_tiny.yaml").read_text() + "\nmodel_typo: 1\n")
     with pytest.raises(SystemExit):
-        make_parser().parse_args(["--config", str(bad)])
+        parse_sft_args(["--config", str(bad)])
     assert "model_typo" in capsys.readouterr().err
 
 
@@ -178,7 +178,7 @@ def test_process_group_timeout_outlasts_the_cold_plan_barrier():
     from cader.train.strategies import SFTDeepSpeedStrategy
     from torch.distributed.constants import default_pg_timeout
 
-    cfg = make_parser().parse_args(find_config(["--config", "cot_mix.yaml"]))
+    cfg = parse_sft_args(["--config", "cot_mix.yaml"])
     minutes = cfg.trainer.strategy.init_args.pg_timeout_minutes
     assert minutes == 120
     assert SFTDeepSpeedStrategy("zero3", pg_timeout_minutes=minutes)._timeout == timedelta(minutes=120)
@@ -188,12 +188,23 @@ def test_process_group_timeout_outlasts_the_cold_plan_barrier():
 
 
 def test_missing_tiny_inputs_name_the_command(tmp_path):
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"make_missing:\n  {tmp_path}/nope: python scripts/make_tiny_model.py --out {tmp_path}/nope\n")
-    msg = missing_inputs_message(["--config", str(cfg)])
+    make_missing = {f"{tmp_path}/nope": f"python scripts/make_tiny_model.py --out {tmp_path}/nope"}
+    msg = missing_inputs_message(make_missing)
     assert f"python scripts/make_tiny_model.py --out {tmp_path}/nope" in msg
     (tmp_path / "nope").mkdir()
-    assert missing_inputs_message(["--config", str(cfg)]) is None
+    assert missing_inputs_message(make_missing) is None
+
+
+def test_missing_inputs_of_the_tiny_config_stop_sft_with_their_commands(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
+    sft = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sft)
+    monkeypatch.chdir(tmp_path)   # the tiny config's relative runs/tiny/... paths do not exist here
+    assert sft.main(["--config", "cot_mix_tiny"]) == 2
+    err = capsys.readouterr().err
+    assert "python scripts/make_tiny_model.py --out runs/tiny/model" in err and "make_synthetic_data.py" in err
 
 
 def test_plan_only_budgets_the_mix_without_a_trainer(tiny_model_dir, train_dir, tmp_path, capsys):

@@ -1,79 +1,108 @@
-"""Helpers of train/sft.py kept out of the entry script: config lookup, missing-input message, the final export."""
+"""The command line of train/sft.py: one LightningCLI with sft.py's own arguments, the plan-only run, the export."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
-import yaml
-from cader.train.export import export_hf, gather_state_dict
+from cader.train.datamodule import SFTDataModule, SourceError
+from cader.train.module import SFTModule
+from jsonargparse import ActionConfigFile
+from lightning.pytorch.cli import LightningCLI
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "configs" / "train"
 
-
-def add_sft_arguments(parser) -> None:
-    """Arguments sft.py adds to LightningCLI's (shared with make_parser so tests validate the same schema)."""
-    parser.link_arguments("model.model_path", "data.processor_path")
-    parser.add_argument("--ckpt_path", type=str | None, default=None, help="checkpoint to resume from, or 'last'")
-    parser.add_argument("--export", type=bool, default=True, help="write <default_root_dir>/export at the end")
-    parser.add_argument("--make_missing", type=dict | None, default=None,
-                        help="{path: command}: inputs this config needs and the command that creates each")
-    parser.add_argument("--plan_only", type=bool, default=False,
-                        help="read, filter and budget the mix, fill the plan cache, write data_report.json, and stop "
-                             "(no model, no Trainer: run it on a CPU node before the GPU job)")
+USAGE = ("%(prog)s [--config CONFIG] [--print_config] [--plan_only true] [--ckpt_path PATH|last] [--export false]\n"
+         "       [--trainer.NAME VALUE] [--model.NAME VALUE] [--data.NAME VALUE] ...")
 
 
-def make_parser():
-    """The sft.py argument schema without instantiating anything (config validation)."""
-    from cader.train.datamodule import SFTDataModule
-    from cader.train.module import SFTModule
-    from jsonargparse import ActionConfigFile
-    from lightning.pytorch import Trainer
-    from lightning.pytorch.cli import LightningArgumentParser
-
-    parser = LightningArgumentParser(default_env=False)
-    parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_argument("--seed_everything", type=bool | int, default=True)
-    parser.add_lightning_class_args(Trainer, "trainer")
-    parser.add_lightning_class_args(SFTModule, "model")
-    parser.add_lightning_class_args(SFTDataModule, "data")
-    add_sft_arguments(parser)
-    return parser
+def resolve_config(value: str) -> str:
+    """A config path as given, or a bare name (`cot_mix`, `cot_mix.yaml`) looked up in configs/train/."""
+    if Path(value).exists():
+        return value
+    for candidate in (CONFIG_DIR / value, CONFIG_DIR / f"{value}.yaml"):
+        if candidate.is_file():
+            return str(candidate)
+    return value   # the parser reports it
 
 
-def find_config(argv: list[str]) -> list[str]:
-    """Replace a bare `--config cot_mix.yaml` (or `cot_mix`) by its path under configs/train/."""
-    out = list(argv)
-    for i, arg in enumerate(out):
-        value, eq = (arg.split("=", 1)[1], True) if arg.startswith("--config=") else (None, False)
-        if arg == "--config" and i + 1 < len(out):
-            value = out[i + 1]
-        if value is None or Path(value).exists():
-            continue
-        for cand in (CONFIG_DIR / value, CONFIG_DIR / f"{value}.yaml"):
-            if cand.is_file():
-                if eq:
-                    out[i] = f"--config={cand}"
-                else:
-                    out[i + 1] = str(cand)
-                break
-    return out
+def first_sentence(text: str) -> str:
+    return re.split(r"(?<=\.)\s+(?=[A-Z`(])", " ".join(text.split()), maxsplit=1)[0]
 
 
-def missing_inputs_message(argv: list[str]) -> str | None:
-    """If the config names the tiny default's model/data and they do not exist yet, the commands that make them."""
-    configs = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--config"]
-    configs += [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
-    for cfg in configs:
-        try:
-            data = yaml.safe_load(Path(cfg).read_text()) or {}
-        except (OSError, yaml.YAMLError):
-            return None   # let the CLI report it
-        hints = data.get("make_missing") or {}
-        cmds = [cmd for path, cmd in hints.items() if not Path(path).exists()]
-        if cmds:
-            return "missing inputs of this config; create them first:\n  " + "\n  ".join(cmds)
+class TrainConfigFile(ActionConfigFile):
+    """`--config`, where a bare name stands for a file of configs/train/."""
+
+    def __call__(self, parser, cfg, values, option_string=None):
+        super().__call__(parser, cfg, resolve_config(values), option_string)
+
+
+class SFTCLI(LightningCLI):
+    """LightningCLI plus sft.py's own arguments. Constructing it only parses: `build()` instantiates the Trainer,
+    the module and the data module, so that missing inputs or `--plan_only` never build a model or a Trainer."""
+
+    def init_parser(self, **kwargs):
+        from lightning.pytorch import __version__
+
+        kwargs.setdefault("dump_header", [f"lightning.pytorch=={__version__}"])
+        parser = self.parser_class(**kwargs)
+        parser.add_argument("-c", "--config", action=TrainConfigFile,
+                            help="a YAML config: a path, or the name of a file in configs/train/")
+        return parser
+
+    def add_arguments_to_parser(self, parser) -> None:
+        # The Trainer's flags keep the first sentence of Lightning's description: whole, they would fill some 360
+        # lines of --help (the rest is in Lightning's Trainer documentation).
+        for action in parser._actions:
+            if action.dest.startswith("trainer.") and action.help:
+                action.help = first_sentence(action.help)
+        parser.link_arguments("model.model_path", "data.processor_path")
+        parser.add_argument("--ckpt_path", type=str | None, default=None, help="checkpoint to resume from, or 'last'")
+        parser.add_argument("--export", type=bool, default=True, help="write <default_root_dir>/export at the end")
+        parser.add_argument("--make_missing", type=dict | None, default=None,
+                            help="{path: command}: inputs this config needs and the command that creates each")
+        parser.add_argument("--plan_only", type=bool, default=False,
+                            help="read, filter and budget the mix, fill the plan cache, write data_report.json, and "
+                                 "stop (no model, no Trainer: run it on a CPU node before the GPU job)")
+
+    def instantiate_classes(self) -> None:
+        """Does nothing: LightningCLI calls it right after parsing, and sft.py calls `build()` once it may."""
+
+    def build(self) -> None:
+        super().instantiate_classes()
+
+
+def make_cli(argv: list[str] | None = None) -> SFTCLI:
+    """Parse `argv` (None: sys.argv) into an SFTCLI; nothing is instantiated yet."""
+    kwargs = dict(model_class=SFTModule, datamodule_class=SFTDataModule, run=False,
+                  auto_configure_optimizers=False,   # SFTModule configures its own optimizer and schedule
+                  save_config_kwargs={"overwrite": True},
+                  parser_kwargs={"default_env": False, "usage": USAGE,
+                                 "description": "Fine-tune Qwen3-VL on the tool-free CoT mix, then write the HF "
+                                                "export (CADER paper, supplementary A)."})
+    if argv is None:
+        return SFTCLI(**kwargs)
+    # LightningCLI warns when it is given arguments while sys.argv holds some too (tests, callers in Python); it
+    # parses `argv` only, so sys.argv keeps just the program name meanwhile.
+    program_args, sys.argv = sys.argv, sys.argv[:1]
+    try:
+        return SFTCLI(args=argv, **kwargs)
+    finally:
+        sys.argv = program_args
+
+
+def parse_sft_args(argv: list[str]):
+    """sft.py's configuration for `argv`, without instantiating anything (config checks)."""
+    return make_cli(argv).config
+
+
+def missing_inputs_message(make_missing: dict | None) -> str | None:
+    """The commands that create the inputs a config names under `make_missing` and that do not exist yet."""
+    commands = [command for path, command in (make_missing or {}).items() if not Path(path).exists()]
+    if commands:
+        return "missing inputs of this config; create them first:\n  " + "\n  ".join(commands)
     return None
 
 
@@ -96,22 +125,17 @@ def local_processor_problem(path: str) -> str | None:
             f"(huggingface-cli download {path}) or pass --model.model_path <local folder>")
 
 
-def plan_only(argv: list[str]) -> int | None:
-    """If the arguments ask for `--plan_only`, plan the data of the config and return the exit code; else None.
+def plan_data(config) -> int:
+    """`--plan_only`: read, filter and budget the mix of `config`, fill the plan cache, print the counts per source.
 
-    Only the data section is instantiated, so the paper recipe's 8-GPU Trainer is never built: the mix can be
-    checked and its plan cache filled on any machine that sees the data (the ranks' setup then only reads it).
-    The data is read and checked before any processor is loaded; a source with nothing trainable exits 2 with
-    the reason.
+    Only the data module is built, so the paper recipe's 8-GPU Trainer is not: the mix can be checked and its plan
+    cache filled on any machine that sees the data (the ranks' setup then only reads it). The data is read and
+    checked before any processor is loaded; a source with nothing trainable exits 2 with the reason.
     """
-    from cader.train.datamodule import SFTDataModule, SourceError
     from cader.train.source_report import group_totals, loss_warnings, summary_line
 
-    cfg = make_parser().parse_args(argv)
-    if not cfg.plan_only:
-        return None
-    data = cfg.data.as_dict()
-    data["report_dir"] = data.get("report_dir") or cfg.trainer.default_root_dir or "."
+    data = config.data.as_dict()
+    data["report_dir"] = data.get("report_dir") or config.trainer.default_root_dir or "."
     module = SFTDataModule(**data)
     try:
         module.read_all()
@@ -144,6 +168,8 @@ def plan_only(argv: list[str]) -> int | None:
 
 def run_export(trainer, module) -> Path | None:
     """Consolidate (ZeRO-3 collective on all ranks), then rank 0 writes <default_root_dir>/export."""
+    from cader.train.export import export_hf, gather_state_dict
+
     state = gather_state_dict(trainer, module)
     if state is None:
         return None

@@ -11,35 +11,20 @@ source, data_report.json, plan cache): check a mix and fill its cache on a CPU n
 import logging
 import sys
 
-from cader.train.cli import add_sft_arguments, find_config, missing_inputs_message, plan_only, run_export
-from cader.train.datamodule import SFTDataModule, SourceError
-from cader.train.module import SFTModule
-from lightning.pytorch.cli import LightningCLI
+from cader.train.cli import make_cli, missing_inputs_message, plan_data, run_export
+from cader.train.datamodule import SourceError
 
 
-class SFTCLI(LightningCLI):
-    def add_arguments_to_parser(self, parser):
-        add_sft_arguments(parser)
-
-
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    argv = find_config(list(sys.argv[1:] if argv is None else argv))
-    message = missing_inputs_message(argv)
+    cli = make_cli(argv)   # parses the command line once; builds nothing yet
+    message = missing_inputs_message(cli.config.make_missing)
     if message:
         print(message, file=sys.stderr)
         return 2
-    code = plan_only(argv)   # --plan_only: budget the mix and fill the plan cache, no model or Trainer
-    if code is not None:
-        return code
-    # LightningCLI parses `argv` (the command line with the config name resolved); it warns when sys.argv also holds
-    # arguments, so the program name alone is left there while it parses.
-    program_args, sys.argv = sys.argv, sys.argv[:1]
-    try:
-        cli = SFTCLI(SFTModule, SFTDataModule, run=False, args=argv, save_config_kwargs={"overwrite": True},
-                     parser_kwargs={"default_env": False})
-    finally:
-        sys.argv = program_args
+    if cli.config.plan_only:   # budget the mix and fill the plan cache: no model, no Trainer
+        return plan_data(cli.config)
+    cli.build()
     try:
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
     except SourceError as err:   # a source of the mix with nothing trainable: say why, exit non-zero
