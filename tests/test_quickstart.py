@@ -41,3 +41,10 @@ def test_quickstart_runs_the_whole_pipeline(tmp_path):
     summary = (root / "SUMMARY.md").read_text()
     for needle in ["sft/export", "calibration/calibration.json", "judge/judge_report.md", "no_rgr/synthetic"]:
         assert needle in summary
+
+    from cader.contracts.files import contract_for, file_problems
+
+    # every predictions.jsonl, calibration.json and judgments.jsonl the quickstart wrote keeps its contract
+    written = [p for p in root.rglob("*") if contract_for(p) is not None]
+    assert {p.name for p in written} >= {"predictions.jsonl", "calibration.json", "judgments.jsonl"}
+    assert {str(p): file_problems(p) for p in written} == {str(p): [] for p in written}

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cader.contracts.jsonl import LineProblem, iter_lines
+from cader.contracts.records import PredictionRecord, describe_errors, present_field_errors
 from cader.evaluate.benchmarks.agentvidbench import parse_question, read_video_table
 from cader.evaluate.benchmarks.base import RowError
 
@@ -106,7 +107,11 @@ def prediction_key(row: dict) -> str | None:
 
 
 def load_predictions(path: str | Path) -> tuple[dict[str, dict], list[InputRowError]]:
-    """Prediction rows keyed by question id; for a repeated id the last row wins (reruns append)."""
+    """Prediction rows keyed by question id; for a repeated id the last row wins (reruns append).
+
+    The judge also reads other frameworks' records (a single `response`, a `trajectory`), so a row need not have
+    every field of the predictions contract; the fields it has must have the contract's types, or the row is an
+    error naming file, line and field."""
     path = Path(path)
     rows, errors = _read_jsonl(path)
     predictions: dict[str, dict] = {}
@@ -114,6 +119,10 @@ def load_predictions(path: str | Path) -> tuple[dict[str, dict], list[InputRowEr
         key = prediction_key(row)
         if key is None:
             errors.append(InputRowError(f"{path}:{line_no}: no 'question_id' in prediction row"))
+            continue
+        wrong = present_field_errors(PredictionRecord, row)
+        if wrong:
+            errors.append(InputRowError(f"{path}:{line_no}: breaks the predictions contract: {describe_errors(wrong)}"))
             continue
         predictions[key] = row
     return predictions, errors
