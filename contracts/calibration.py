@@ -13,7 +13,8 @@ from cader.contracts.types import Number, Record
 from pydantic import Discriminator, Field, Tag, field_validator
 
 CALIBRATION_MODES = ("precision", "budget", "accuracy")
-NO_EXIT_TAU = math.nextafter(1.0, 2.0)  # M <= 1 always, so M >= NO_EXIT_TAU never holds: every sample goes to Stage 2
+# M <= 1 always, so M >= NO_EXIT_TAU never holds: with tau = NO_EXIT_TAU every sample goes to Stage 2
+NO_EXIT_TAU = math.nextafter(1.0, 2.0)
 
 
 class TemperatureFitRecord(Record):
@@ -63,9 +64,12 @@ class TauSelectionRecord(Record):
     n: int = Field(default=None, description="Samples in the selection split.")
     n_exits: int = Field(default=None, description="Samples with M >= tau (Stage-1 exits).")
     exit_rate: Number = Field(default=None, description="n_exits / n.")
-    exit_accuracy: Number | None = Field(default=None, description="Stage-1 accuracy among exits; null when none exit.")
+    exit_accuracy: Number | None = Field(
+        default=None, description="Stage-1 accuracy among exits; null when none exit."
+    )
     upper_bound_error: Number | None = Field(
-        default=None, description="One-sided (1 - delta) Clopper-Pearson upper bound on the error among exits."
+        default=None,
+        description="One-sided (1 - delta) Clopper-Pearson upper bound on the error among exits.",
     )
     no_exit: bool = Field(default=None, description="No threshold qualified: tau is above 1, nothing exits.")
     min_exits: int = Field(default=None, description="precision: the fewest exits a tested threshold needs.")
@@ -79,7 +83,8 @@ class TauSelectionRecord(Record):
     stage1_only_accuracy: Number = Field(default=None, description="accuracy: everyone exits.")
     stage2_everywhere_accuracy: Number = Field(default=None, description="accuracy: nobody exits.")
     final_accuracy: Number = Field(
-        default=None, description="Stage-1 answer on exits, Stage-2 answer otherwise, where Stage-2 outcomes are known."
+        default=None,
+        description="Stage-1 answer on exits, Stage-2 answer otherwise, where Stage-2 outcomes are known.",
     )
     n_with_stage2: int = Field(default=None, description="Samples with a known Stage-2 outcome.")
 
@@ -93,15 +98,21 @@ class PaperPointRecord(Record):
     n_exits: int = Field(default=None, description="Samples that exit at the paper point.")
     exit_rate: Number = Field(default=None, description="n_exits / n.")
     exit_accuracy: Number | None = Field(default=None, description="Stage-1 accuracy among exits.")
-    upper_bound_error: Number | None = Field(default=None, description="Upper bound on the error among exits.")
+    upper_bound_error: Number | None = Field(
+        default=None, description="Upper bound on the error among exits."
+    )
     meets_alpha: bool = Field(default=None, description="upper_bound_error <= alpha.")
-    final_accuracy: Number = Field(default=None, description="Final accuracy where Stage-2 outcomes are known.")
+    final_accuracy: Number = Field(
+        default=None, description="Final accuracy where Stage-2 outcomes are known."
+    )
 
 
 class Table4Counts(Record):
     """Samples per margin interval, the bins of CADER Table 4."""
 
-    fitted_T: dict[str, int] = Field(default=None, description="Margins at the chosen T: interval -> samples.")
+    fitted_T: dict[str, int] = Field(
+        default=None, description="Margins at the chosen T: interval -> samples."
+    )
     paper_T: dict[str, int] = Field(default=None, description="Margins at T = 2.0: interval -> samples.")
 
 
@@ -121,15 +132,21 @@ class CalibrationFile(Record):
     select: TauSelectionRecord = Field(description="The tau selection on its own split.")
     sources: list[str] = Field(description="The predictions.jsonl files read.")
     seed: int = Field(description="Seed of the fit/select split.")
-    paper_point: PaperPointRecord = Field(default=None, description="The paper's T and tau on the same split.")
+    paper_point: PaperPointRecord = Field(
+        default=None, description="The paper's T and tau on the same split."
+    )
     budget: Number | None = Field(default=None, description="budget mode: the largest Stage-2 fraction.")
     min_exits: int = Field(default=None, description="The fewest exits a tested threshold needs (as asked).")
     fit_fraction: Number = Field(default=None, description="Share of samples in the fit split.")
     n_samples: int = Field(default=None, description="Usable samples read.")
     n_benchmarks: int = Field(default=None, description="Benchmarks among them.")
     skipped: dict[str, int] = Field(default=None, description="Rows not used, by reason.")
-    table4_counts: Table4Counts = Field(default=None, description="Samples per margin interval (CADER Table 4).")
-    figures: list[str] = Field(default=None, description="Figures written, relative to the calibration folder.")
+    table4_counts: Table4Counts = Field(
+        default=None, description="Samples per margin interval (CADER Table 4)."
+    )
+    figures: list[str] = Field(
+        default=None, description="Figures written, relative to the calibration folder."
+    )
 
     # The checks a run relies on, with messages that say what the value must be.
     @field_validator("temperature", mode="before")

@@ -23,7 +23,9 @@ class AxisScores(Record):
     P1: int = Field(ge=0, le=2, description="Task understanding.")
     P2: int = Field(ge=0, le=2, description="Ground-truth evidence coverage.")
     P3: int = Field(ge=0, le=2, description="Evidence grounding.")
-    P4: int | None = Field(ge=0, le=2, description="Evidence completeness; null when no full-video sweep is required.")
+    P4: int | None = Field(
+        ge=0, le=2, description="Evidence completeness; null when no full-video sweep is required."
+    )
     P5: int = Field(ge=0, le=2, description="Reasoning faithfulness.")
 
 
@@ -43,7 +45,9 @@ class JudgmentRecord(Record):
     question_id: Id = Field(description="The AgentVidBench question id.")
     system: str = Field(description="The framework whose prediction was judged (e.g. cader).")
     judge_model: str = Field(description="The judge model asked for.")
-    served_model: str | None = Field(default=None, description="The model the API says answered; null if unknown.")
+    served_model: str | None = Field(
+        default=None, description="The model the API says answered; null if unknown."
+    )
     scores: AxisScores | None = Field(description="P1-P5 (AgentVidBench D.2); null when judging failed.")
     traj: Number | None = Field(
         description="Traj = mean of the applicable axis scores / 2 (AgentVidBench D.2); null when judging failed."
@@ -51,7 +55,9 @@ class JudgmentRecord(Record):
     mc_rate: Number | None = Field(
         description="Milestone coverage: (covered + 0.5 partial) / milestones (AgentVidBench D.3)."
     )
-    milestones: list[MilestoneJudgment] = Field(description="Coverage per milestone, in the question's order.")
+    milestones: list[MilestoneJudgment] = Field(
+        description="Coverage per milestone, in the question's order."
+    )
     failure_tags: list[FailureTag] = Field(
         description="Error modes from the closed vocabulary of 21 tags (AgentVidBench D.3, D.5), at most 8."
     )
@@ -61,7 +67,8 @@ class JudgmentRecord(Record):
         default=None, description="SWEEP_REQUIRED from the question's ecom_required (AgentVidBench D.5)."
     )
     sweep_applied: Sweep | None = Field(
-        default=None, description='Whether P4 applied; for "unknown" the judge\'s own FALLBACK SWEEP decision.'
+        default=None,
+        description='Whether P4 applied; for "unknown" the judge\'s own FALLBACK SWEEP decision.',
     )
     attempts: int = Field(description="Calls made to the judge API.")
     waited_s: Number = Field(default=None, description="Seconds spent waiting between retries.")

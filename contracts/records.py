@@ -33,7 +33,9 @@ __all__ = [
 class FramesFingerprint(Record):
     """The Stage-1 frame settings a stored Stage-1 result depends on."""
 
-    r1: Number = Field(description="Stage-1 frame rate in fps (CADER, Stage 1: Frame Sampling Strategy, Eq. 1).")
+    r1: Number = Field(
+        description="Stage-1 frame rate in fps (CADER, Stage 1: Frame Sampling Strategy, Eq. 1)."
+    )
     max_frames: int = Field(description="Frame cap: Stage-1 frames are uniformly subsampled down to it.")
     max_pixels: int = Field(description="Pixel budget per frame.")
 
@@ -57,13 +59,20 @@ class Stage1Record(Record):
     margin: Number | None = Field(
         description="M = P_top1 - P_top2 of softmax(z / T) (CADER Eq. 2-3); null only in rows that did not compute it."
     )
-    temperature: Number = Field(description="T of the temperature-scaled softmax (CADER Eq. 2; paper value 2.0).")
-    n_frames: int = Field(description="Frames shown to the model: N1 (CADER Eq. 1), capped at the frame budget.")
+    temperature: Number = Field(
+        description="T of the temperature-scaled softmax (CADER Eq. 2; paper value 2.0)."
+    )
+    n_frames: int = Field(
+        description="Frames shown to the model: N1 (CADER Eq. 1), capped at the frame budget."
+    )
     fps: Number = Field(description="r1, the Stage-1 frame rate in fps (CADER Eq. 1; paper value 1.0).")
     tau: Number = Field(
-        default=None, description="The early-exit threshold: exit iff M >= tau (CADER, Stage 1; paper value 0.97)."
+        default=None,
+        description="The early-exit threshold: exit iff M >= tau (CADER, Stage 1; paper value 0.97).",
     )
-    fingerprint: Stage1Fingerprint = Field(default=None, description="What this result depends on (for reuse).")
+    fingerprint: Stage1Fingerprint = Field(
+        default=None, description="What this result depends on (for reuse)."
+    )
     reused: bool = Field(default=None, description="True when the logits came from an earlier run's record.")
 
 
@@ -73,9 +82,13 @@ class Stage1Record(Record):
 class WindowParseRecord(Record):
     """How a proposal reply was read as a time window (CADER supplementary C.2 asks for `relevant_windows`)."""
 
-    window: Window | None = Field(description="[t_s, t_e] in seconds, clipped to the video; null when none was read.")
+    window: Window | None = Field(
+        description="[t_s, t_e] in seconds, clipped to the video; null when none was read."
+    )
     raw: Window | None = Field(default=None, description="The two numbers as written, in seconds.")
-    how: str | None = Field(description='Which pattern matched: "keyed", "bracket" or "prose"; null when none did.')
+    how: str | None = Field(
+        description='Which pattern matched: "keyed", "bracket" or "prose"; null when none did.'
+    )
     swapped: bool = Field(default=None, description="The reply gave start > end; the two were swapped.")
     clipped: bool = Field(default=None, description="A value lay outside [0, duration] and was clipped.")
     reason: str | None = Field(default=None, description="Why `window` is null.")
@@ -95,12 +108,16 @@ class ProposeStep(Record):
     """A temporal segment proposal (CADER, Temporal Segment Proposal; Algorithm 1 lines 17-20)."""
 
     phase: Literal["propose"] = Field(description="Step kind.")
-    iteration: int = Field(description="iter of Algorithm 1: 0 for the first proposal, then one per reflection.")
+    iteration: int = Field(
+        description="iter of Algorithm 1: 0 for the first proposal, then one per reflection."
+    )
     context: Literal["F1", "rgr"] = Field(
         description="Frames the proposal saw: the Stage-1 frames F1, or F_reflect from Relevance-Guided Resampling."
     )
     n_frames: int = Field(description="Frames in that context.")
-    tried: list[Window] = Field(description="Windows already rejected, shown to the model (spatio-temporal exclusion).")
+    tried: list[Window] = Field(
+        description="Windows already rejected, shown to the model (spatio-temporal exclusion)."
+    )
     raw_output: str = Field(description="The main model's reply, as generated.")
     parsed: WindowParseRecord = Field(description="How the reply was read.")
     window: Window | None = Field(description="The proposed [t_s, t_e] in seconds; null when unparseable.")
@@ -118,8 +135,12 @@ class VerifyStep(Record):
     phase: Literal["verify"] = Field(description="Step kind.")
     iteration: int = Field(description="iter of Algorithm 1.")
     window: Window = Field(description="The proposed [t_s, t_e] in seconds.")
-    crop: Window = Field(description="The crop: the window widened symmetrically to at least 10 s, inside the video.")
-    r2: Number = Field(description="r2 = clip(N_budget / D_crop, r_min, r_max), the crop's frame rate (CADER Eq. 4).")
+    crop: Window = Field(
+        description="The crop: the window widened symmetrically to at least 10 s, inside the video."
+    )
+    r2: Number = Field(
+        description="r2 = clip(N_budget / D_crop, r_min, r_max), the crop's frame rate (CADER Eq. 4)."
+    )
     n_frames: int = Field(description="Frames of the crop shown to the verifier.")
     p_yes: Number | None = Field(
         default=None,
@@ -128,7 +149,9 @@ class VerifyStep(Record):
     )
     p_yes_vocab: Number = Field(default=None, description="P(Yes) over the whole vocabulary.")
     p_no_vocab: Number = Field(default=None, description="P(No) over the whole vocabulary.")
-    f: Number = Field(default=None, description="f = min(1, P_yes + f_min), the segment's RGR frame rate (CADER Eq. 5).")
+    f: Number = Field(
+        default=None, description="f = min(1, P_yes + f_min), the segment's RGR frame rate (CADER Eq. 5)."
+    )
     accepted: bool = Field(
         default=None,
         description="P_yes >= delta (CADER, Local Evidence Verification; paper delta 0.60); absent when the "
@@ -149,7 +172,9 @@ class ResampleStep(Record):
     fps_map: list[list[Number]] = Field(
         default=None, description="The fused fps map P as [start, end, fps] rows (CADER Eq. 6-7)."
     )
-    unexplored: list[Window] = Field(default=None, description="Intervals no scored segment covers, sampled at r1.")
+    unexplored: list[Window] = Field(
+        default=None, description="Intervals no scored segment covers, sampled at r1."
+    )
     n_frames_planned: int = Field(default=None, description="N_reflect before the frame cap (CADER Eq. 9).")
     n_frames: int = Field(description="Frames in the new context.")
 
@@ -175,8 +200,12 @@ class Stage2Record(Record):
     pred: str | None = Field(
         description="The Stage-2 answer (A1 on a fallback); null when Stage 2 failed part-way (see `error`)."
     )
-    accepted: Window | None = Field(description="The accepted window [t_s*, t_e*] in seconds; null if none was.")
-    cycles: int = Field(description="Crop-and-verify cycles run, at most K + 1 (CADER, Reflection-based Temporal Search).")
+    accepted: Window | None = Field(
+        description="The accepted window [t_s*, t_e*] in seconds; null if none was."
+    )
+    cycles: int = Field(
+        description="Crop-and-verify cycles run, at most K + 1 (CADER, Reflection-based Temporal Search)."
+    )
     fallback: Literal["unparseable_proposal", "too_broad", "not_accepted"] | None = Field(
         description="Why A1 was returned: no window read, the Breadth-Aware Fallback, or no segment accepted within "
         "K reflections (Algorithm 1 lines 19 and 40); null when a segment was accepted."
@@ -211,7 +240,9 @@ class PredictionRecord(Record):
     letters: list[str] = Field(description="Option letters, one per option.")
     answer: str | None = Field(description="The gold letter; null when the benchmark has none.")
     question_id: Id | None = Field(default=None, description="The benchmark's question id, when it has one.")
-    meta: dict[str, Any] = Field(default_factory=dict, description="Benchmark-specific fields (task type, ...).")
+    meta: dict[str, Any] = Field(
+        default_factory=dict, description="Benchmark-specific fields (task type, ...)."
+    )
     stage1: Stage1Record | None = Field(description="Stage 1; null when the sample failed before it.")
     route: Literal["exit", "stage2"] | None = Field(
         description='"exit" when M >= tau (or the variant has no Stage 2), "stage2" otherwise (CADER, Stage 1: '

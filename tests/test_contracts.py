@@ -24,7 +24,9 @@ LETTERS = ["A", "B", "C", "D"]
 
 
 def load_doc_script():
-    spec = importlib.util.spec_from_file_location("make_contracts_doc", REPO / "scripts" / "make_contracts_doc.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_contracts_doc", REPO / "scripts" / "make_contracts_doc.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -186,7 +188,10 @@ def test_unknown_keys_survive_a_round_trip(tmp_path):
 
 
 def test_numbers_stay_as_written_and_only_json_types_pass():
-    record = {**prediction(), "duration": 60}  # a benchmark's integer duration is written back as 60, not 60.0
+    record = {
+        **prediction(),
+        "duration": 60,
+    }  # a benchmark's integer duration is written back as 60, not 60.0
     assert json.dumps(build_record(PredictionRecord, record)["duration"]) == "60"
     for bad in ({"duration": True}, {"cost": {**prediction()["cost"], "forwards": 1.0}}, {"letters": "ABCD"}):
         with pytest.raises(ValidationError):
@@ -198,7 +203,9 @@ def test_numbers_stay_as_written_and_only_json_types_pass():
 
 def write_lines(path: Path, lines) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines), encoding="utf-8")
+    path.write_text(
+        "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines), encoding="utf-8"
+    )
     return path
 
 
@@ -232,7 +239,9 @@ def test_readers_report_and_skip_a_record_that_breaks_the_contract(tmp_path, cap
     rows, errors = load_predictions(predictions)
     assert list(rows) == ["7"] and len(errors) == 1 and "stage1.temperature" in str(errors[0])
 
-    judgments = write_lines(tmp_path / "judgments.jsonl", [judgment(), {**judgment(), "question_id": 4, "traj": "1"}])
+    judgments = write_lines(
+        tmp_path / "judgments.jsonl", [judgment(), {**judgment(), "question_id": 4, "traj": "1"}]
+    )
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         assert list(read_judgments(judgments)) == ["3"]
@@ -247,13 +256,18 @@ def test_a_judgment_row_breaking_the_contract_is_written_as_a_failed_row():
     from cader.evaluate.judge.pipeline import judgment_row
     from cader.evaluate.judge.questions import Question
 
-    question = Question(question_id=5, question="q", options=["a", "b"], answer="A", milestones=[{"id": "M1"}])
+    question = Question(
+        question_id=5, question="q", options=["a", "b"], answer="A", milestones=[{"id": "M1"}]
+    )
     broken, crashed = Future(), Future()
     broken.set_result({**judgment(), "traj": "high"})
     crashed.set_exception(RuntimeError("boom"))
     row = judgment_row(broken, question, "cader", "gpt-x", "new")
     assert row["scores"] is None and "breaks the judgments contract: traj" in row["error"]
-    assert judgment_row(crashed, question, "cader", "gpt-x", "new")["error"] == "judging crashed: RuntimeError: boom"
+    assert (
+        judgment_row(crashed, question, "cader", "gpt-x", "new")["error"]
+        == "judging crashed: RuntimeError: boom"
+    )
 
 
 def test_contract_for_names_the_pipeline_files():
@@ -272,7 +286,11 @@ def scripted_backend(logits_by_question, proposal, answer, p_yes, fail_on=()):
     from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
 
     def question_of(prompt):
-        return next(line.removeprefix("Question: ") for line in prompt.user.splitlines() if line.startswith("Question"))
+        return next(
+            line.removeprefix("Question: ")
+            for line in prompt.user.splitlines()
+            if line.startswith("Question")
+        )
 
     class Scripted(Backend):
         def letter_logits(self, prompts, letters):
@@ -284,7 +302,9 @@ def scripted_backend(logits_by_question, proposal, answer, p_yes, fail_on=()):
             return [YesNo(p_yes, 1 - p_yes, 5) for _ in prompts]
 
         def generate(self, prompts, max_new_tokens):
-            return [Generation(answer if "most relevant segment" in p.user else proposal, 5, 3) for p in prompts]
+            return [
+                Generation(answer if "most relevant segment" in p.user else proposal, 5, 3) for p in prompts
+            ]
 
     return Scripted()
 
@@ -320,14 +340,20 @@ def run_pipeline(root: Path, video: Path) -> None:
         backend = scripted_backend(logits, proposal, answer, p_yes, fail_on)
         cfg = CaderConfig(max_frames=8, max_pixels=2048, variant=variant)
         priors = load_stage1_priors(root / "full" / "predictions.jsonl") if name == "rejected" else None
-        for shard in ([0, 1] if name == "no_rgr" else [None]):
-            out = root / name / ("predictions.jsonl" if shard is None else f"predictions.shard-{shard}-of-2.jsonl")
+        for shard in [0, 1] if name == "no_rgr" else [None]:
+            out = (
+                root
+                / name
+                / ("predictions.jsonl" if shard is None else f"predictions.shard-{shard}-of-2.jsonl")
+            )
             chosen = samples if shard is None else samples[shard::2]
             run_samples(chosen, video.parent, out, backend, backend, cfg, video_path=lambda s, r: r / s.video,
                         progress=False, stage1_priors=priors)  # fmt: skip
     merge_shards(root / "no_rgr")
 
-    calibrate_predictions([str(root / "full" / "predictions.jsonl")], str(root / "calibration"), figures=False)
+    calibrate_predictions(
+        [str(root / "full" / "predictions.jsonl")], str(root / "calibration"), figures=False
+    )
     calibrate_predictions([str(root / "full" / "predictions.jsonl")], str(root / "calibration_fixed"),
                           temperature=2.0, figures=False)  # fmt: skip
 
@@ -351,10 +377,20 @@ def test_every_file_the_pipeline_writes_validates(tmp_path, barcode_video, monke
 
     written = sorted(p for p in (tmp_path / "runs").rglob("*") if contract_for(p) is not None)
     names = {p.name for p in written}
-    assert {"predictions.jsonl", "predictions.shard-0-of-2.jsonl", "calibration.json", "judgments.jsonl"} <= names
+    assert {
+        "predictions.jsonl",
+        "predictions.shard-0-of-2.jsonl",
+        "calibration.json",
+        "judgments.jsonl",
+    } <= names
     for path in written:
         assert file_problems(path) == [], path
-    records = [r for p in written if p.name == "predictions.jsonl" for r in read_validated(p, PredictionRecord).records]
+    records = [
+        r
+        for p in written
+        if p.name == "predictions.jsonl"
+        for r in read_validated(p, PredictionRecord).records
+    ]
     steps = {s["phase"] + ("/" + s["mode"] if "mode" in s else "") for r in records for s in (r["stage2"] or {})
              .get("steps", [])}  # fmt: skip
     assert steps == {"propose", "verify", "answer", "resample/rgr", "resample/uniform_f1"}

@@ -1,9 +1,10 @@
 """Atomic file writes: readers see the old file or the new one, never half of one.
 
 Every result file of the pipeline (reports, calibration.json, data_report.json, plan caches, merged predictions,
-judge cache entries) is written through `write_atomic` (JSON documents through `write_json_atomic`): the text goes to a temporary file with a name unique to this call in the same
-folder, is flushed to disk, then replaces the target with os.replace. The unique name matters when several processes
-(DDP ranks, shards) write the same target at once: each leaves a whole file, and a failed write leaves no tmp behind.
+judge cache entries) is written through `write_atomic`, JSON documents through `write_json_atomic`: the text goes
+to a temporary file with a name unique to this call in the same folder, is flushed to disk, then replaces the
+target with os.replace. The unique name matters when several processes (DDP ranks, shards) write the same target
+at once: each leaves a whole file, and a failed write leaves no tmp behind.
 """
 
 from __future__ import annotations
