@@ -1,2 +1,10 @@
-"""The file contracts between the stages (predictions, calibration, judgments) as pydantic models, and the one
-JSONL reader/appender and atomic writer every stage uses."""
+"""The file contracts between the stages and the one way to read and append their files.
+
+- `records`: pydantic models of a predictions.jsonl record (`PredictionRecord`, with `Stage1Record` and
+  `Stage2Record`), the calibration file (`CalibrationFile`) and a judgments.jsonl record (`JudgmentRecord`);
+  docs/contracts.md is generated from them.
+- `jsonl`: the JSON Lines reader, validating reader and appender every stage uses.
+- `files`: which contract a file follows, and checking a whole file against it.
+
+Atomic whole-file writes are `cader.vlm.files.write_atomic` and `write_json_atomic`.
+"""
