@@ -7,7 +7,8 @@ Writes <out>/calibration.json (read by evaluate/run.py --calibration), <out>/fig
 The flags are the parameters of `fit` below, with their help taken from its docstring.
 """
 
-from __future__ import annotations
+# The annotations stay objects (no `from __future__ import annotations`): jsonargparse builds the flags from them,
+# also when this file is loaded by path under a module name of its own.
 
 import sys
 from typing import Literal

@@ -14,7 +14,8 @@ Compare systems on the same questions (the `compare` subcommand):
 The flags are the parameters of `judge` and `compare` below, with their help taken from the docstrings.
 """
 
-from __future__ import annotations
+# The annotations stay objects (no `from __future__ import annotations`): jsonargparse builds the flags from them,
+# also when this file is loaded by path under a module name of its own.
 
 import json
 import sys
