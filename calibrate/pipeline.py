@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,102 @@ def _final_accuracy(margin, s1, s2, tau) -> float:
     return float(np.mean(np.where(exits, s1, s2)))
 
 
+@dataclass
+class Outcomes:
+    """The usable Stage-1 outcomes as arrays, one entry per sample."""
+
+    logits: np.ndarray        # (n, options), padded with -inf
+    gold: np.ndarray          # index of the right letter
+    bench: np.ndarray         # benchmark name
+    s1_correct: np.ndarray    # Stage-1's argmax is right
+    s2_known: np.ndarray      # the row carries a Stage-2 outcome
+    s2_correct: np.ndarray    # that outcome is right (False where unknown)
+
+    @classmethod
+    def of(cls, records) -> Outcomes:
+        logits = pad_logits([r.logits for r in records])
+        gold = np.array([r.gold for r in records], dtype=np.int64)
+        return cls(logits=logits, gold=gold, bench=np.array([r.benchmark for r in records]),
+                   s1_correct=top1_indices(logits) == gold,
+                   s2_known=np.array([r.stage2_correct is not None for r in records]),
+                   s2_correct=np.array([bool(r.stage2_correct) for r in records]))  # fmt: skip
+
+
+def load_outcomes(predictions: Sequence[str], strict: bool, mode: str, budget: float | None):
+    """Read the predictions (reporting skipped rows on stderr) and check they can support the calibration."""
+    loaded = read_predictions(list(predictions), strict=strict)
+    for problem in loaded.problems[:20]:
+        print(f"skipped {problem}", file=sys.stderr)
+    if len(loaded.problems) > 20:
+        print(f"... and {len(loaded.problems) - 20} more skipped rows (see problems.txt)", file=sys.stderr)
+    if len(loaded.records) < MIN_SAMPLES:
+        raise CalibrationInputError(
+            f"only {len(loaded.records)} usable samples in {list(predictions)}; need >= {MIN_SAMPLES}"
+        )
+    if mode == "budget" and budget is None:
+        raise CalibrationInputError("--mode budget needs --budget (the largest allowed Stage-2 fraction)")
+    return loaded, Outcomes.of(loaded.records)
+
+
+def fit_or_fix_temperature(records, o: Outcomes, temperature: float | None, seed: int, fit_fraction: float):
+    """T fitted on the fit part (returns T, its record, fit and select indices), or the given T with every sample
+    selecting tau."""
+    if temperature is None:
+        fit_idx, sel_idx = split_fit_select(records, seed=seed, fit_fraction=fit_fraction)
+        tfit = fit_temperature(o.logits[fit_idx], o.gold[fit_idx], paper_temperature=PAPER_TEMPERATURE)
+        if tfit.at_bound:
+            print(f"warning: fitted T = {tfit.temperature:.4g} sits on a search bound {tfit.bounds}", file=sys.stderr)
+        return tfit.temperature, tfit.as_dict(), fit_idx, sel_idx
+    t_hat = float(temperature)
+    nll, ece = nll_and_ece(o.logits, o.gold, t_hat)
+    nll_raw, ece_raw = nll_and_ece(o.logits, o.gold, 1.0)
+    fit_block = {"temperature": t_hat, "n": 0, "fixed": True, "nll_before": nll_raw, "ece_before": ece_raw,
+                 "nll_after": nll, "ece_after": ece}  # fmt: skip
+    return t_hat, fit_block, np.zeros(0, np.int64), np.arange(len(o.gold))
+
+
+def select_threshold(mode: str, m_sel, c_sel, s2_known, s2_correct, alpha, delta, budget, min_exits):
+    """tau by the requested rule (calibrate/tau.py) on the select part's margins."""
+    if mode == "precision":
+        return select_tau_precision(m_sel, c_sel, alpha=alpha, delta=delta, min_exits=min_exits)
+    if mode == "budget":
+        return select_tau_budget(m_sel, budget)
+    if mode == "accuracy":
+        if not s2_known.any():
+            raise CalibrationInputError(
+                "--mode accuracy needs Stage-2 outcomes for the same samples: pass the predictions.jsonl of a "
+                "uniform_stage2 run (rows with route == 'stage2' and stage2.pred)"
+            )
+        return select_tau_accuracy(m_sel[s2_known], c_sel[s2_known], s2_correct[s2_known])
+    raise CalibrationInputError(f"unknown mode {mode!r}; choose precision, budget or accuracy")
+
+
+def write_figures(out_dir: Path, o: Outcomes, sel_idx, t_hat, tau, mode, stats, paper_stats, delta, alpha,
+                  n_benchmarks: int) -> list[Path]:  # fmt: skip
+    """The calibration figures (calibrate/plots.py) under out_dir/figures."""
+    fig_dir = out_dir / "figures"
+    m_all, m_sel, c_sel = margins(o.logits, t_hat), margins(o.logits[sel_idx], t_hat), o.s1_correct[sel_idx]
+    chosen = {"tau": tau, "exit_rate": stats.exit_rate, "exit_accuracy": stats.exit_accuracy,
+              "label": f"chosen tau = {tau:.4g} ({mode}, T = {t_hat:.3g})"}  # fmt: skip
+    paper = {"exit_rate": paper_stats.exit_rate, "exit_accuracy": paper_stats.exit_accuracy,
+             "label": "paper T = 2, tau = 0.97"}  # fmt: skip
+    paths = plot_accuracy_vs_margin(fig_dir, m_all, o.s1_correct, o.bench, t_hat)
+    sel_logits = o.logits[sel_idx]
+    paths += plot_reliability(
+        fig_dir,
+        {"T = 1 (raw logits)": top1_probs(sel_logits, 1.0), f"fitted T = {t_hat:.3g}": top1_probs(sel_logits, t_hat),
+         "paper T = 2": top1_probs(sel_logits, PAPER_TEMPERATURE)},
+        c_sel,
+        n_bins=ECE_BINS,
+    )  # fmt: skip
+    paths += plot_risk_coverage(fig_dir, m_sel, c_sel, delta, alpha, chosen, paper)
+    s2_for_plot = o.s2_correct[sel_idx] if o.s2_known[sel_idx].all() else None
+    paths += plot_tau_sweep(fig_dir, m_sel, c_sel, chosen, paper, stage2_correct=s2_for_plot)
+    if n_benchmarks > 1:
+        paths += plot_per_benchmark(fig_dir, m_all, o.s1_correct, o.bench, tau)
+    return paths
+
+
 def calibrate_predictions(
     predictions: Sequence[str],
     out: str,
@@ -58,84 +155,29 @@ def calibrate_predictions(
     strict: bool = False,
     figures: bool = True,
 ) -> dict:
+    """Read, fit T, select tau, measure the chosen and the paper's operating points, draw, write (in that order)."""
     out_dir = Path(out)
-    loaded = read_predictions(list(predictions), strict=strict)
-    for problem in loaded.problems[:20]:
-        print(f"skipped {problem}", file=sys.stderr)
-    if len(loaded.problems) > 20:
-        print(f"... and {len(loaded.problems) - 20} more skipped rows (see problems.txt)", file=sys.stderr)
-    records = loaded.records
-    if len(records) < MIN_SAMPLES:
-        raise CalibrationInputError(
-            f"only {len(records)} usable samples in {list(predictions)}; need >= {MIN_SAMPLES}"
-        )
-    if mode == "budget" and budget is None:
-        raise CalibrationInputError("--mode budget needs --budget (the largest allowed Stage-2 fraction)")
+    loaded, o = load_outcomes(predictions, strict, mode, budget)
+    t_hat, fit_block, _fit_idx, sel_idx = fit_or_fix_temperature(loaded.records, o, temperature, seed, fit_fraction)
 
-    logits = pad_logits([r.logits for r in records])
-    gold = np.array([r.gold for r in records], dtype=np.int64)
-    bench = np.array([r.benchmark for r in records])
-    s1_correct = top1_indices(logits) == gold
-    s2_known = np.array([r.stage2_correct is not None for r in records])
-    s2_correct = np.array([bool(r.stage2_correct) for r in records])
-
-    if temperature is None:
-        fit_idx, sel_idx = split_fit_select(records, seed=seed, fit_fraction=fit_fraction)
-        tfit = fit_temperature(logits[fit_idx], gold[fit_idx], paper_temperature=PAPER_TEMPERATURE)
-        t_hat = tfit.temperature
-        fit_block = tfit.as_dict()
-        if tfit.at_bound:
-            print(f"warning: fitted T = {t_hat:.4g} sits on a search bound {tfit.bounds}", file=sys.stderr)
-    else:  # fixed T: nothing to fit, every sample selects tau
-        t_hat = float(temperature)
-        fit_idx, sel_idx = np.zeros(0, np.int64), np.arange(len(records))
-        nll, ece = nll_and_ece(logits, gold, t_hat)
-        nll_raw, ece_raw = nll_and_ece(logits, gold, 1.0)
-        fit_block = {
-            "temperature": t_hat,
-            "n": 0,
-            "fixed": True,
-            "nll_before": nll_raw,
-            "ece_before": ece_raw,
-            "nll_after": nll,
-            "ece_after": ece,
-        }
-
-    m_sel = margins(logits[sel_idx], t_hat)
-    c_sel = s1_correct[sel_idx]
-    if mode == "precision":
-        selection = select_tau_precision(m_sel, c_sel, alpha=alpha, delta=delta, min_exits=min_exits)
-    elif mode == "budget":
-        selection = select_tau_budget(m_sel, budget)
-    elif mode == "accuracy":
-        known = s2_known[sel_idx]
-        if not known.any():
-            raise CalibrationInputError(
-                "--mode accuracy needs Stage-2 outcomes for the same samples: pass the predictions.jsonl of a "
-                "uniform_stage2 run (rows with route == 'stage2' and stage2.pred)"
-            )
-        selection = select_tau_accuracy(m_sel[known], c_sel[known], s2_correct[sel_idx][known])
-    else:
-        raise CalibrationInputError(f"unknown mode {mode!r}; choose precision, budget or accuracy")
+    m_sel, c_sel = margins(o.logits[sel_idx], t_hat), o.s1_correct[sel_idx]
+    known_sel, s2_sel = o.s2_known[sel_idx], o.s2_correct[sel_idx]
+    selection = select_threshold(mode, m_sel, c_sel, known_sel, s2_sel, alpha, delta, budget, min_exits)
     tau = selection.tau
-
     stats = exit_stats(m_sel, c_sel, tau, delta)
     select_block = {**stats.as_dict(), "no_exit": selection.no_exit, **selection.details}
-    m_paper = margins(logits[sel_idx], PAPER_TEMPERATURE)
+
+    # the paper's operating point (T = 2, tau = 0.97) on the same samples, for comparison
+    m_paper = margins(o.logits[sel_idx], PAPER_TEMPERATURE)
     paper_stats = exit_stats(m_paper, c_sel, PAPER_TAU, delta)
-    paper_block = {
-        "temperature": PAPER_TEMPERATURE,
-        **paper_stats.as_dict(),
-        "meets_alpha": bool(paper_stats.upper_bound_error <= alpha),
-    }
-    known_sel = s2_known[sel_idx]
+    paper_block = {"temperature": PAPER_TEMPERATURE, **paper_stats.as_dict(),
+                   "meets_alpha": bool(paper_stats.upper_bound_error <= alpha)}  # fmt: skip
     if known_sel.any():
-        s1k, s2k = c_sel[known_sel], s2_correct[sel_idx][known_sel]
+        s1k, s2k = c_sel[known_sel], s2_sel[known_sel]
         select_block["final_accuracy"] = _final_accuracy(m_sel[known_sel], s1k, s2k, tau)
         paper_block["final_accuracy"] = _final_accuracy(m_paper[known_sel], s1k, s2k, PAPER_TAU)
         select_block["n_with_stage2"] = int(known_sel.sum())
 
-    m_all = margins(logits, t_hat)
     payload = {
         "temperature": t_hat,
         "tau": tau,
@@ -150,50 +192,20 @@ def calibrate_predictions(
         "budget": budget,
         "min_exits": min_exits,
         "fit_fraction": fit_fraction,
-        "n_samples": len(records),
-        "n_benchmarks": len(set(bench.tolist())),
+        "n_samples": len(loaded.records),
+        "n_benchmarks": len(set(o.bench.tolist())),
         "skipped": dict(loaded.skipped),
         "table4_counts": {
-            "fitted_T": {r["bin"]: r["n"] for r in paper_bin_table(m_all, s1_correct)},
-            "paper_T": {
-                r["bin"]: r["n"] for r in paper_bin_table(margins(logits, PAPER_TEMPERATURE), s1_correct)
-            },
+            "fitted_T": {r["bin"]: r["n"] for r in paper_bin_table(margins(o.logits, t_hat), o.s1_correct)},
+            "paper_T": {r["bin"]: r["n"] for r in paper_bin_table(margins(o.logits, PAPER_TEMPERATURE), o.s1_correct)},
         },
     }
 
     out_dir.mkdir(parents=True, exist_ok=True)
     if loaded.problems:
         (out_dir / "problems.txt").write_text("".join(f"{p}\n" for p in loaded.problems), encoding="utf-8")
-    figure_paths: list[Path] = []
-    if figures:
-        fig_dir = out_dir / "figures"
-        chosen = {
-            "tau": tau,
-            "exit_rate": stats.exit_rate,
-            "exit_accuracy": stats.exit_accuracy,
-            "label": f"chosen tau = {tau:.4g} ({mode}, T = {t_hat:.3g})",
-        }
-        paper = {
-            "exit_rate": paper_stats.exit_rate,
-            "exit_accuracy": paper_stats.exit_accuracy,
-            "label": "paper T = 2, tau = 0.97",
-        }
-        figure_paths += plot_accuracy_vs_margin(fig_dir, m_all, s1_correct, bench, t_hat)
-        figure_paths += plot_reliability(
-            fig_dir,
-            {
-                "T = 1 (raw logits)": top1_probs(logits[sel_idx], 1.0),
-                f"fitted T = {t_hat:.3g}": top1_probs(logits[sel_idx], t_hat),
-                "paper T = 2": top1_probs(logits[sel_idx], PAPER_TEMPERATURE),
-            },
-            c_sel,
-            n_bins=ECE_BINS,
-        )
-        figure_paths += plot_risk_coverage(fig_dir, m_sel, c_sel, delta, alpha, chosen, paper)
-        s2_for_plot = s2_correct[sel_idx] if known_sel.all() else None
-        figure_paths += plot_tau_sweep(fig_dir, m_sel, c_sel, chosen, paper, stage2_correct=s2_for_plot)
-        if payload["n_benchmarks"] > 1:
-            figure_paths += plot_per_benchmark(fig_dir, m_all, s1_correct, bench, tau)
+    figure_paths = (write_figures(out_dir, o, sel_idx, t_hat, tau, mode, stats, paper_stats, delta, alpha,
+                                  payload["n_benchmarks"]) if figures else [])  # fmt: skip
     payload["figures"] = [str(p.relative_to(out_dir)) for p in figure_paths]
     (out_dir / "summary.md").write_text(render_summary(payload), encoding="utf-8")
     write_calibration(out_dir / "calibration.json", payload)  # last: its presence means the run finished
