@@ -21,10 +21,10 @@ import typing
 from pathlib import Path
 from typing import Literal
 
-from cader.evaluate.backends.vllm import VERIFIER_ENGINE, VLLMEngineConfig
-from cader.evaluate.launch import done_marker, launch, launched_rank, rank_device, wait_for_shards
 from cader.cli.docstrings import argument_help
+from cader.evaluate.backends.vllm import VERIFIER_ENGINE, VLLMEngineConfig
 from cader.evaluate.benchmarks import available as available_benchmarks
+from cader.evaluate.launch import done_marker, launch, launched_rank, rank_device, wait_for_shards
 from cader.evaluate.method.config import CROP_EDGE_MODES, P_YES_MODES, VARIANTS, CaderConfig
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError
 from cader.evaluate.report import write_report

@@ -5,6 +5,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -16,36 +17,36 @@ REPO = Path(__file__).resolve().parents[1]
 # Every command line README.md and the quickstart scripts show, with placeholders filled in.
 DOCUMENTED = [
     "train/sft.py --config configs/train/cot_mix_tiny.yaml",
-    "train/sft.py --config configs/train/cot_mix.yaml --data.release_root /data/LongVT-Parquet "
-    "--data.media_root /data/LongVT-Source --plan_only true",
+    ("train/sft.py --config configs/train/cot_mix.yaml --data.release_root /data/LongVT-Parquet "
+     "--data.media_root /data/LongVT-Source --plan_only true"),
     "train/sft.py --config cot_mix.yaml --trainer.num_nodes 2",
     "train/sft.py --config cot_mix.yaml --model.lora_r 64",
     "train/sft.py --config cot_mix.yaml --ckpt_path last",
     "train/sft.py --config configs/train/cot_mix.yaml --trainer.num_nodes 2 --trainer.devices 8",
-    "evaluate/run.py --config configs/eval/cader.yaml --model runs/sft/export --verifier Qwen/Qwen3-VL-4B-Instruct "
-    "--benchmark videomme_long --data_root /data/benchmarks --out runs/heldout --variant no_stage2",
-    "evaluate/run.py --config configs/eval/cader.yaml --model runs/sft/export --verifier Qwen/Qwen3-VL-4B-Instruct "
-    "--benchmark lvbench --data_root /data/benchmarks --out runs/lvbench "
-    "--calibration runs/calibration/calibration.json --devices 8 --num_nodes 2 --backend vllm --concurrency 32 "
-    "--variants all --retry_failed true --crop_edge clip --p_yes_mode yes_no --vllm_main.max_model_len 16384",
-    "evaluate/run.py --config configs/eval/cader.yaml --out runs/lvbench --variant no_rgr "
-    "--stage1_from runs/lvbench/predictions.jsonl",
+    ("evaluate/run.py --config configs/eval/cader.yaml --model runs/sft/export --verifier Qwen/Qwen3-VL-4B-Instruct "
+     "--benchmark videomme_long --data_root /data/benchmarks --out runs/heldout --variant no_stage2"),
+    ("evaluate/run.py --config configs/eval/cader.yaml --model runs/sft/export --verifier Qwen/Qwen3-VL-4B-Instruct "
+     "--benchmark lvbench --data_root /data/benchmarks --out runs/lvbench "
+     "--calibration runs/calibration/calibration.json --devices 8 --num_nodes 2 --backend vllm --concurrency 32 "
+     "--variants all --retry_failed true --crop_edge clip --p_yes_mode yes_no --vllm_main.max_model_len 16384"),
+    ("evaluate/run.py --config configs/eval/cader.yaml --out runs/lvbench --variant no_rgr "
+     "--stage1_from runs/lvbench/predictions.jsonl"),
     "evaluate/run.py --merge true --out runs/lvbench",
-    "evaluate/run.py --config configs/eval/cader_tiny.yaml --model runs/tiny/sft/export "
-    "--verifier runs/tiny/sft/export --benchmark synthetic --data_root runs/tiny/data/eval --out runs/tiny/eval "
-    "--variant full --limit 8 --progress false --calibration c.json --compare p.jsonl --limit 48",
-    "calibrate/fit.py --predictions runs/heldout/predictions.jsonl --out runs/calibration --mode precision "
-    "--alpha 0.05 --delta 0.1",
+    ("evaluate/run.py --config configs/eval/cader_tiny.yaml --model runs/tiny/sft/export "
+     "--verifier runs/tiny/sft/export --benchmark synthetic --data_root runs/tiny/data/eval --out runs/tiny/eval "
+     "--variant full --limit 8 --progress false --calibration c.json --compare p.jsonl --limit 48"),
+    ("calibrate/fit.py --predictions runs/heldout/predictions.jsonl --out runs/calibration --mode precision "
+     "--alpha 0.05 --delta 0.1"),
     "calibrate/fit.py --predictions a.jsonl --out runs/calibration --mode budget --budget 0.5",
     "calibrate/fit.py --config configs/calibrate/default.yaml --predictions A.jsonl B.jsonl --out runs/calibration",
-    "evaluate/judge.py --config configs/judge/default.yaml --predictions runs/agentvidbench/predictions.jsonl "
-    "--questions /data/agentvidbench/questions.jsonl --out runs/judge",
-    "evaluate/judge.py --config configs/judge/default.yaml --predictions runs/agentvidbench/predictions.jsonl "
-    "--questions /data/agentvidbench/questions.jsonl --out runs/judge --provider openai "
-    "--base_url http://HOST:8000/v1 --model NAME --concurrency 16 --progress false",
-    "evaluate/judge.py --config configs/judge/default.yaml --prediction_format agentvidbench_run "
-    "--predictions exp/ours_gemini-2.5-flash_run1 --questions /data/agentvidbench/questions.jsonl "
-    "--out runs/judge_ours",
+    ("evaluate/judge.py --config configs/judge/default.yaml --predictions runs/agentvidbench/predictions.jsonl "
+     "--questions /data/agentvidbench/questions.jsonl --out runs/judge"),
+    ("evaluate/judge.py --config configs/judge/default.yaml --predictions runs/agentvidbench/predictions.jsonl "
+     "--questions /data/agentvidbench/questions.jsonl --out runs/judge --provider openai "
+     "--base_url http://HOST:8000/v1 --model NAME --concurrency 16 --progress false"),
+    ("evaluate/judge.py --config configs/judge/default.yaml --prediction_format agentvidbench_run "
+     "--predictions exp/ours_gemini-2.5-flash_run1 --questions /data/agentvidbench/questions.jsonl "
+     "--out runs/judge_ours"),
     "evaluate/judge.py compare runs/a/predictions.jsonl runs/b/predictions.jsonl",
 ]
 SUBCOMMAND_OF_SCRIPT = {"train/sft.py": "sft", "evaluate/run.py": "eval", "calibrate/fit.py": "calibrate",
@@ -154,7 +155,7 @@ def test_documented_command_parses(command, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     script, *args = shlex.split(command)
     config = printed_config([SUBCOMMAND_OF_SCRIPT[script], *args], capsys)
-    given = {flag[2:]: value for flag, value in zip(args, args[1:])   # a repeated flag: the last one counts
+    given = {flag[2:]: value for flag, value in pairwise(args)   # a repeated flag: the last one counts
              if flag.startswith("--") and not value.startswith("--")}
     for key, value in given.items():
         if key != "config" and "." not in key:

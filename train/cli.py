@@ -76,12 +76,14 @@ class SFTCLI(LightningCLI):
 
 def make_cli(argv: list[str] | None = None) -> SFTCLI:
     """Parse `argv` (None: sys.argv) into an SFTCLI; nothing is instantiated yet."""
-    kwargs = dict(model_class=SFTModule, datamodule_class=SFTDataModule, run=False,
-                  auto_configure_optimizers=False,   # SFTModule configures its own optimizer and schedule
-                  save_config_kwargs={"overwrite": True},
-                  parser_kwargs={"default_env": False, "usage": USAGE,
-                                 "description": "Fine-tune Qwen3-VL on the tool-free CoT mix, then write the HF "
-                                                "export (CADER paper, supplementary A)."})
+    kwargs = {
+        "model_class": SFTModule, "datamodule_class": SFTDataModule, "run": False,
+        "auto_configure_optimizers": False,   # SFTModule configures its own optimizer and schedule
+        "save_config_kwargs": {"overwrite": True},
+        "parser_kwargs": {"default_env": False, "usage": USAGE,
+                          "description": "Fine-tune Qwen3-VL on the tool-free CoT mix, then write the HF export "
+                                         "(CADER paper, supplementary A)."},
+    }
     if argv is None:
         return SFTCLI(**kwargs)
     # LightningCLI warns when it is given arguments while sys.argv holds some too (tests, callers in Python); it
