@@ -1,12 +1,12 @@
 """``cader``: one command for the toolkit, with a subcommand per stage.
 
-    cader sft --config cot_mix_tiny               # python train/sft.py --config cot_mix_tiny
-    cader plan --config cot_mix                   # python train/sft.py --config cot_mix --plan_only true
-    cader eval --config configs/eval/cader.yaml …  # python evaluate/run.py …
-    cader merge --out DIR                         # python evaluate/run.py --out DIR --merge true
-    cader calibrate --predictions P --out DIR     # python calibrate/fit.py …
-    cader judge --predictions P …                 # python evaluate/judge.py …
-    cader compare A B                             # python evaluate/judge.py compare A B
+    cader sft --config cot_mix_tiny                 # python train/sft.py --config cot_mix_tiny
+    cader plan --config cot_mix                     # python train/sft.py --config cot_mix --plan_only true
+    cader eval --config configs/eval/cader.yaml ... # python evaluate/run.py --config configs/eval/cader.yaml ...
+    cader merge --out DIR                           # python evaluate/run.py --out DIR --merge true
+    cader calibrate --predictions P --out DIR       # python calibrate/fit.py --predictions P --out DIR
+    cader judge --predictions P ...                 # python evaluate/judge.py --predictions P ...
+    cader compare A B                               # python evaluate/judge.py compare A B
 
 A subcommand runs the main() of its stage's script with the same flags, so `cader <sub> --help` is that script's
 help. `cader` itself reads only the subcommand name: each stage parses its own flags, and building every stage's
