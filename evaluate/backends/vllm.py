@@ -47,14 +47,23 @@ class VLLMEngineConfig:
     The defaults let the paper's pair, Qwen3-VL-8B (main) and Qwen3-VL-4B (verifier), share one 80 GB GPU: each engine
     pre-allocates its share of the GPU's memory for weights plus KV cache, and vLLM's own default (0.9 each) leaves the
     second engine nothing. 0.55 + 0.30 keeps 15 % for activations and the CUDA context.
+
+    Attributes:
+        gpu_memory_utilization: Share of the GPU's memory this engine pre-allocates for weights and KV cache.
+        max_model_len: Longest prompt plus output in tokens (null: the model's own); 768 frames at 64 tokens per
+            temporal pair is about 24.6K vision tokens.
+        tensor_parallel_size: GPUs the engine splits the model over.
+        enforce_eager: Skip CUDA-graph capture (less memory, slower decoding).
+        max_num_seqs: Most sequences in one batch (null: vLLM's default).
+        extra: Any other vllm.LLM keyword, passed as is.
     """
 
     gpu_memory_utilization: float = 0.55
-    max_model_len: int | None = 32_768   # 768 frames at 64 tokens per temporal pair is ~24.6K vision tokens
+    max_model_len: int | None = 32_768
     tensor_parallel_size: int = 1
-    enforce_eager: bool = False          # True skips CUDA-graph capture (less memory, slower decode)
-    max_num_seqs: int | None = None      # vLLM's default when None
-    extra: dict = field(default_factory=dict)  # any other vllm.LLM keyword, passed as is
+    enforce_eager: bool = False
+    max_num_seqs: int | None = None
+    extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
