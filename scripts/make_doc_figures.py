@@ -1,6 +1,6 @@
 """Regenerate the calibration figures shown in the README (docs/figures/) from synthetic Stage-1 outcomes.
 
-The outcomes come from `cader.calibrate.synthetic` (logits calibrated at a known temperature, 4- and 5-option
+The outcomes come from `cader.dev.calibration_rows` (logits calibrated at a known temperature, 4- and 5-option
 benchmarks, and a Stage-2 answer for every sample as a uniform_stage2 run would give), so the figures show what a
 real held-out run looks like with thousands of samples, without a model.
 
@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from cader.calibrate.fit import main as fit_main
-from cader.calibrate.synthetic import synthetic_prediction_rows
+from cader.dev.calibration_rows import synthetic_prediction_rows
 from jsonargparse import CLI
 
 

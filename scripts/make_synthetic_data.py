@@ -9,7 +9,7 @@ agentvidbench, synthetic, synthetic_heldout).
 
 import time
 
-from cader.evaluate.benchmarks.synth_data import describe, make_synthetic_data
+from cader.dev.synthetic.dataset import describe, make_synthetic_data
 from jsonargparse import CLI
 
 

@@ -1,6 +1,6 @@
 """Write the tiny random-weight Qwen3-VL (the embedded default) as an HF folder. No downloads."""
 
-from cader.vlm.tiny import make_tiny_model
+from cader.dev.tiny import make_tiny_model
 from jsonargparse import CLI
 
 

@@ -16,7 +16,7 @@ if [ -z "${JUDGE_BASE_URL:-}" ]; then
          "which answers only as $MODEL" >&2
   fi
   URL_FILE="$(mktemp)"
-  python -m cader.evaluate.judge.loopback --delay 0.01 --url_file "$URL_FILE" >/dev/null &
+  python -m cader.dev.judge_double --delay 0.01 --url_file "$URL_FILE" >/dev/null &
   SERVER=$!
   trap 'kill "$SERVER" 2>/dev/null || true; rm -f "$URL_FILE"' EXIT
   for _ in $(seq 100); do [ -s "$URL_FILE" ] && break; sleep 0.1; done

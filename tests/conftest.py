@@ -18,7 +18,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """An HF folder with the tiny random-weight Qwen3-VL, its processor and chat template."""
-    from cader.vlm.tiny import make_tiny_model
+    from cader.dev.tiny import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny_model") / "model", seed=0)
 

@@ -1,7 +1,7 @@
-"""The synthetic evaluation sets (``scripts/make_synthetic_data.py`` -> ``synth_eval.write_eval_sets``) are written in
-the same layouts as the release conformance fixtures: the same annotation files, and per file the same fields
-with the same value types (nested fields included). The synthetic rows may add ``evidence_window`` (their ground
-truth), which no release has."""
+"""The synthetic evaluation sets (``scripts/make_synthetic_data.py`` -> ``cader.dev.synthetic.eval_sets``) are
+written in the same layouts as the release conformance fixtures: the same annotation files, and per file the same
+fields with the same value types (nested fields included). The synthetic rows may add ``evidence_window`` (their
+ground truth), which no release has."""
 
 import json
 from pathlib import Path
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from cader.evaluate.benchmarks.synth_eval import write_eval_sets
+from cader.dev.synthetic.eval_sets import write_eval_sets
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SYNTHETIC_ONLY = {"evidence_window"}

@@ -7,11 +7,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cader.dev.synthetic.eval_sets import write_eval_sets
 from cader.evaluate.benchmarks import BenchmarkError, UnknownBenchmarkError, load_benchmark
 from cader.evaluate.benchmarks.base import RowError, answer_letter, strip_letter_prefixes
 from cader.evaluate.benchmarks.lvbench import parse_time_reference, split_options
 from cader.evaluate.benchmarks.mlvu import NO_MATCH
-from cader.evaluate.benchmarks.synth_eval import write_eval_sets
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from cader.dev.synthetic.eval_sets import write_eval_sets
 from cader.evaluate.benchmarks import LETTERS, available, load_benchmark, video_path
-from cader.evaluate.benchmarks.synth_eval import write_eval_sets
 
 N_EVAL = 7
 

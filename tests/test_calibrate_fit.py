@@ -24,8 +24,8 @@ from cader.calibrate.plots import (
     plot_risk_coverage,
     plot_tau_sweep,
 )
-from cader.calibrate.synthetic import synthetic_prediction_rows
 from cader.calibrate.tau import NO_EXIT_TAU
+from cader.dev.calibration_rows import synthetic_prediction_rows
 from cader.vlm.files import write_json_atomic
 
 REPO = Path(__file__).resolve().parents[1]

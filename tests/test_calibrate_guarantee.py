@@ -10,9 +10,9 @@ check has teeth.
 
 import numpy as np
 from cader.calibrate.margin import margins
-from cader.calibrate.synthetic import synthetic_logits
 from cader.calibrate.tau import NO_EXIT_TAU, exit_curve, select_tau_precision
 from cader.calibrate.temperature import fit_temperature
+from cader.dev.calibration_rows import synthetic_logits
 
 TRUE_T, K = 1.5, 4
 ALPHA, DELTA = 0.1, 0.1

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from cader.calibrate import pipeline
 from cader.calibrate.pipeline import CalibrationInputError, calibrate_predictions, render_summary
-from cader.calibrate.synthetic import synthetic_prediction_rows
 from cader.calibrate.tau import NO_EXIT_TAU
+from cader.dev.calibration_rows import synthetic_prediction_rows
 
 
 def write(path, rows):

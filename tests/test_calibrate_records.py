@@ -11,7 +11,7 @@ from cader.calibrate.records import (
     read_predictions,
     split_fit_select,
 )
-from cader.calibrate.synthetic import synthetic_prediction_rows
+from cader.dev.calibration_rows import synthetic_prediction_rows
 
 
 def _write(path, rows):

@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 from cader.calibrate.margin import pad_logits
-from cader.calibrate.synthetic import synthetic_logits
 from cader.calibrate.temperature import (
     calibration_bins,
     expected_calibration_error,
     fit_temperature,
     gold_nll,
 )
+from cader.dev.calibration_rows import synthetic_logits
 
 
 @pytest.mark.parametrize("true_t, k", [(1.5, 4), (0.7, 5), (3.0, 26)])

@@ -312,13 +312,13 @@ def scripted_backend(logits_by_question, proposal, answer, p_yes, fail_on=()):
 def run_pipeline(root: Path, video: Path) -> None:
     """predictions (every route, fallback, failure, reuse, shards), calibration.json, judgments.jsonl."""
     from cader.calibrate.pipeline import calibrate_predictions
+    from cader.dev.judge_double import LoopbackJudgeServer
+    from cader.dev.judge_inputs import synthetic_benchmark
     from cader.evaluate.benchmarks.base import Sample
     from cader.evaluate.judge.client import RetryPolicy
-    from cader.evaluate.judge.loopback import LoopbackJudgeServer
     from cader.evaluate.judge.pipeline import judge_predictions
     from cader.evaluate.judge.providers import make_provider
     from cader.evaluate.judge.questions import load_predictions, load_questions
-    from cader.evaluate.judge.synthetic import synthetic_benchmark
     from cader.evaluate.method.config import CaderConfig
     from cader.evaluate.runner import load_stage1_priors, merge_shards, run_samples
 

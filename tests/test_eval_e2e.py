@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory):
-    from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+    from cader.dev.synthetic.dataset import make_synthetic_data
 
     out = tmp_path_factory.mktemp("synthetic_data")
     make_synthetic_data(

@@ -7,12 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cader.dev.judge_double import LoopbackJudgeServer
 from cader.evaluate.judge.adapters import (
     load_agentvidbench_run,
     load_prediction_source,
     normalized_trajectory_record,
 )
-from cader.evaluate.judge.loopback import LoopbackJudgeServer
 from cader.evaluate.judge.pipeline import read_judgments
 from cader.evaluate.judge.providers import LOOPBACK_MODEL
 

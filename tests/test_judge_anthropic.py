@@ -6,14 +6,14 @@ import logging
 from pathlib import Path
 
 import pytest
+from cader.dev.judge_double import LoopbackJudgeServer, reply_text, synthetic_judgment
+from cader.dev.judge_inputs import synthetic_benchmark
 from cader.evaluate.judge.client import RetryPolicy, judge_one
-from cader.evaluate.judge.loopback import LoopbackJudgeServer, reply_text, synthetic_judgment
 from cader.evaluate.judge.params import CONTEXT_1M_BETA
 from cader.evaluate.judge.pipeline import judge_predictions, read_judgments
 from cader.evaluate.judge.prompt import SYSTEM_PROMPT_WITH_SCHEMA
 from cader.evaluate.judge.providers import LOOPBACK_MODEL, ProviderError, make_provider
 from cader.evaluate.judge.questions import Question, load_predictions, load_questions
-from cader.evaluate.judge.synthetic import synthetic_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "judge" / "default.yaml"

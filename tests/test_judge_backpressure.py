@@ -8,8 +8,8 @@ import time
 from email.utils import formatdate
 
 import pytest
+from cader.dev.judge_double import LoopbackJudgeServer
 from cader.evaluate.judge.client import RetryPolicy, judge_one, retry_delay
-from cader.evaluate.judge.loopback import LoopbackJudgeServer
 from cader.evaluate.judge.providers import LOOPBACK_MODEL, make_provider, retry_after_seconds
 from cader.evaluate.judge.questions import Question
 

@@ -3,8 +3,8 @@
 import json
 
 import pytest
+from cader.dev.judge_double import LoopbackJudgeServer, synthetic_judgment
 from cader.evaluate.judge.client import RetryPolicy, backoff_delay, judge_one
-from cader.evaluate.judge.loopback import LoopbackJudgeServer, synthetic_judgment
 from cader.evaluate.judge.providers import ProviderError, make_provider
 from cader.evaluate.judge.questions import Question
 from cader.evaluate.judge.scoring import traj_score

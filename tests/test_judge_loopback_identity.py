@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cader.dev.judge_double import LoopbackJudgeServer
+from cader.dev.judge_inputs import synthetic_benchmark
 from cader.evaluate.judge.aggregate import NOT_A_REAL_JUDGE
-from cader.evaluate.judge.loopback import LoopbackJudgeServer
 from cader.evaluate.judge.pipeline import read_judgments
 from cader.evaluate.judge.providers import LOOPBACK_MODEL
-from cader.evaluate.judge.synthetic import synthetic_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 

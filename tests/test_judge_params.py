@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cader.dev.judge_double import LoopbackJudgeServer
 from cader.evaluate.judge.client import RetryPolicy, judge_one
-from cader.evaluate.judge.loopback import LoopbackJudgeServer
 from cader.evaluate.judge.params import (
     CONTEXT_1M_BETA,
     DEFAULT_FAMILIES,

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from cader.dev.judge_double import LoopbackJudgeServer
+from cader.dev.judge_inputs import synthetic_benchmark
 from cader.evaluate.judge.client import RetryPolicy
-from cader.evaluate.judge.loopback import LoopbackJudgeServer
 from cader.evaluate.judge.pipeline import judge_predictions, read_judgments
 from cader.evaluate.judge.providers import make_provider
 from cader.evaluate.judge.questions import load_predictions, load_questions
-from cader.evaluate.judge.synthetic import synthetic_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = RetryPolicy(max_replies=2, max_api_retries=1, backoff_base=0.001, backoff_max=0.01)

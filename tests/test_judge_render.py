@@ -1,5 +1,6 @@
 import json
 
+from cader.dev.judge_inputs import synthetic_benchmark
 from cader.evaluate.judge.prompt import (
     SYSTEM_PROMPT,
     SYSTEM_PROMPT_WITH_SCHEMA,
@@ -10,7 +11,6 @@ from cader.evaluate.judge.prompt import (
 from cader.evaluate.judge.questions import load_questions
 from cader.evaluate.judge.render import render_prediction
 from cader.evaluate.judge.schema import FAILURE_TAGS
-from cader.evaluate.judge.synthetic import synthetic_benchmark
 
 GOLD = "GOLDMARKER"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from anthropic.types import Message
-from cader.evaluate.judge.loopback import LoopbackJudgeServer
+from cader.dev.judge_double import LoopbackJudgeServer
 from cader.evaluate.judge.providers import LOOPBACK_MODEL
 from openai.types.chat import ChatCompletion
 

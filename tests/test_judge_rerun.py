@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from cader.dev.judge_double import LoopbackJudgeServer
+from cader.dev.judge_inputs import synthetic_benchmark
 from cader.evaluate.judge.aggregate import build_report
 from cader.evaluate.judge.client import RetryPolicy
-from cader.evaluate.judge.loopback import LoopbackJudgeServer
 from cader.evaluate.judge.pipeline import (
     current_prompt_hashes,
     judge_predictions,
@@ -17,7 +18,6 @@ from cader.evaluate.judge.pipeline import (
 )
 from cader.evaluate.judge.providers import LOOPBACK_MODEL, make_provider
 from cader.evaluate.judge.questions import load_predictions, load_questions
-from cader.evaluate.judge.synthetic import synthetic_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = RetryPolicy(max_replies=2, max_api_retries=1, backoff_base=0.001, backoff_max=0.01)

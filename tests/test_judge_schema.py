@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from cader.evaluate.judge.loopback import synthetic_judgment
+from cader.dev.judge_double import synthetic_judgment
 from cader.evaluate.judge.schema import (
     FAILURE_TAGS,
     JudgeOutputError,

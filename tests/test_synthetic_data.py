@@ -1,4 +1,4 @@
-"""scripts/make_synthetic_data.py and cader.evaluate.benchmarks.synth*: files parse, counts, videos, determinism."""
+"""scripts/make_synthetic_data.py and cader.dev.synthetic: files parse, counts, videos, determinism."""
 
 import json
 import re
@@ -10,7 +10,8 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from cader.evaluate.benchmarks.synth import (
+from cader.dev.synthetic.dataset import make_synthetic_data
+from cader.dev.synthetic.media import (
     BACKGROUND,
     EVENT_COLOURS,
     SCENE,
@@ -22,7 +23,6 @@ from cader.evaluate.benchmarks.synth import (
     random_cued_spec,
     write_video,
 )
-from cader.evaluate.benchmarks.synth_data import make_synthetic_data
 from datasets import load_dataset
 from PIL import Image
 
@@ -129,7 +129,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 
 def test_longvt_files_have_the_release_names_and_schema(data, tmp_path):
     """The synthetic LongVT files carry the release's names and exactly the fixture's `datasets` schema."""
-    from cader.evaluate.benchmarks.synth_train import LONGVT_FILES
+    from cader.dev.synthetic.train_mix import LONGVT_FILES
 
     fixture = FIXTURES / "longvt_parquet"
     assert sorted(LONGVT_FILES) == sorted(p.name for p in fixture.glob("*.parquet"))

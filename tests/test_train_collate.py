@@ -12,7 +12,7 @@ from cader.vlm.loading import load_processor
 
 @pytest.fixture(scope="module")
 def sft_data(tmp_path_factory):
-    from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+    from cader.dev.synthetic.dataset import make_synthetic_data
 
     out = tmp_path_factory.mktemp("sft_data")
     # 32 s training videos: the budget checks below read a plan of a few timestamps (the default is 128 s)

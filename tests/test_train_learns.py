@@ -1,9 +1,9 @@
 """Proof the embedded default learns the method's roles from pixels: the shipped tiny recipe, end to end through
 `train/sft.py`, on the synthetic mix, probed on the held-out split (never trained on).
 
-Videos are 128 s with a 2 s coloured event inside a 16 s light scene (cader.evaluate.benchmarks.synth), so the
+Videos are 128 s with a 2 s coloured event inside a 16 s light scene (cader.dev.synthetic.media), so the
 1 fps Stage-1 pass (32 frames) sees the event in about half of them. The export is probed in every CADER role the
-way CADER calls it (cader.evaluate.benchmarks.synth_probe): each must beat what a model blind to the pixels gets,
+way CADER calls it (cader.dev.synthetic.probe): each must beat what a model blind to the pixels gets,
 by a one-sided binomial (or rank) test:
 - Stage 1 (C.1 logits, thinking off) is confident where its frames showed the event and unsure where not;
 - the proposal (C.2) parses;
@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_tiny_recipe_learns_the_cader_roles_from_pixels(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.probe import probe_roles
     from cader.evaluate.backends.hf import HFBackend
-    from cader.evaluate.benchmarks.synth_data import make_synthetic_data
-    from cader.evaluate.benchmarks.synth_probe import probe_roles
     from cader.train.sft import main
 
     # the shipped config's relative paths (runs/tiny/...) resolve inside tmp_path

@@ -8,7 +8,7 @@ import shutil
 import threading
 
 import pytest
-from cader.evaluate.benchmarks.synth_train import SYNTHETIC_MIX
+from cader.dev.synthetic.train_mix import SYNTHETIC_MIX
 from cader.train.datamodule import SFTDataModule, Source
 from cader.train.plan_cache import read_cache, write_cache
 
@@ -17,7 +17,7 @@ SOURCES = SYNTHETIC_MIX
 
 @pytest.fixture(scope="module")
 def base_data(tmp_path_factory):
-    from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+    from cader.dev.synthetic.dataset import make_synthetic_data
 
     out = tmp_path_factory.mktemp("plan_cache_data")
     make_synthetic_data(out, n_train=8, n_images=3, n_tool=1, n_eval=1, n_heldout=1)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from cader.evaluate.benchmarks.synth_train import (
+from cader.dev.synthetic.train_mix import (
     LONGVT_FILES,
     longvt_part,
     write_longvt_parquet,

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def train_dir(tmp_path_factory):
-    from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+    from cader.dev.synthetic.dataset import make_synthetic_data
 
     out = tmp_path_factory.mktemp("sft_train")
     make_synthetic_data(out, n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
@@ -139,7 +139,7 @@ def test_shipped_configs_parse(name):
 
 
 def test_tiny_config_trains_on_every_file_the_synthetic_generator_writes():
-    from cader.evaluate.benchmarks.synth_train import SYNTHETIC_MIX
+    from cader.dev.synthetic.train_mix import SYNTHETIC_MIX
 
     cfg = parse_sft_args(["--config", "cot_mix_tiny.yaml"])
     listed = [(s["name"] if isinstance(s, dict) else s.name, s["format"] if isinstance(s, dict) else s.format,

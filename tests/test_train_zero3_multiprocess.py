@@ -74,7 +74,7 @@ def _free_port() -> int:
 
 
 def _write_mix(tmp_path):
-    from cader.evaluate.benchmarks.synth import VideoSpec, write_video
+    from cader.dev.synthetic.media import VideoSpec, write_video
 
     write_video(VideoSpec("clip", duration=6.0, fps=2, t_s=2.0, t_e=4.0, colour="red"), tmp_path / "clip.mp4")
     rows = [

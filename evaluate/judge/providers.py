@@ -21,8 +21,8 @@ from typing import Protocol
 
 from cader.evaluate.judge.params import ModelFamily, family_for, judge_config, parse_families
 
-# The loopback test double's one model name (loopback.py): it answers to no other, and a judgment served under it
-# is reported as not coming from a real judge (aggregate.py).
+# The loopback test double's one model name (cader.dev.judge_double): it answers to no other, and a judgment
+# served under it is reported as not coming from a real judge (aggregate.py).
 LOOPBACK_MODEL = "loopback-judge"
 # A placeholder key for keyless local servers (vLLM/SGLang and the loopback test double accept any key).
 PLACEHOLDER_KEY = "EMPTY"

@@ -85,11 +85,11 @@ def main(n: int = 16, latency: float = 0.2, concurrency: int = 8) -> dict:
         concurrency: Samples in flight in the second run.
     """
     from cader.contracts.jsonl import read_jsonl
+    from cader.dev.tiny import make_tiny_model
     from cader.evaluate.backends.hf import HFBackend
     from cader.evaluate.benchmarks.base import Sample
     from cader.evaluate.method.config import CaderConfig
     from cader.evaluate.runner import run_samples
-    from cader.vlm.tiny import make_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

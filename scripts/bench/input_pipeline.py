@@ -74,9 +74,9 @@ def main(durations: str = "30,60", mfu: float = 0.4, peak_tflops: float = 989.0,
         repeats: Timed repeats per clip (the best is kept: the machine's noise only adds time).
         processor: A Qwen3-VL processor folder (default: the tiny model's, built here; same video processor class).
     """
+    from cader.dev.tiny import make_tiny_model
     from cader.vlm.loading import load_processor
     from cader.vlm.messages import build_messages, encode
-    from cader.vlm.tiny import make_tiny_model
     from cader.vlm.video import VideoReader
 
     rows = []

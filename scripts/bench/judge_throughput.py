@@ -15,11 +15,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from cader.dev.judge_inputs import synthetic_benchmark
 from cader.evaluate.judge.client import RetryPolicy
 from cader.evaluate.judge.pipeline import judge_predictions, read_judgments
 from cader.evaluate.judge.providers import LOOPBACK_MODEL, make_provider
 from cader.evaluate.judge.questions import load_predictions, load_questions
-from cader.evaluate.judge.synthetic import synthetic_benchmark
 from jsonargparse import CLI
 
 
@@ -43,7 +43,7 @@ def _timed_run(base_url: str, root: Path, out: str, concurrency: int) -> tuple[f
 def loopback_process(delay: float, root: Path):
     """The loopback judge in its own process, as a real judge server would be (it must not share our GIL)."""
     url_file = root / "judge_url"
-    proc = subprocess.Popen([sys.executable, "-m", "cader.evaluate.judge.loopback", "--delay", str(delay),
+    proc = subprocess.Popen([sys.executable, "-m", "cader.dev.judge_double", "--delay", str(delay),
                              "--url_file", str(url_file)], stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30

@@ -128,11 +128,11 @@ def main(
     with tempfile.TemporaryDirectory(prefix="cader_p2_") as tmp:
         tmp = Path(tmp)
         if model_dir is None:
-            from cader.vlm.tiny import make_tiny_model
+            from cader.dev.tiny import make_tiny_model
 
             model_dir = str(make_tiny_model(tmp / "model"))
         if train_dir is None:
-            from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+            from cader.dev.synthetic.dataset import make_synthetic_data
 
             make_synthetic_data(tmp / "data", n_train=32, n_images=8, n_tool=1, n_eval=1, n_heldout=1)
             train_dir = str(tmp / "data" / "train")

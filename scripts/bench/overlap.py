@@ -47,13 +47,12 @@ def main(n: int = 12, latency: float = 0.5, concurrency: int = 4) -> dict:
     """
     import shutil
 
+    from cader.dev.tiny import make_tiny_model
     from cader.evaluate.backends.hf import HFBackend
     from cader.evaluate.benchmarks.base import Sample
     from cader.evaluate.method.config import CaderConfig
     from cader.evaluate.runner import run_samples
-    from cader.vlm.tiny import make_tiny_model
     from cader.vlm.video import VideoReader
-
     from concurrency import FixedLatency  # noqa: E402  (scripts/bench on sys.path when run as a script)
 
     with tempfile.TemporaryDirectory() as tmp:

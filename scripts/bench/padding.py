@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cader.evaluate.benchmarks.synth_train import SYNTHETIC_MIX as MIX  # (name, format, file)
+from cader.dev.synthetic.train_mix import SYNTHETIC_MIX as MIX  # (name, format, file)
 from jsonargparse import CLI
 
 
@@ -67,11 +67,11 @@ def main(
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cader_padding_") as tmp:
         if model_dir is None:
-            from cader.vlm.tiny import make_tiny_model
+            from cader.dev.tiny import make_tiny_model
 
             model_dir = str(make_tiny_model(Path(tmp) / "model"))
         if train_dir is None:
-            from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+            from cader.dev.synthetic.dataset import make_synthetic_data
 
             make_synthetic_data(Path(tmp) / "data", n_eval=1, n_heldout=1)
             train_dir = str(Path(tmp) / "data" / "train")

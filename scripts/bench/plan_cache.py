@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cader.evaluate.benchmarks.synth_train import SYNTHETIC_MIX as MIX  # (name, format, file)
+from cader.dev.synthetic.train_mix import SYNTHETIC_MIX as MIX  # (name, format, file)
 from jsonargparse import CLI
 
 
@@ -57,11 +57,11 @@ def main(
     with tempfile.TemporaryDirectory(prefix="cader_plan_cache_") as tmp:
         tmp = Path(tmp)
         if model_dir is None:
-            from cader.vlm.tiny import make_tiny_model
+            from cader.dev.tiny import make_tiny_model
 
             model_dir = str(make_tiny_model(tmp / "model"))
         if train_dir is None:
-            from cader.evaluate.benchmarks.synth_data import make_synthetic_data
+            from cader.dev.synthetic.dataset import make_synthetic_data
 
             make_synthetic_data(tmp / "data", n_train=n_train, n_images=n_images, n_eval=1, n_heldout=1)
             train_dir = str(tmp / "data" / "train")

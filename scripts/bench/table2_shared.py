@@ -23,14 +23,13 @@ def main(n: int = 8) -> dict:
     Args:
         n: Samples.
     """
-    from concurrency import _video  # noqa: E402  (scripts/bench on sys.path when run as a script)
-
     from cader.contracts.jsonl import read_jsonl
+    from cader.dev.tiny import make_tiny_model
     from cader.evaluate.backends.hf import HFBackend
     from cader.evaluate.benchmarks.base import Sample
     from cader.evaluate.method.config import VARIANTS, CaderConfig
     from cader.evaluate.runner import run_samples, run_variants
-    from cader.vlm.tiny import make_tiny_model
+    from concurrency import _video  # noqa: E402  (scripts/bench on sys.path when run as a script)
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from cader.evaluate.benchmarks.synth import (
+from cader.dev.synthetic.media import (
     COLOUR_QUESTION,
     LETTERS,
     VideoSpec,
@@ -27,7 +27,7 @@ from cader.evaluate.benchmarks.synth import (
     timestamp,
     write_video,
 )
-from cader.evaluate.benchmarks.synth_train import write_json, write_jsonl, write_parquet
+from cader.dev.synthetic.train_mix import write_json, write_jsonl, write_parquet
 
 TIME_QUESTION = "When does the coloured shape appear in the video?"
 MLVU_TASKS = (
@@ -384,7 +384,7 @@ def write_synthetic_split(root: Path, rng, n: int, new_spec: Callable, split: st
         spec = new_spec(f"{split}_{i:04d}")
         rel = f"videos/{split}_{i:04d}.mp4"
         write_video(spec, root / rel)
-        # fixed option order, as in the training mix (synth.canonical_colour_options)
+        # fixed option order, as in the training mix (media.canonical_colour_options)
         options, letter = canonical_colour_options(spec.colour)
         sample_id = f"{split}-{i:04d}"
         rows.append(
@@ -420,7 +420,7 @@ def write_eval_sets(
 ) -> dict:
     """Write every benchmark under ``eval_dir``; return (and write) the manifest; ``synthetic`` gets ``n_test``
     questions (default ``n_eval``), enough for the ablation table. Videos are the training mix's
-    design (``synth.random_cued_spec``): a brief event inside a light scene of a long video."""
+    design (``media.random_cued_spec``): a brief event inside a light scene of a long video."""
 
     def new_spec(name: str) -> VideoSpec:
         return random_cued_spec(rng, name, duration_range, scene_len, event_len, fps=fps, width=width, height=height)

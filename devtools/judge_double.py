@@ -21,7 +21,7 @@ Used by the tests, scripts/bench/judge_throughput.py and the quickstart:
     with LoopbackJudgeServer(delay=0.01) as server:
         ... --provider openai --base_url server.base_url ...
         ... --provider anthropic --base_url server.anthropic_base_url ...   (the SDK appends /v1/messages)
-or from a shell:  python -m cader.evaluate.judge.loopback --url_file /tmp/url   (serves until SIGTERM/SIGINT)
+or from a shell:  python -m cader.dev.judge_double --url_file /tmp/url   (serves until SIGTERM/SIGINT)
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def synthetic_prediction_rows(
     seed: int = 0,
     stage2_accuracy: float | None = None,
 ) -> list[dict]:
-    """predictions.jsonl rows (DESIGN.md schema) from ``synthetic_logits``.
+    """predictions.jsonl rows (the prediction record of ``cader.contracts``) from ``synthetic_logits``.
 
     With ``stage2_accuracy`` every row is routed to Stage 2 (as in a uniform_stage2 run) and Stage 2 answers
     correctly with that probability.

@@ -50,7 +50,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from cader.evaluate.benchmarks.synth import (
+from cader.dev.synthetic.media import (
     COLOUR_QUESTION,
     EMPTY_THINK,
     EVENT_COLOURS,

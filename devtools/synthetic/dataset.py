@@ -1,7 +1,7 @@
 """One call that writes the whole embedded-default data set (used by ``scripts/make_synthetic_data.py``).
 
-``<out>/train/`` holds the CoT training mix (see ``synth_train``), ``<out>/eval/`` the benchmark layouts (see
-``synth_eval``; pass ``<out>/eval`` as ``--data_root``). Separate child generators are spawned from the seed for
+``<out>/train/`` holds the CoT training mix (see ``train_mix``), ``<out>/eval/`` the benchmark layouts (see
+``eval_sets``; pass ``<out>/eval`` as ``--data_root``). Separate child generators are spawned from the seed for
 the training and evaluation halves, so changing ``n_train`` leaves the evaluation files unchanged and vice versa.
 """
 
@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-from cader.evaluate.benchmarks.synth_eval import write_eval_sets
-from cader.evaluate.benchmarks.synth_train import write_json, write_training_mix
+from cader.dev.synthetic.eval_sets import write_eval_sets
+from cader.dev.synthetic.train_mix import write_json, write_training_mix
 
 
 def make_synthetic_data(

@@ -1,0 +1,8 @@
+"""The embedded default's synthetic data set (written by ``scripts/make_synthetic_data.py``).
+
+- `media`: the videos and images (a coloured event at known times) and the question and answer texts about them.
+- `train_mix`: the CoT training mix in the released formats.
+- `eval_sets`: evaluation sets in each benchmark's released layout, with their ground truth.
+- `dataset`: one call writing both (``make_synthetic_data``).
+- `probe`: what a trained miniature does in each CADER role on the held-out split.
+"""
