@@ -51,24 +51,29 @@ def _zero_partition(numel: int, world: int, rank: int) -> tuple[int, int]:
 
 # ---- reading a rank's slice ----
 
-def test_flat_range_reads_exactly_each_ranks_partition(tmp_path):
-    from safetensors import safe_open
+def test_a_rank_reads_exactly_its_partition_of_every_tensor(tmp_path):
+    from cader.train.strategies import SafetensorsFile
     from safetensors.torch import save_file
-    from cader.train.strategies import flat_range
 
     tensors = {"matrix": torch.randn(7, 5), "vector": torch.randn(13), "cube": torch.randn(3, 4, 5),
-               "bf16": torch.randn(5, 3).to(torch.bfloat16), "scalar": torch.tensor(2.5)}
-    save_file(tensors, str(tmp_path / "t.safetensors"))
-    with safe_open(str(tmp_path / "t.safetensors"), framework="pt") as handle:
+               "bf16": torch.randn(5, 3).to(torch.bfloat16), "int": torch.arange(11), "scalar": torch.tensor(2.5)}
+    save_file(tensors, str(tmp_path / "t.safetensors"), metadata={"format": "pt"})
+    with SafetensorsFile(tmp_path / "t.safetensors") as reader:
         for name, full in tensors.items():
+            assert reader.shape(name) == tuple(full.shape) and torch.equal(reader.read(name), full)
             for world in (1, 2, 3, 4):
                 pieces = []
                 for rank in range(world):
                     start, stop = _zero_partition(full.numel(), world, rank)
-                    piece = flat_range(handle, name, start, stop)
-                    assert piece.numel() == stop - start, (name, world, rank)
+                    piece = reader.read_flat(name, start, stop)
+                    assert piece.dtype == full.dtype and piece.numel() == stop - start, (name, world, rank)
                     pieces.append(piece)
                 assert torch.equal(torch.cat(pieces), full.reshape(-1)), (name, world)
+            # into a given tensor: straight when the dtype is the stored one, converted otherwise
+            for dtype in (full.dtype, torch.float64):
+                out = torch.zeros(full.numel() + 2, dtype=dtype)
+                reader.read_flat(name, 1, full.numel(), out=out[1:full.numel()])
+                assert torch.equal(out[1:full.numel()], full.reshape(-1)[1:].to(dtype)) and out[0] == out[-1] == 0
 
 
 def test_checkpoint_files_follow_a_sharded_index(tiny_model_dir, tmp_path):
@@ -160,7 +165,7 @@ SCRIPT = textwrap.dedent(
     from torch.utils.data import DataLoader
     from transformers import AutoTokenizer
 
-    model_dir, root, lora_r = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    model_dir, root, lora_r, texts = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 
 
     class Partitions(L.Callback):
@@ -177,7 +182,7 @@ SCRIPT = textwrap.dedent(
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     batches = []
-    for text in %r:
+    for text in texts:
         enc = tokenizer(text, return_tensors="pt")
         batches.append({**enc, "labels": enc["input_ids"].clone()})
     module = SFTModule(model_dir, lr=1e-2, lora_r=lora_r, lora_alpha=8)
@@ -189,7 +194,7 @@ SCRIPT = textwrap.dedent(
     trainer.fit(module, train_dataloaders=DataLoader(batches, batch_size=1, collate_fn=lambda items: items[0]))
     trainer.save_checkpoint(Path(root, "ckpt"))
     run_export(trainer, module)
-    """ % (TEXTS,)
+    """
 )
 
 
@@ -201,7 +206,7 @@ def _run_two_ranks(tiny_model_dir, tmp_path, lora_r: int):
     for _ in range(3):   # a free port can be taken by another process before rank 0 binds it: retry
         env = {**_clean_environ(), "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
-        proc = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(root), str(lora_r)],
+        proc = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(root), str(lora_r), json.dumps(TEXTS)],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=200, check=False)
         if "EADDRINUSE" not in proc.stderr:
             break

@@ -113,6 +113,67 @@ def local_model_folder(model_path: str) -> Path:
     return Path(snapshot_download(model_path, allow_patterns=["*.json", "*.safetensors"]))
 
 
+_SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                       "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                       "U8": torch.uint8, "BOOL": torch.bool}
+
+
+class SafetensorsFile:
+    """Element ranges of the tensors in one .safetensors file, read with plain reads.
+
+    Not memory-mapped: every page of a mapped file that a rank touches counts in its resident set until the file is
+    closed, so reading half of every tensor through a map costs half the checkpoint again; a read only passes
+    through the page cache, which all ranks share. Tensors are stored row-major and contiguous, so a range of the
+    flattened tensor is one range of bytes.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        with open(self.path, "rb") as f:
+            header_size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(header_size))
+        header.pop("__metadata__", None)
+        self.entries: dict[str, dict] = header
+        self._data_start = 8 + header_size
+        self._file = None
+
+    def __enter__(self):
+        self._file = open(self.path, "rb", buffering=0)
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
+        self._file = None
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(self.entries[name]["shape"])
+
+    def read_flat(self, name: str, start: int, stop: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Elements [start, stop) of tensor `name` flattened (inside `with`). Given `out`, they land there: read
+        straight into it when it is a contiguous CPU tensor of the stored dtype, so no second buffer exists."""
+        entry = self.entries[name]
+        dtype = _SAFETENSORS_DTYPES[entry["dtype"]]
+        direct = out is not None and out.dtype == dtype and out.is_contiguous() and out.device.type == "cpu"
+        buffer = out if direct else torch.empty(stop - start, dtype=dtype)
+        itemsize = buffer.element_size()
+        self._read_into(self._data_start + entry["data_offsets"][0] + start * itemsize, buffer.view(torch.uint8))
+        if out is None or direct:
+            return buffer
+        return out.copy_(buffer)
+
+    def _read_into(self, offset: int, target: torch.Tensor) -> None:
+        view, done = memoryview(target.numpy()), 0
+        self._file.seek(offset)
+        while done < len(view):
+            got = self._file.readinto(view[done:])
+            if not got:
+                raise EOFError(f"{self.path}: shorter than its header says")
+            done += got
+
+    def read(self, name: str) -> torch.Tensor:
+        return self.read_flat(name, 0, math.prod(self.shape(name))).reshape(self.shape(name))
+
+
 def checkpoint_files(folder: Path) -> dict[str, Path]:
     """Tensor name -> safetensors file holding it (single-file or sharded checkpoint)."""
     index = folder / "model.safetensors.index.json"
@@ -123,22 +184,7 @@ def checkpoint_files(folder: Path) -> dict[str, Path]:
     if not single.is_file():
         raise FileNotFoundError(f"{folder}: no model.safetensors(.index.json); partitioned loading under ZeRO-3 "
                                 "reads safetensors checkpoints only")
-    from safetensors import safe_open
-
-    with safe_open(single, framework="pt") as handle:
-        return {name: single for name in handle.keys()}
-
-
-def flat_range(handle, name: str, start: int, stop: int) -> torch.Tensor:
-    """Elements [start, stop) of tensor `name` flattened, reading only the leading-dimension rows that hold them."""
-    reader = handle.get_slice(name)
-    shape = reader.get_shape()
-    if not shape:
-        return handle.get_tensor(name).reshape(-1)[start:stop]
-    row = math.prod(shape[1:])
-    first, last = start // row, -(-stop // row)
-    rows = reader[first:last].reshape(-1)
-    return rows[start - first * row:stop - first * row]
+    return {name: single for name in SafetensorsFile(single).entries}
 
 
 def _partition_range(param) -> tuple[int, int]:
@@ -150,20 +196,18 @@ def _partition_range(param) -> tuple[int, int]:
     return min(start, param.ds_numel), min(start + size, param.ds_numel)
 
 
-def _fill_partition(param, handle, name: str) -> None:
-    if tuple(handle.get_slice(name).get_shape()) != tuple(param.ds_shape):
-        raise ValueError(f"{name}: checkpoint shape {handle.get_slice(name).get_shape()} != model {param.ds_shape}")
+def _fill_partition(param, reader: SafetensorsFile, name: str) -> None:
+    if reader.shape(name) != tuple(param.ds_shape):
+        raise ValueError(f"{name}: checkpoint shape {reader.shape(name)} != model {tuple(param.ds_shape)}")
     start, stop = _partition_range(param)
     with torch.no_grad():
         param.ds_tensor.zero_()          # the padding of the last partition, for reproducible optimizer state
         if stop > start:
-            param.ds_tensor[:stop - start].copy_(flat_range(handle, name, start, stop))
+            reader.read_flat(name, start, stop, out=param.ds_tensor[:stop - start])
 
 
 def fill_partitions(model, folder: Path) -> None:
     """Copy each rank's slice of every parameter (and any persistent buffer) from the checkpoint in `folder`."""
-    from safetensors import safe_open
-
     params = dict(model.named_parameters())      # tied weights appear once
     unsharded = [n for n, p in params.items() if not hasattr(p, "ds_tensor")]
     if unsharded:
@@ -176,12 +220,12 @@ def fill_partitions(model, folder: Path) -> None:
         raise KeyError(f"{folder}: checkpoint lacks {len(missing)} parameters of the model, e.g. {missing[:5]}")
     buffers = {n: b for n, b in model.named_buffers() if n in files}
     for file in sorted(set(files.values())):
-        with safe_open(file, framework="pt") as handle:
-            for name in handle.keys():
+        with SafetensorsFile(file) as reader:
+            for name in reader.entries:
                 if name in params:
-                    _fill_partition(params[name], handle, name)
+                    _fill_partition(params[name], reader, name)
                 elif name in buffers:
-                    buffers[name].copy_(handle.get_tensor(name))
+                    buffers[name].copy_(reader.read(name))
 
 
 def load_partitioned_model(model_path: str, dtype: str | torch.dtype = "auto"):

@@ -60,6 +60,9 @@ CHECKS = [
           lambda v: v <= 0.45),
     Check("P9", "decode overlaps the model: wall time / max(decode alone, model alone), concurrency 4", "overlap.py",
           "<= 1.15", lambda r: float(r["ratio_to_max"]), lambda v: v <= 1.15),
+    Check("P10", "init memory: peak RSS growth per rank while the weights are materialised, 2-process CPU ZeRO-3, "
+          "sharded configure_model / model size (full load in __init__ alongside)", "init_memory.py", "<= 0.6",
+          lambda r: float(r["sharded_peak_over_model"]), lambda v: v <= 0.6),
 ]  # fmt: skip
 
 
