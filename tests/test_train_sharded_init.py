@@ -149,6 +149,42 @@ def test_zero3_configure_model_partitions_and_the_export_equals_the_consolidated
     assert any(not torch.equal(exported[k], base[k]) for k in base)  # the two steps changed the weights
 
 
+class StepLosses(L.Callback):
+    def __init__(self):
+        self.losses = {}
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.losses[trainer.global_step] = float(outputs["loss"])
+
+
+def _fit_zero3(model_dir, root, batches, epochs: int, ckpt_path=None):
+    from cader.train.strategies import CPUDeepSpeedStrategy
+
+    # a constant learning rate: the schedule then does not depend on how many epochs a run plans
+    module = SFTModule(str(model_dir), lr=1e-2, warmup_ratio=0.0, lr_scheduler_type="constant_with_warmup")
+    losses = StepLosses()
+    trainer = L.Trainer(default_root_dir=str(root), accelerator="cpu", devices=1, max_epochs=epochs,
+                        strategy=CPUDeepSpeedStrategy("zero3"), precision="32-true", logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        use_distributed_sampler=False, callbacks=[losses])
+    trainer.fit(module, train_dataloaders=_loader(batches), ckpt_path=ckpt_path)
+    return trainer, losses.losses
+
+
+@pytest.mark.timeout(300)
+def test_zero3_resume_from_the_sharded_checkpoint_continues_the_run(tiny_model_dir, tmp_path):
+    pytest.importorskip("deepspeed")
+    batches = _text_batches(tiny_model_dir)          # two steps an epoch
+    _, full = _fit_zero3(tiny_model_dir, tmp_path / "full", batches, epochs=2)
+    first, _ = _fit_zero3(tiny_model_dir, tmp_path / "first", batches, epochs=1)
+    first.save_checkpoint(tmp_path / "epoch1")
+    _, resumed = _fit_zero3(tiny_model_dir, tmp_path / "resumed", batches, epochs=2,
+                            ckpt_path=str(tmp_path / "epoch1"))
+    assert sorted(full) == [1, 2, 3, 4] and sorted(resumed) == [3, 4]
+    for step in (3, 4):
+        assert resumed[step] == pytest.approx(full[step], rel=1e-5)
+
+
 # ---- ZeRO-3 in two processes ----
 
 # Launched as a script: Lightning's multi-process launch re-runs it (same argv) for rank 1.
