@@ -281,39 +281,12 @@ def test_contract_for_names_the_pipeline_files():
 # ---- every file the pipeline writes --------------------------------------------------------------------------------
 
 
-def scripted_backend(logits_by_question, proposal, answer, p_yes, fail_on=()):
-    """A backend double: Stage-1 logits per question, fixed replies; raises for questions in `fail_on`."""
-    from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
-
-    def question_of(prompt):
-        return next(
-            line.removeprefix("Question: ")
-            for line in prompt.user.splitlines()
-            if line.startswith("Question")
-        )
-
-    class Scripted(Backend):
-        def letter_logits(self, prompts, letters):
-            return [LetterLogits(logits_by_question[question_of(p)], 5) for p in prompts]
-
-        def yes_no(self, prompts):
-            if any(question_of(p) in fail_on for p in prompts):
-                raise RuntimeError("verifier down")
-            return [YesNo(p_yes, 1 - p_yes, 5) for _ in prompts]
-
-        def generate(self, prompts, max_new_tokens):
-            return [
-                Generation(answer if "most relevant segment" in p.user else proposal, 5, 3) for p in prompts
-            ]
-
-    return Scripted()
-
-
 def run_pipeline(root: Path, video: Path) -> None:
     """predictions (every route, fallback, failure, reuse, shards), calibration.json, judgments.jsonl."""
     from cader.calibrate.pipeline import calibrate_predictions
     from cader.dev.judge_double import LoopbackJudgeServer
     from cader.dev.judge_inputs import synthetic_benchmark
+    from cader.dev.scripted import ScriptedBackend
     from cader.evaluate.benchmarks.base import Sample
     from cader.evaluate.judge.client import RetryPolicy
     from cader.evaluate.judge.pipeline import judge_predictions
@@ -337,7 +310,7 @@ def run_pipeline(root: Path, video: Path) -> None:
         "no_stage2": ("no_stage2", "", "", 0.9, ()),
     }
     for name, (variant, proposal, answer, p_yes, fail_on) in runs.items():
-        backend = scripted_backend(logits, proposal, answer, p_yes, fail_on)
+        backend = ScriptedBackend(logits, proposal, answer, p_yes, fail_on)
         cfg = CaderConfig(max_frames=8, max_pixels=2048, variant=variant)
         priors = load_stage1_priors(root / "full" / "predictions.jsonl") if name == "rejected" else None
         for shard in [0, 1] if name == "no_rgr" else [None]:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 from cader.contracts.jsonl import repair_torn_tail
-from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
+from cader.dev.scripted import ScriptedBackend
 from cader.evaluate.benchmarks.base import Sample
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.report import build_report, render_markdown, write_report
@@ -18,43 +18,6 @@ from cader.evaluate.runner import (
 )
 
 LETTERS = ["A", "B", "C", "D"]
-
-
-class Scripted(Backend):
-    """Stage-1 logits by sample question; proposals/answers/P_yes fixed."""
-
-    def __init__(
-        self,
-        logits_by_question,
-        proposal='"relevant_windows": [[20, 30]]',
-        answer="<answer>B</answer>",
-        p_yes=0.95,
-    ):
-        self.logits_by_question, self.proposal, self.answer, self.p = (
-            logits_by_question,
-            proposal,
-            answer,
-            p_yes,
-        )
-        self.calls = 0
-
-    def letter_logits(self, prompts, letters):
-        self.calls += 1
-        out = []
-        for p in prompts:
-            question = p.user.split("\n")[0].removeprefix("Question: ")
-            value = self.logits_by_question[question]
-            if isinstance(value, Exception):
-                raise value
-            out.append(LetterLogits(value, 5))
-        return out
-
-    def yes_no(self, prompts):
-        return [YesNo(self.p, 1 - self.p, 5) for _ in prompts]
-
-    def generate(self, prompts, max_new_tokens):
-        text = self.answer if "most relevant segment" in prompts[0].user else self.proposal
-        return [Generation(text, 5, 3) for _ in prompts]
 
 
 def make_samples(video, n=6):
@@ -99,7 +62,7 @@ def run(samples, root, out, backend, **cfg):
 def test_run_resume_and_routes(tmp_path, video_root):
     root, name = video_root
     samples = make_samples(name)
-    backend = Scripted(logits_map(6))
+    backend = ScriptedBackend(logits_map(6))
     out = tmp_path / "predictions.jsonl"
     counts = run(samples[:3], root, out, backend)
     none = {"retried": 0, "stage1_reused": 0}
@@ -122,7 +85,7 @@ def test_variants_route_as_table2(tmp_path, video_root):
     recs = {}
     for variant in ("no_stage2", "uniform_stage2"):
         out = tmp_path / variant / "p.jsonl"
-        run(samples, root, out, Scripted(logits_map(2)), variant=variant)
+        run(samples, root, out, ScriptedBackend(logits_map(2)), variant=variant)
         recs[variant] = read_records(out)
     assert [r["route"] for r in recs["no_stage2"]] == ["exit", "exit"]
     assert [r["route"] for r in recs["uniform_stage2"]] == ["stage2", "stage2"]
@@ -143,7 +106,7 @@ def test_failures_are_recorded_and_run_continues(tmp_path, video_root):
     samples.append(Sample("bench", "crash", name, "qcrash", ["a", "b", "c", "d"], LETTERS, "A"))
     logits = logits_map(3) | {"qnan": [float("nan"), 0, 0, 0], "qcrash": RuntimeError("CUDA out of memory")}
     out = tmp_path / "p.jsonl"
-    counts = run(samples, root, out, Scripted(logits))
+    counts = run(samples, root, out, ScriptedBackend(logits))
     records = {r["sample_id"]: r for r in read_records(out)}
     assert counts["ran"] == 8 and counts["failed"] == 6 and len(records) == 8
     for sid in ("s0", "empty", "corrupt"):
@@ -168,7 +131,7 @@ def test_failures_are_recorded_and_run_continues(tmp_path, video_root):
 def test_stage2_failure_keeps_stage1_and_partial_steps(tmp_path, video_root):
     root, name = video_root
 
-    class BadVerifier(Scripted):
+    class BadVerifier(ScriptedBackend):
         def yes_no(self, prompts):
             raise ValueError("verifier exploded")
 
@@ -187,14 +150,14 @@ def test_killed_mid_write_then_rerun_has_no_duplicates_or_loss(tmp_path, video_r
     root, name = video_root
     samples = make_samples(name, 4)
     out = tmp_path / "p.jsonl"
-    run(samples[:2], root, out, Scripted(logits_map(4)))
+    run(samples[:2], root, out, ScriptedBackend(logits_map(4)))
     with out.open("a") as handle:  # a record torn by a kill
         handle.write('{"benchmark": "bench", "sample_id": "s2", "pred": "B", "cor')
     repair_torn_tail(out)
     assert out.read_text().endswith("\n") and len(read_records(out)) == 2
     with out.open("a") as handle:
         handle.write('{"benchmark": "bench", "sample_id": "s2", "pred": "B", "cor')
-    run(samples, root, out, Scripted(logits_map(4)))
+    run(samples, root, out, ScriptedBackend(logits_map(4)))
     ids = [r["sample_id"] for r in read_records(out)]
     assert sorted(ids) == ["s0", "s1", "s2", "s3"]
     assert all(json.loads(line) for line in out.read_text().splitlines())
@@ -210,7 +173,7 @@ def test_shards_and_merge(tmp_path, video_root):
             select_samples(samples, shard=shard),
             root,
             predictions_path(tmp_path, shard),
-            Scripted(logits_map(5)),
+            ScriptedBackend(logits_map(5)),
         )
     assert (tmp_path / "predictions.shard-0-of-2.jsonl").exists()
     target, n = merge_shards(tmp_path)
@@ -317,7 +280,7 @@ def test_decode_workers_reach_the_video_reader(tmp_path, video_root, monkeypatch
         return reader
 
     monkeypatch.setattr(runner_module, "VideoReader", recording_reader)
-    run(make_samples(name, 2), root, tmp_path / "p.jsonl", Scripted(logits_map(2)), decode_workers=3)
+    run(make_samples(name, 2), root, tmp_path / "p.jsonl", ScriptedBackend(logits_map(2)), decode_workers=3)
     assert opened == [3, 3]
     with pytest.raises(ValueError, match="decode_workers"):
         CaderConfig(decode_workers=0)
@@ -328,10 +291,10 @@ def test_a_complete_last_record_without_its_newline_is_kept_on_resume(tmp_path, 
     root, name = video_root
     samples = make_samples(name, 3)
     out = tmp_path / "predictions.jsonl"
-    run(samples[:2], root, out, Scripted(logits_map(4)))
+    run(samples[:2], root, out, ScriptedBackend(logits_map(4)))
     out.write_text(out.read_text().rstrip("\n"))  # a writer stopped between the record and its newline
     assert len(read_records(out)) == 2
-    run(samples, root, out, Scripted(logits_map(4)))
+    run(samples, root, out, ScriptedBackend(logits_map(4)))
     ids = [r["sample_id"] for r in read_records(out)]
     assert sorted(ids) == sorted(s.sample_id for s in samples) and len(ids) == 3
     assert all(json.loads(line) for line in out.read_text().splitlines())
@@ -355,11 +318,11 @@ def test_retry_failed_reruns_failed_samples_and_replaces_their_records(tmp_path,
     samples = make_samples(name, 3)
     out = tmp_path / "predictions.jsonl"
     broken = logits_map(3) | {"q1": RuntimeError("CUDA out of memory")}
-    run(samples, root, out, Scripted(broken))
+    run(samples, root, out, ScriptedBackend(broken))
     assert [r["error"] is not None for r in read_records(out)] == [False, True, False]
-    counts = run(samples, root, out, Scripted(logits_map(3)))  # a plain rerun keeps the failure
+    counts = run(samples, root, out, ScriptedBackend(logits_map(3)))  # a plain rerun keeps the failure
     assert counts["ran"] == 0 and sum(r["error"] is not None for r in read_records(out)) == 1
-    counts = run_samples(samples, root, out, Scripted(logits_map(3)), Scripted(logits_map(3)),
+    counts = run_samples(samples, root, out, ScriptedBackend(logits_map(3)), ScriptedBackend(logits_map(3)),
                          CaderConfig(max_frames=8, max_pixels=2048), video_path=lambda s, r: r / s.video,
                          progress=False, retry_failed=True)
     records = read_records(out)
@@ -377,11 +340,11 @@ def test_stage1_is_reused_across_variants_and_refused_for_another_setting(tmp_pa
     root, name = video_root
     samples = make_samples(name, 4)
     first = tmp_path / "no_stage2.jsonl"
-    run(samples, root, first, Scripted(logits_map(4)), variant="no_stage2")
+    run(samples, root, first, ScriptedBackend(logits_map(4)), variant="no_stage2")
     priors = load_stage1_priors(first)
     assert len(priors) == 4 and all(p["fingerprint"]["frames"]["max_frames"] == 8 for p in priors.values())
 
-    fresh, reused = Scripted(logits_map(4)), Scripted(logits_map(4))
+    fresh, reused = ScriptedBackend(logits_map(4)), ScriptedBackend(logits_map(4))
     cfg = CaderConfig(max_frames=8, max_pixels=2048, temperature=3.0)
     kw = {"video_path": lambda s, r: r / s.video, "progress": False}
     run_samples(samples, root, tmp_path / "fresh.jsonl", fresh, fresh, cfg, **kw)

@@ -17,33 +17,6 @@ from pathlib import Path
 from jsonargparse import CLI
 
 
-class FixedLatency:
-    """Delegates to a backend and sleeps `latency` seconds per call (one call = one batched forward on a GPU)."""
-
-    def __init__(self, inner, latency: float):
-        self.inner, self.latency, self.calls = inner, latency, 0
-        self.name, self.template = f"latency({inner.name})", getattr(inner, "template", None)
-
-    def fingerprint(self):
-        return self.inner.fingerprint()
-
-    def _wait(self):
-        self.calls += 1
-        time.sleep(self.latency)
-
-    def letter_logits(self, prompts, letters):
-        self._wait()
-        return self.inner.letter_logits(prompts, letters)
-
-    def yes_no(self, prompts):
-        self._wait()
-        return self.inner.yes_no(prompts)
-
-    def generate(self, prompts, max_new_tokens):
-        self._wait()
-        return self.inner.generate(prompts, max_new_tokens)
-
-
 def _video(folder: Path) -> Path:
     import av
     import numpy as np
@@ -85,6 +58,7 @@ def main(n: int = 16, latency: float = 0.2, concurrency: int = 8) -> dict:
         concurrency: Samples in flight in the second run.
     """
     from cader.contracts.jsonl import read_jsonl
+    from cader.dev.scripted import FixedLatencyBackend
     from cader.dev.tiny import make_tiny_model
     from cader.evaluate.backends.hf import HFBackend
     from cader.evaluate.benchmarks.base import Sample
@@ -103,7 +77,7 @@ def main(n: int = 16, latency: float = 0.2, concurrency: int = 8) -> dict:
         hf = HFBackend(str(model), dtype="float32", batch_size=concurrency)
         result = {}
         for label, level in (("sequential", 1), ("concurrent", concurrency)):
-            backend = FixedLatency(hf, latency)
+            backend = FixedLatencyBackend(hf, latency)
             out = root / f"{label}.jsonl"
             start = time.perf_counter()
             run_samples(samples, root, out, backend, backend, cfg, video_path=lambda s, r: r / s.video,

@@ -47,13 +47,13 @@ def main(n: int = 12, latency: float = 0.5, concurrency: int = 4) -> dict:
     """
     import shutil
 
+    from cader.dev.scripted import FixedLatencyBackend
     from cader.dev.tiny import make_tiny_model
     from cader.evaluate.backends.hf import HFBackend
     from cader.evaluate.benchmarks.base import Sample
     from cader.evaluate.method.config import CaderConfig
     from cader.evaluate.runner import run_samples
     from cader.vlm.video import VideoReader
-    from concurrency import FixedLatency  # noqa: E402  (scripts/bench on sys.path when run as a script)
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -74,8 +74,8 @@ def main(n: int = 12, latency: float = 0.5, concurrency: int = 4) -> dict:
         decode = time.perf_counter() - start
         samples = [Sample("bench", f"s{i}", f"v{i}.mp4", "Which shade?", ["a", "b", "c", "d"], list("ABCD"), "A",
                           240.0, {}) for i in range(n)]
-        backend = FixedLatency(HFBackend(str(make_tiny_model(root / "model")), dtype="float32",
-                                         batch_size=concurrency), latency)
+        backend = FixedLatencyBackend(HFBackend(str(make_tiny_model(root / "model")), dtype="float32",
+                                                batch_size=concurrency), latency)
         cfg = CaderConfig(variant="no_stage2", max_frames=64, max_pixels=2048, decode_workers=1)
         start = time.perf_counter()
         run_samples(samples, root, root / "p.jsonl", backend, backend, cfg, video_path=lambda s, r: r / s.video,
