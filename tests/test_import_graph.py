@@ -1,0 +1,99 @@
+"""Product code never reaches the development package (`cader.dev`, folder devtools/): no import of it anywhere in
+a product module, at module level or inside a function, and no module path of it in a string (importlib, ``-m``
+command lines, class paths), so a real run cannot end up on a test double or a synthetic generator."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PRODUCT = {"cader.vlm": "vlm", "cader.train": "train", "cader.calibrate": "calibrate",
+           "cader.evaluate": "evaluate", "cader.contracts": "contracts", "cader.cli": "cli"}  # fmt: skip
+DEV = "cader.dev"
+DEV_MODULE_PATH = re.compile(rf"^{re.escape(DEV)}(\.\w+)*$")
+
+
+def is_dev(module: str) -> bool:
+    return module == DEV or module.startswith(DEV + ".")
+
+
+def absolute_module(package: str, module: str | None, level: int) -> str:
+    """The absolute name of `from <level dots><module> import ...` written inside `package`."""
+    if level == 0:
+        return module or ""
+    parts = package.split(".")
+    base = parts[: len(parts) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def dev_references(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, what) for every reference to cader.dev in `source`, a module of `package`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, f"import {a.name}") for a in node.names if is_dev(a.name)]
+        elif isinstance(node, ast.ImportFrom):
+            module = absolute_module(package, node.module, node.level)
+            names = [a.name for a in node.names]
+            if is_dev(module) or any(is_dev(f"{module}.{name}") for name in names):
+                found.append((node.lineno, f"from {'.' * node.level}{node.module or ''} import {', '.join(names)}"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and DEV_MODULE_PATH.match(node.value):
+            found.append((node.lineno, f"the module path {node.value!r}"))
+    return found
+
+
+def package_of(path: Path, folder: str, top: str) -> str:
+    """The package a file in a product folder belongs to (the folder's own for its __init__.py)."""
+    inner = path.relative_to(REPO / folder).parent.parts
+    return ".".join([top, *inner])
+
+
+def test_no_product_module_imports_the_development_package():
+    offences = []
+    for top, folder in PRODUCT.items():
+        files = sorted((REPO / folder).rglob("*.py"))
+        assert files, f"no Python files under {folder}/"
+        for path in files:
+            for line, what in dev_references(path.read_text(encoding="utf-8"), package_of(path, folder, top)):
+                offences.append(f"{path.relative_to(REPO)}:{line}: {what}")
+    assert not offences, "product code references cader.dev:\n" + "\n".join(offences)
+
+
+def test_no_shipped_config_names_the_development_package():
+    offences = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+                for path in sorted((REPO / "configs").rglob("*"))
+                if path.suffix in (".yaml", ".yml", ".json")
+                for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                if re.search(rf"\b{re.escape(DEV)}\b", line)]  # fmt: skip
+    assert not offences, "configs name cader.dev:\n" + "\n".join(offences)
+
+
+def test_the_product_folders_are_every_package_the_distribution_maps_besides_cader_dev():
+    tomllib = pytest.importorskip("tomllib")
+    mapping = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    assert mapping == {**PRODUCT, DEV: "devtools"}
+
+
+@pytest.mark.parametrize("source, package, expected", [
+    ("import cader.dev.tiny", "cader.vlm", [(1, "import cader.dev.tiny")]),
+    ("from cader.dev.synthetic.media import write_video", "cader.evaluate",
+     [(1, "from cader.dev.synthetic.media import write_video")]),
+    ("from cader import dev", "cader.cli", [(1, "from cader import dev")]),
+    ("def f():\n    from cader.dev import scripted", "cader.evaluate.benchmarks",
+     [(2, "from cader.dev import scripted")]),
+    ("from .. import dev", "cader.evaluate", [(1, "from .. import dev")]),
+    ("from ...dev import judge_double", "cader.evaluate.judge", [(1, "from ...dev import judge_double")]),
+    ("import importlib\nimportlib.import_module('cader.dev.tiny')", "cader.vlm",
+     [(2, "the module path 'cader.dev.tiny'")]),
+    ("cmd = ['python', '-m', 'cader.dev.judge_double']", "cader.evaluate",
+     [(1, "the module path 'cader.dev.judge_double'")]),
+    # not the development package: a product sibling, a relative import inside the product, prose about it
+    ("from cader.evaluate.judge.providers import LOOPBACK_MODEL", "cader.evaluate", []),
+    ("from . import providers", "cader.evaluate.judge", []),
+    ("from .. import device", "cader.evaluate", []),
+    ('"""Tests use cader.dev.judge_double instead of a real judge."""', "cader.evaluate", []),
+])  # fmt: skip
+def test_every_way_of_reaching_the_development_package_is_found(source, package, expected):
+    assert dev_references(source, package) == expected
