@@ -102,6 +102,28 @@ def test_the_module_loads_when_first_needed_and_configure_model_keeps_it(tiny_mo
     assert all(torch.equal(state[k], v) for k, v in base.items())
 
 
+def test_the_export_keeps_the_base_dtype_even_where_only_the_checkpoint_names_it(tiny_model_dir, tmp_path):
+    from cader.train.export import export_hf
+    from cader.train.strategies import stored_dtype
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    base_dir = tmp_path / "bf16"
+    AutoModelForImageTextToText.from_pretrained(tiny_model_dir, dtype=torch.bfloat16).save_pretrained(base_dir)
+    config = json.loads((base_dir / "config.json").read_text())
+    for section in (config, config["text_config"], config["vision_config"]):
+        section.pop("dtype", None)
+        section.pop("torch_dtype", None)
+    (base_dir / "config.json").write_text(json.dumps(config))
+    assert stored_dtype(base_dir, AutoConfig.from_pretrained(base_dir)) == torch.bfloat16
+
+    module = SFTModule(str(tiny_model_dir))                  # trained in float32
+    state = {f"model.{k}": v for k, v in module.model.state_dict().items()}
+    out = export_hf(state, str(base_dir), tmp_path / "export", processor_path=str(tiny_model_dir))
+    exported = AutoModelForImageTextToText.from_pretrained(out, dtype="auto").state_dict()
+    for name, value in exported.items():
+        assert value.dtype == torch.bfloat16 and torch.equal(value, state[f"model.{name}"].to(torch.bfloat16)), name
+
+
 # ---- ZeRO-3 in one process ----
 
 class PartitionProbe(L.Callback):

@@ -56,13 +56,13 @@ def _strip(state: dict, prefix: str) -> dict:
 def empty_base_model(model_path: str):
     """The base model's architecture on the meta device (no weights read): config, generation config and dtype are
     the base model's."""
-    from cader.train.strategies import local_model_folder
+    from cader.train.strategies import local_model_folder, stored_dtype
     from transformers import AutoConfig, AutoModelForImageTextToText, GenerationConfig
 
     folder = local_model_folder(model_path)
     config = AutoConfig.from_pretrained(folder)
     with torch.device("meta"):
-        model = AutoModelForImageTextToText.from_config(config, dtype=getattr(config, "dtype", None) or torch.float32)
+        model = AutoModelForImageTextToText.from_config(config, dtype=stored_dtype(folder, config))
     if (folder / "generation_config.json").is_file():
         model.generation_config = GenerationConfig.from_pretrained(folder)
     return model

@@ -187,6 +187,20 @@ def checkpoint_files(folder: Path) -> dict[str, Path]:
     return {name: single for name in SafetensorsFile(single).entries}
 
 
+def stored_dtype(folder: Path, config) -> torch.dtype:
+    """The dtype `dtype="auto"` means: the config's (top level, else the language model's), else the checkpoint's
+    first floating tensor's."""
+    for dtype in (getattr(config, "dtype", None), getattr(config.get_text_config(), "dtype", None)):
+        if isinstance(dtype, torch.dtype):
+            return dtype
+        if isinstance(dtype, str) and isinstance(getattr(torch, dtype, None), torch.dtype):
+            return getattr(torch, dtype)
+    files = checkpoint_files(folder)
+    entry = SafetensorsFile(files[next(iter(files))]).entries
+    stored = [_SAFETENSORS_DTYPES[e["dtype"]] for e in entry.values() if e["dtype"] in ("F64", "F32", "F16", "BF16")]
+    return stored[0] if stored else torch.float32
+
+
 def _partition_range(param) -> tuple[int, int]:
     """The flat element range [start, stop) of `param` that this rank's ZeRO-3 partition holds."""
     from deepspeed import comm
@@ -243,7 +257,7 @@ def load_partitioned_model(model_path: str, dtype: str | torch.dtype = "auto"):
     config = AutoConfig.from_pretrained(folder)
     torch_dtype = resolve_dtype(dtype)
     if torch_dtype == "auto":
-        torch_dtype = getattr(config, "dtype", None) or torch.float32
+        torch_dtype = stored_dtype(folder, config)
     with no_init_weights(), prevent_arange_dtype_change():
         model = AutoModelForImageTextToText.from_config(config, dtype=torch_dtype)
     model.tie_weights()          # skipped with the initialisation
