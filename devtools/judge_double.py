@@ -38,9 +38,13 @@ from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cader.evaluate.judge.providers import LOOPBACK_MODEL
 from cader.evaluate.judge.schema import FAILURE_TAGS, MILESTONE_STATUSES
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 ACTIONS = ("valid", "fenced", "prose", "malformed", "wrong_milestones", "bad_score", "unknown_tag", "p4_null",
            "two_objects", "empty", "out_of_tokens", "truncated_body", "text_body", "400", "429", "500", "overloaded", "hang")
@@ -197,7 +201,7 @@ class LoopbackJudgeServer:
     def total_calls(self) -> int:
         return sum(self.calls.values())
 
-    def start(self) -> LoopbackJudgeServer:
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="loopback-judge", daemon=True)
         self._thread.start()
@@ -207,7 +211,7 @@ class LoopbackJudgeServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> LoopbackJudgeServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:

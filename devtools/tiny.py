@@ -45,10 +45,10 @@ _VOCAB_SIZE = 1024
 def _training_corpus() -> list[str]:
     """Text the tiny tokenizer learns merges from: the project's prompts, answers, numbers and timestamps."""
     lines = [
-        "You are a video question answering assistant. Watch the video carefully and answer the multiple-choice "
-        "question. Output ONLY a single capital letter corresponding to your answer.",
-        "You are a video temporal grounding assistant. Identify the time window in the video that contains the key "
-        "visual evidence to answer the given multiple-choice question.",
+        ("You are a video question answering assistant. Watch the video carefully and answer the multiple-choice "
+         "question. Output ONLY a single capital letter corresponding to your answer."),
+        ("You are a video temporal grounding assistant. Identify the time window in the video that contains the key "
+         "visual evidence to answer the given multiple-choice question."),
         "Does this video clip contain relevant visual evidence for answering the question below?",
         'Question: What colour is the shape that appears in the video? Options: "relevant_windows": [[12.0, 30.5]]',
         "This is the most relevant segment of the video. After thinking, output your answer in this format:",
