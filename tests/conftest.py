@@ -94,3 +94,30 @@ def sequential_decode(path) -> np.ndarray:
 
     with av.open(str(path)) as container:
         return np.stack([f.to_ndarray(format="rgb24") for f in container.decode(container.streams.best("video"))])
+
+
+@pytest.fixture(scope="session")
+def shipped_tiny_run(tiny_model_dir, tmp_path_factory):
+    """The README's main job as shipped: the tiny model, the default synthetic data and `train/sft.py --config
+    configs/train/cot_mix_tiny.yaml`, run once per session in a folder of its own (its `runs/tiny/` holds model,
+    data and sft/export, laid out as `scripts/quickstart.sh` expects). The slow tests that need a trained miniature
+    share it, because the training is the most expensive step of the suite."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from cader.train.sft import main
+
+    workdir = tmp_path_factory.mktemp("shipped_run")
+    repo = Path(__file__).resolve().parents[1]
+    cwd = os.getcwd()
+    os.chdir(workdir)   # the shipped config names its inputs relative to the working directory
+    try:
+        shutil.copytree(tiny_model_dir, "runs/tiny/model")
+        subprocess.run([sys.executable, str(repo / "scripts/make_synthetic_data.py"), "--out", "runs/tiny/data"],
+                       check=True, capture_output=True)  # fmt: skip
+        assert main(["--config", str(repo / "configs/train/cot_mix_tiny.yaml")]) == 0
+    finally:
+        os.chdir(cwd)
+    return workdir

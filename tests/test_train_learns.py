@@ -12,28 +12,18 @@ by a one-sided binomial (or rank) test:
 The training loss must fall, too.
 """
 import csv
-import shutil
-from pathlib import Path
 
 import pytest
 from scipy.stats import binom, mannwhitneyu
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_tiny_recipe_learns_the_cader_roles_from_pixels(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+def test_tiny_recipe_learns_the_cader_roles_from_pixels(shipped_tiny_run, capsys):
     from cader.dev.synthetic.probe import probe_roles
     from cader.evaluate.backends.hf import HFBackend
-    from cader.train.sft import main
 
-    # the shipped config's relative paths (runs/tiny/...) resolve inside tmp_path
-    monkeypatch.chdir(tmp_path)
-    shutil.copytree(tiny_model_dir, "runs/tiny/model")
-    make_synthetic_data("runs/tiny/data", n_eval=1, n_heldout=48)
-    assert main(["--config", str(REPO / "configs/train/cot_mix_tiny.yaml")]) == 0
+    tmp_path = shipped_tiny_run   # the README's main job, run once per session (tests/conftest.py)
     export = tmp_path / "runs/tiny/sft/export"
 
     with open(next((tmp_path / "runs/tiny/sft/logs").glob("version_*/metrics.csv"))) as f:
