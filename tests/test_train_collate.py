@@ -209,3 +209,17 @@ def test_every_assistant_turn_of_a_multi_turn_row_is_labelled(encoder, tmp_path)
     if current:
         pieces.append(tok.decode(current))
     assert pieces == ["First answer.<|im_end|>", "Second answer.<|im_end|>"]
+
+
+def test_one_pad_batch_pads_right_for_training_and_left_for_scoring():
+    from cader.vlm.batch import pad_batch as pad_either_side
+
+    short = {"input_ids": torch.tensor([[5, 6]]), "attention_mask": torch.tensor([[1, 1]]),
+             "pixel_values_videos": torch.ones(4, 3), "video_grid_thw": torch.tensor([[1, 2, 2]])}
+    long = {"input_ids": torch.tensor([[7, 8, 9]]), "attention_mask": torch.tensor([[1, 1, 1]])}
+    pads = {"input_ids": 0, "attention_mask": 0}
+    left = pad_either_side([short, long], pads, side="left")
+    right = pad_either_side([short, long], pads, side="right")
+    assert left["input_ids"].tolist() == [[0, 5, 6], [7, 8, 9]] and left["attention_mask"].tolist()[0] == [0, 1, 1]
+    assert right["input_ids"].tolist() == [[5, 6, 0], [7, 8, 9]]
+    assert left["pixel_values_videos"].shape == (4, 3) and left["video_grid_thw"].tolist() == [[1, 2, 2]]

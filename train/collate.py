@@ -15,6 +15,7 @@ import torch
 from cader.train.budget import BudgetConfig, BudgetPlan, ImageSpec, VideoSpec, VisionGeometry, plan_budget
 from cader.train.formats import Sample
 from cader.train.turns import assistant_spans, labels_for_spans
+from cader.vlm.batch import pad_batch as pad_tokens_and_vision
 from cader.vlm.chat_template import apply_template
 from cader.vlm.messages import encode
 from torch.utils.data import Sampler
@@ -164,19 +165,9 @@ class SampleEncoder:
 
 
 def pad_batch(items: list[dict[str, torch.Tensor]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad the token fields; concatenate pixels and grids (Qwen3-VL takes them flat across the batch)."""
-    length = max(len(x["input_ids"]) for x in items)
+    """Right-pad the token fields (labels with IGNORE_INDEX); concatenate pixels and grids."""
     pads = {"input_ids": pad_id, "labels": IGNORE_INDEX, "attention_mask": 0, "mm_token_type_ids": 0}
-    batch = {}
-    for key, value in pads.items():
-        if key in items[0]:
-            batch[key] = torch.stack([torch.nn.functional.pad(x[key], (0, length - len(x[key])), value=value)
-                                      for x in items])
-    for key in ("pixel_values_videos", "video_grid_thw", "pixel_values", "image_grid_thw"):
-        parts = [x[key] for x in items if key in x]
-        if parts:
-            batch[key] = torch.cat(parts)
-    return batch
+    return pad_tokens_and_vision(items, pads, side="right")
 
 
 class LengthGroupedBatchSampler(Sampler[list[int]]):

@@ -21,6 +21,7 @@ from cader.evaluate.backends.base import (
     YesNo,
     template_check,
 )
+from cader.vlm.batch import pad_batch
 from cader.vlm.loading import load_model, load_processor
 from cader.vlm.messages import build_messages, encode
 
@@ -83,20 +84,9 @@ class HFBackend(Backend):
         return out
 
     def _left_padded(self, items: list[dict]) -> dict:
-        """One batch from single-prompt inputs: token fields left-padded (so every prompt ends at the last
-        position), vision tensors concatenated in prompt order (Qwen3-VL takes them flat across the batch)."""
-        length = max(int(x["input_ids"].shape[1]) for x in items)
+        """One batch from single-prompt inputs, left-padded so every prompt ends at the last position."""
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        batch = {}
-        for key, value in (("input_ids", pad_id), ("attention_mask", 0), ("mm_token_type_ids", 0)):
-            if key in items[0]:
-                batch[key] = torch.cat([torch.nn.functional.pad(x[key], (length - x[key].shape[1], 0), value=value)
-                                        for x in items])
-        for key in ("pixel_values_videos", "video_grid_thw", "pixel_values", "image_grid_thw"):
-            parts = [x[key] for x in items if key in x]
-            if parts:
-                batch[key] = torch.cat(parts)
-        return batch
+        return pad_batch(items, {"input_ids": pad_id, "attention_mask": 0, "mm_token_type_ids": 0}, side="left")
 
     @torch.inference_mode()
     def _last_logits(self, prompts: Sequence[Prompt]) -> list[tuple[torch.Tensor, int]]:
