@@ -6,7 +6,8 @@ CADER samples the same video several times per question (Stage 1 at 1 fps, then 
 Every sampling method reduces to a list of times (see `cader.vlm.sampling`), then to sorted unique frame indices,
 then to one decode. The decode is planned per keyframe interval (`cader.vlm.decode_plan`): seek to the keyframe,
 decode forward to the last wanted frame of the interval, never decode a frame twice, and run the intervals on
-parallel PyAV decoders. Frame i is the i-th frame of one sequential decode of the stream (tests: H.264, HEVC, VP9,
+parallel PyAV decoders. On the way, H.264 and HEVC decoders drop the pictures that are neither wanted nor referenced
+by another picture (unreferenced B-frames: about half the frames of web video) without decoding them. Frame i is the i-th frame of one sequential decode of the stream (tests: H.264, HEVC, VP9,
 MPEG-4 and MPEG-2 in MP4, MOV, MKV, WebM, AVI, MPEG-TS and MPEG-PS, B-frames and open GOPs). The plan places
 pictures by their timestamps, so where those cannot be trusted (containers without presentation times, see
 `PLANNED_FORMATS`, or pictures that do not step through the frame table) the reader decodes the video sequentially:
@@ -140,6 +141,17 @@ def default_decode_workers(limit: int = 8) -> int:
 # MPEG-PS's timestamps after a seek are off by frames: those videos are decoded sequentially, exact but slower.
 PLANNED_FORMATS = frozenset({"mov", "mp4", "matroska", "webm", "mpegts", "flv"})
 
+# Decoders that honour FFmpeg's skip_frame=NONREF slice by slice, so it can change from one packet to the next: a
+# picture no other picture references (most B-frames of web video) is then dropped before it is decoded, unless it is
+# wanted. Other decoders read the setting once, or not at all, and decode every picture.
+THINNABLE_CODECS = frozenset({"h264", "hevc"})
+
+
+def steps_on(previous: int, index: int, droppable: set[int]) -> bool:
+    """Whether a decoder's next picture, frame `index`, may follow frame `previous`: the next frame, or a later
+    one when every frame between was one the decoder was allowed to drop."""
+    return index == previous + 1 or (index > previous and droppable.issuperset(range(previous + 1, index)))
+
 
 class FirstFrame(NamedTuple):
     """What decoding frame 0 tells about a stream."""
@@ -160,11 +172,14 @@ class VideoReader:
     SCAN_SLACK_FRAMES = 64
     STREAM_START = -1  # a seek ladder's last rung: decode from the start of the stream, on a fresh demuxer
 
-    def __init__(self, path: str | os.PathLike, num_threads: int = 0, decode_workers: int | None = None):
+    def __init__(self, path: str | os.PathLike, num_threads: int = 0, decode_workers: int | None = None,
+                 skip_unwanted: bool = True):
         """Open `path` once and read its index (`cader.vlm.video_index`). `num_threads` goes to decord's reader
         (0 = its default); `decode_workers` is how many parallel PyAV decoders one decode may use (None:
-        `default_decode_workers()`)."""
+        `default_decode_workers()`); `skip_unwanted`: let the decoder drop pictures that are neither wanted nor
+        referenced (`THINNABLE_CODECS`; the frames returned are the same either way)."""
         self.path = Path(path)
+        self.skip_unwanted = skip_unwanted
         self.decode_workers = default_decode_workers() if decode_workers is None else max(1, int(decode_workers))
         if not self.path.is_file():
             raise VideoReadError(self.path, "file does not exist")
@@ -321,19 +336,24 @@ class VideoReader:
         reformatter = VideoReformatter()
         with self._open_decoder() as container:
             stream = video_stream(container)
-            for job in jobs:
+            thinnable = self.skip_unwanted and stream.codec_context.name in THINNABLE_CODECS
+            for number, job in enumerate(jobs):
+                # The first job decodes every picture: once pictures are dropped, timestamps that are consistently
+                # wrong (decode order, say) can pass for the gaps the drops leave, so that job checks the stream
+                # frame by frame.
+                thin = thinnable and number > 0
                 # A seek that lands past the job's first wanted frame is retried from earlier keyframes, and at last
                 # from the start of the stream, on a fresh demuxer (no seek at all).
                 for start in self._seek_starts(job.key):
                     if start == self.STREAM_START:
                         with self._open_decoder() as fresh:
-                            self._run_job(fresh, video_stream(fresh), job, reformatter, slots, out, found)
+                            self._run_job(fresh, video_stream(fresh), job, reformatter, slots, out, found, thin)
                         break
                     # Half a frame past the start: seeking backward then lands on it even if pts rounding is off.
                     target = self.frame_table.starts[start] + 0.5 * self.frame_table.period(start)
                     container.seek(self._frame0_pts + int(target / float(stream.time_base)), stream=stream,
                                    backward=True)
-                    if self._run_job(container, stream, job, reformatter, slots, out, found):
+                    if self._run_job(container, stream, job, reformatter, slots, out, found, thin):
                         break
         return found
 
@@ -360,21 +380,22 @@ class VideoReader:
         return list(dict.fromkeys([key, *ladder, self.STREAM_START]))
 
     def _run_job(self, container, stream, job: GopJob, reformatter, slots: dict[int, int], out: np.ndarray,
-                 found: set[int]) -> bool:
-        """Decode forward from where the container was seeked until the job's frames are written.
+                 found: set[int], thin: bool = False) -> bool:
+        """Decode forward from where the container was seeked until the job's frames are written; with `thin`,
+        pictures that are neither wanted nor referenced are dropped undecoded (see `_pictures`).
 
         Returns False, having written nothing, when the first decoded frame is already past a wanted one, or when
         no frame comes at all (a seek in an MPEG-TS can land at the end of the stream). Raises VideoReadError when
-        the decoded timestamps do not step through the frame table one frame at a time: then they do not describe
-        the display order (or the table is wrong), and no frame placed by them can be trusted.
+        the decoded timestamps do not step through the frame table one frame at a time (or over frames the decoder
+        was allowed to drop): then they do not describe the display order (or the table is wrong), and no frame
+        placed by them can be trusted.
         """
-        base, seconds_per_tick = self._frame0_pts, float(stream.time_base)
         pending = set(job.indices) - found
         if not pending:
             return True
-        previous, unplaced = None, 0
-        for frame in container.decode(stream):
-            index = -1 if frame.pts is None else self.frame_table.nearest((frame.pts - base) * seconds_per_tick)
+        previous, unplaced, droppable = None, 0, set()
+        for frame in self._pictures(container, stream, pending, droppable if thin else None):
+            index = self._frame_index(frame.pts, stream)
             if previous is None:  # where the seek landed
                 if index < 0:  # leading pictures the table has no frame for, if any, come first
                     unplaced += 1
@@ -383,7 +404,7 @@ class VideoReader:
                     continue
                 if index > min(pending):
                     return False
-            elif index != previous + 1:
+            elif not steps_on(previous, index, droppable):
                 raise VideoReadError(self.path, f"decoded timestamps are not in display order: frame {previous} "
                                                 f"was followed by {'a picture without one' if index < 0 else index}")
             previous = index
@@ -394,6 +415,29 @@ class VideoReader:
                 if not pending:
                     break
         return previous is not None
+
+    def _frame_index(self, pts: int | None, stream) -> int:
+        """The frame of the table a picture or packet with this timestamp is (-1: none, or no timestamp)."""
+        if pts is None:
+            return -1
+        return self.frame_table.nearest((pts - self._frame0_pts) * float(stream.time_base))
+
+    def _pictures(self, container, stream, pending: set[int], droppable: set[int] | None):
+        """The pictures `container.decode(stream)` yields from where it was seeked. With `droppable` (a set), each
+        packet of a known frame nobody waits for is sent with skip_frame=NONREF, so the decoder drops it undecoded
+        unless other pictures reference it (at 1 fps most frames decoded are such fillers, and in web video about
+        half of them are unreferenced B-frames); those frames go into `droppable`. Wanted frames, and packets
+        without a timestamp, are always decoded. Dropping a picture nothing references changes no other picture."""
+        context = stream.codec_context
+        context.skip_frame = "DEFAULT"
+        for packet in container.demux(stream):
+            if droppable is not None:
+                index = self._frame_index(packet.pts, stream)
+                drop = index >= 0 and index not in pending
+                context.skip_frame = "NONREF" if drop else "DEFAULT"
+                if drop:
+                    droppable.add(index)
+            yield from packet.decode()
 
     def sample_times(self, times: Sequence[float], max_pixels: int | None = None) -> Frames:
         """The frames showing the given times (deduplicated, sorted)."""
