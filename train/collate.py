@@ -57,8 +57,13 @@ def _render(processor, messages, add_generation_prompt: bool) -> str:
 class SampleEncoder:
     """Plans and encodes samples for one processor and budget."""
 
-    def __init__(self, processor, budget: BudgetConfig):
+    def __init__(self, processor, budget: BudgetConfig, frame_cache_dir: str | None = None):
+        """`frame_cache_dir`: a folder of decoded video samplings (`cader.vlm.frame_cache`) that `encode` reads
+        and fills; None decodes every video every time."""
+        from cader.vlm.frame_cache import FrameCache
+
         self.processor, self.budget = processor, budget
+        self.frame_cache = FrameCache(frame_cache_dir) if frame_cache_dir else None
         tok = processor.tokenizer
         self.tokenizer = tok
         vp = processor.video_processor
@@ -123,8 +128,9 @@ class SampleEncoder:
 
     def encode(self, planned: PlannedSample) -> dict[str, torch.Tensor]:
         """Decode media per the plan, run the processor, build labels. Raises SkipSample."""
+        from cader.vlm.frame_cache import TrainingSampling, training_frames
         from cader.vlm.image import load_image
-        from cader.vlm.video import VideoReader, VideoReadError
+        from cader.vlm.video import VideoReadError
 
         sample, plan = planned.sample, planned.plan
         video, images = None, []
@@ -132,12 +138,8 @@ class SampleEncoder:
             for m in sample.media:
                 path = Path(planned.media_root) / m["path"]
                 if m["type"] == "video":
-                    reader = VideoReader(path)
-                    n = plan.video_frames[0]
-                    if math.floor(reader.duration * self.budget.fps + 1e-9) >= n:
-                        video = reader.sample_uniform(self.budget.fps, max_frames=n, max_pixels=plan.video_max_pixels)
-                    else:   # shorter than one temporal group at the base rate
-                        video = reader.sample_count(n, max_pixels=plan.video_max_pixels)
+                    sampling = TrainingSampling(self.budget.fps, plan.video_frames[0], plan.video_max_pixels)
+                    video = training_frames(path, sampling, self.frame_cache)
                 else:
                     images.append(load_image(path, max_pixels=plan.image_max_pixels))
         except (VideoReadError, OSError) as err:
