@@ -11,7 +11,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -254,3 +254,99 @@ class Collector:
 
     def result(self) -> tuple[list[Sample], list[BenchmarkError]]:
         return self.samples, self.errors
+
+
+@dataclass(frozen=True)
+class RowPlace:
+    """Where a row sits, and what its loader knows beyond the row itself."""
+
+    out: Collector
+    root: Path  # the benchmark's folder, that the release's relative paths start from
+    file: Path
+    row: int | str  # the label a BenchmarkError for this row carries
+    context: Any = None  # what a loader read before the row (a parent line, a side table, a per-file id prefix)
+
+
+def _no_duration(row: Any, place: RowPlace) -> float | None:
+    return None
+
+
+def _keep_every_row(row: Any) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class RowMapping:
+    """How one release's annotation row becomes a ``Sample``: the fields it must have, and one reader per
+    ``Sample`` field. A reader raises RowError for a row it cannot use.
+
+    ``order`` is the order video, meta and answer are read in after question and options: a row with several
+    faults reports the first one met, and each release keeps the order its loader has always checked in.
+    """
+
+    required: tuple[str, ...]
+    sample_id: Callable[[Any, RowPlace], str]
+    question: Callable[[Any, RowPlace], str]
+    options: Callable[[Any, RowPlace], list[str]]
+    answer: Callable[[Any, list[str], list[str]], str | None]  # (row, options, letters)
+    video: Callable[[Any, RowPlace], Path]
+    meta: Callable[[Any, RowPlace, list[str]], dict]  # (row, place, options)
+    duration: Callable[[Any, RowPlace], float | None] = _no_duration
+    skip: Callable[[Any], bool] = _keep_every_row  # rows left out by design, not errors
+    order: tuple[str, str, str] = ("video", "meta", "answer")
+
+
+def row_to_sample(benchmark: str, mapping: RowMapping, row: Any, place: RowPlace) -> Sample | None:
+    """The Sample ``mapping`` reads from ``row``, or None for a row skipped by design; RowError otherwise."""
+    if isinstance(row, RowError):  # a line the reader could not parse
+        raise row
+    if mapping.required:
+        require(row, *mapping.required)
+    if mapping.skip(row):
+        return None
+    question = mapping.question(row, place)
+    options = mapping.options(row, place)
+    letters = letters_for(options)
+    read = {
+        "video": lambda: place.out.rel(mapping.video(row, place)),
+        "meta": lambda: mapping.meta(row, place, options),
+        "answer": lambda: mapping.answer(row, options, letters),
+    }
+    values = {name: read[name]() for name in mapping.order}
+    return Sample(
+        benchmark=benchmark,
+        sample_id=mapping.sample_id(row, place),
+        video=values["video"],
+        question=question,
+        options=options,
+        letters=letters,
+        answer=values["answer"],
+        duration=mapping.duration(row, place),
+        meta=values["meta"],
+    )
+
+
+def add_rows(
+    out: Collector,
+    mapping: RowMapping,
+    file: Path,
+    rows: Iterable[tuple[int | str, Any]],
+    root: Path,
+    context: Any = None,
+) -> None:
+    """Every ``(label, row)`` of ``file`` as a Sample in ``out``, or as a BenchmarkError naming file and label."""
+    for label, row in rows:
+        try:
+            sample = row_to_sample(out.benchmark, mapping, row, RowPlace(out, root, file, label, context))
+            if sample is not None:
+                out.add(sample, file, label)
+        except RowError as exc:
+            out.error(file, label, str(exc))
+
+
+def with_evidence_window(meta: dict, row: dict) -> dict:
+    """``meta`` plus the row's ``evidence_window`` when it has a well-formed one."""
+    window = evidence_window(row)
+    if window:
+        meta["evidence_window"] = window
+    return meta

@@ -21,68 +21,59 @@ from pathlib import Path
 from cader.evaluate.benchmarks.base import (
     BenchmarkError,
     Collector,
-    RowError,
+    RowMapping,
+    RowPlace,
     Sample,
+    add_rows,
     answer_letter,
     as_options,
     as_text,
-    evidence_window,
     find_root,
-    letters_for,
     read_parquet_rows,
-    require,
     strip_letter_prefixes,
+    with_evidence_window,
 )
 
 NAME = "videomme_long"
 FOLDER = "videomme"
 
 
-def _video_file(out: Collector, root: Path, video_key: str) -> Path:
+def _video_file(row: dict, place: RowPlace) -> Path:
+    video_key = as_text(row["videoID"], "videoID")
     candidates = [
-        out.inside(root / "data", f"{video_key}{suffix}", "videoID") for suffix in (".mp4", ".MP4", ".mkv")
+        place.out.inside(place.root / "data", f"{video_key}{suffix}", "videoID")
+        for suffix in (".mp4", ".MP4", ".mkv")
     ]
     return next((c for c in candidates if c.exists()), candidates[0])
+
+
+def _meta(row: dict, place: RowPlace, options: list[str]) -> dict:
+    meta = {
+        "task_type": row.get("task_type"),
+        "domain": row.get("domain"),
+        "sub_category": row.get("sub_category"),
+        "video_id": row.get("video_id"),
+        "videoID": row["videoID"],
+        "duration_category": row["duration"],
+    }
+    return with_evidence_window(meta, row)
+
+
+ROW = RowMapping(
+    required=("duration", "videoID", "question_id", "question", "options", "answer"),
+    skip=lambda row: row["duration"] != "long",
+    sample_id=lambda row, place: str(row["question_id"]),
+    question=lambda row, place: as_text(row["question"], "question"),
+    options=lambda row, place: strip_letter_prefixes(as_options(row["options"])),
+    answer=lambda row, options, letters: answer_letter(row["answer"], options, letters),
+    video=_video_file,
+    meta=_meta,
+)
 
 
 def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
     root = find_root(data_root, FOLDER, "videomme/*.parquet")
     out = Collector(NAME, data_root)
     for file in sorted((root / "videomme").glob("*.parquet")):
-        for index, row in enumerate(read_parquet_rows(file)):
-            try:
-                require(row, "duration", "videoID", "question_id", "question", "options", "answer")
-                if row["duration"] != "long":
-                    continue
-                question = as_text(row["question"], "question")
-                options = strip_letter_prefixes(as_options(row["options"]))
-                letters = letters_for(options)
-                meta = {
-                    "task_type": row.get("task_type"),
-                    "domain": row.get("domain"),
-                    "sub_category": row.get("sub_category"),
-                    "video_id": row.get("video_id"),
-                    "videoID": row["videoID"],
-                    "duration_category": row["duration"],
-                }
-                window = evidence_window(row)
-                if window:
-                    meta["evidence_window"] = window
-                out.add(
-                    Sample(
-                        NAME,
-                        str(row["question_id"]),
-                        out.rel(_video_file(out, root, as_text(row["videoID"], "videoID"))),
-                        question,
-                        options,
-                        letters,
-                        answer_letter(row["answer"], options, letters),
-                        None,
-                        meta,
-                    ),
-                    file,
-                    index,
-                )
-            except RowError as exc:
-                out.error(file, index, str(exc))
+        add_rows(out, ROW, file, enumerate(read_parquet_rows(file)), root)
     return out.result()
