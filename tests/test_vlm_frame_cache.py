@@ -181,3 +181,39 @@ def test_the_sample_encoder_gives_the_model_the_same_inputs_through_the_cache(h2
             assert want[name].dtype == got[name].dtype and bool((want[name] == got[name]).all()), name
     assert (cached.frame_cache.stats.misses, cached.frame_cache.stats.hits) == (1, 1)
     assert direct.frame_cache is None
+
+
+def test_the_fill_script_decodes_each_planned_video_once_and_training_then_only_reads(tiny_model_dir, tmp_path,
+                                                                                      monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.train.cli import parse_sft_args
+    from cader.train.datamodule import PlannedDataset, SFTDataModule
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("fill_frame_cache", repo / "scripts" / "fill_frame_cache.py")
+    fill = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fill)
+    make_synthetic_data(tmp_path / "data", n_train=6, n_images=2, n_tool=1, n_eval=1, n_heldout=1, train_duration=32)
+    train = tmp_path / "data" / "train"
+    source = {"name": "video_r1", "format": "video_r1", "path": str(train / "video_r1_cot.json"),
+              "media_root": str(train)}
+    argv = ["--config", "cot_mix.yaml", "--model.model_path", str(tiny_model_dir), "--data.sources", f"[{source}]",
+            "--data.plan_cache_dir", str(tmp_path / "plans"), "--trainer.default_root_dir", str(tmp_path / "run"),
+            "--data.frame_cache_dir", str(tmp_path / "frames")]
+    first = fill.main([*argv, "--workers", "2"])
+    assert first["samplings"] > 0 and first["written"] == first["samplings"] and first["failed"] == 0
+    again = fill.main([*argv, "--workers", "1"])
+    assert again["present"] == first["samplings"] and again["written"] == 0
+
+    config = parse_sft_args(argv)
+    module = SFTDataModule(**{**config.data.as_dict(), "report_dir": str(tmp_path / "run")})
+    module.setup("fit")
+    monkeypatch.setattr(fc, "VideoReader", lambda *a, **k: pytest.fail("training decoded a video the fill decoded"))
+    dataset = PlannedDataset(module.items, module.encoder)
+    videos = [i for i, item in enumerate(module.items) if any(m["type"] == "video" for m in item.sample.media)]
+    for index in videos:
+        assert "pixel_values_videos" in dataset[index]
+    assert module.encoder.frame_cache.stats.hits == len(videos) and not dataset.failures

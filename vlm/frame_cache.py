@@ -76,9 +76,11 @@ class CacheStats:
 
 @dataclass
 class FrameCache:
-    """A folder of decoded training samplings, shared by every epoch, worker and rank that sees it."""
+    """A folder of decoded training samplings, shared by every epoch, worker and rank that sees it. A miss is
+    decoded on `decode_workers` parallel decoders (None: `cader.vlm.video.default_decode_workers`)."""
 
     root: Path
+    decode_workers: int | None = None
     stats: CacheStats = field(default_factory=CacheStats)
 
     def __post_init__(self):
@@ -141,7 +143,7 @@ class FrameCache:
         if cached is not None:
             self._count(hits=1)
             return cached
-        frames = sample_for_training(VideoReader(path), sampling)
+        frames = sample_for_training(VideoReader(path, decode_workers=self.decode_workers), sampling)
         try:
             written = self.put(key, frames, path)
             self._count(misses=1, bytes_written=written)
@@ -150,6 +152,19 @@ class FrameCache:
             if self.stats.write_errors == 1:
                 log.warning("frame cache %s: cannot write (%s); decoding without it", self.root, err)
         return frames
+
+    def contains(self, key: str) -> bool:
+        """Whether a whole entry is stored under `key` (without reading its pixels)."""
+        pixels, meta = self._files(key)
+        return meta.is_file() and pixels.is_file()
+
+    def fill(self, path: str | os.PathLike, sampling: TrainingSampling) -> int:
+        """Decode and store the training frames of `path` unless they are stored already; the bytes written."""
+        if self.contains(self.key(path, sampling)):
+            return 0
+        before = self.stats.bytes_written
+        self.frames(path, sampling)
+        return self.stats.bytes_written - before
 
     def _count(self, **deltas: int) -> None:
         with self._lock:
@@ -174,3 +189,15 @@ def training_frames(path: str | os.PathLike, sampling: TrainingSampling, cache: 
     if cache is None:
         return sample_for_training(VideoReader(path), sampling)
     return cache.frames(path, sampling)
+
+
+def fill_in_worker(root: str, job: tuple[str, TrainingSampling]) -> tuple[str, int]:
+    """`FrameCache(root).fill(*job)` for a pool of worker processes, one decoder each: ("written" | "present" |
+    "failed: <path>: <reason>", bytes written). A video that cannot be decoded is reported, not raised: training
+    skips it as it always did."""
+    path, sampling = job
+    try:
+        written = FrameCache(root, decode_workers=1).fill(path, sampling)
+    except Exception as err:  # noqa: BLE001 -- one bad video must not stop a fill of thousands
+        return f"failed: {path}: {str(err).splitlines()[0][:200]}", 0
+    return ("written" if written else "present"), written

@@ -1,0 +1,94 @@
+"""Decode every video sample of a training config once, into its frame cache, before the GPU job.
+
+    python scripts/fill_frame_cache.py --config configs/train/cot_mix.yaml --data.frame_cache_dir /fast/frames \\
+        [--workers 16] [any other train/sft.py flag]
+
+The paper trains one epoch, so a cache filled lazily by the first epoch would never be read: this fills it ahead, on
+CPU nodes, with the same config and flags as train/sft.py (`--data.frame_cache_dir` is required; the training run
+then takes the same value). The mix is planned as `--plan_only true` plans it (from the plan cache when that is
+warm), and each planned video sampling (file, rate, frame count, pixel budget) is decoded on one of `workers`
+processes (one decoder and one torch thread each) and stored with `cader.vlm.frame_cache`. Entries already there
+are kept, so a stopped fill resumes where it was; a video that cannot be decoded is counted and left to training,
+which skips it as it always did. Prints one JSON summary: entries written, already there and failed, bytes, seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from pathlib import Path
+
+import torch
+from cader.vlm.frame_cache import TrainingSampling, fill_in_worker
+
+
+def video_samplings(items, fps: float) -> list[tuple[str, TrainingSampling]]:
+    """The distinct (video path, sampling) pairs of planned training samples at base rate `fps`, in plan order."""
+    seen: dict[tuple[str, TrainingSampling], None] = {}
+    for item in items:
+        for media in item.sample.media:
+            if media["type"] == "video":
+                sampling = TrainingSampling(fps, item.plan.video_frames[0], item.plan.video_max_pixels)
+                seen[(str(Path(item.media_root) / media["path"]), sampling)] = None
+    return list(seen)
+
+
+def planned_items(argv: list[str]):
+    """Plan the mix of the train/sft.py command line `argv`: (planned samples, base rate, frame cache folder)."""
+    from cader.train.cli import local_processor_problem, parse_sft_args
+    from cader.train.datamodule import SFTDataModule
+
+    config = parse_sft_args(argv)
+    data = config.data.as_dict()
+    if not data.get("frame_cache_dir"):
+        raise SystemExit("fill_frame_cache: set --data.frame_cache_dir (the folder training will read)")
+    data["report_dir"] = data.get("report_dir") or config.trainer.default_root_dir or "."
+    module = SFTDataModule(**data)
+    module.read_all()
+    problem = local_processor_problem(module.processor_path)
+    if problem:
+        raise SystemExit(f"fill_frame_cache: {problem}")
+    if not Path(module.processor_path).is_dir():
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # in the local cache: never reach for the network
+    module.prepare_data()
+    module.setup("fit")
+    return module.items, module.budget.fps, data["frame_cache_dir"]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Fill the cache for train/sft.py's command line `argv` plus `--workers N` (default: the usable cores)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if "--workers" in argv:
+        at = argv.index("--workers")
+        workers = max(1, int(argv[at + 1]))
+        del argv[at:at + 2]
+    items, fps, root = planned_items(argv)
+    jobs = video_samplings(items, fps)
+    start = time.perf_counter()
+    counts = {"written": 0, "present": 0, "failed": 0}
+    written_bytes, failures = 0, []
+    # one torch thread per process, as in a DataLoader worker: the parallelism is across processes
+    with ProcessPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        for done, (outcome, size) in enumerate(pool.map(partial(fill_in_worker, str(root)), jobs, chunksize=4), 1):
+            status = outcome.split(":", 1)[0]
+            counts[status] += 1
+            written_bytes += size
+            if status == "failed":
+                failures.append(outcome.split(": ", 1)[1])
+            if done % 1000 == 0:
+                print(f"fill_frame_cache: {done}/{len(jobs)} samplings", file=sys.stderr)
+    summary = {"frame_cache_dir": str(root), "samplings": len(jobs), **counts, "bytes_written": written_bytes,
+               "seconds": round(time.perf_counter() - start, 1), "workers": workers, "failures": failures[:20]}
+    print(json.dumps(summary, indent=1))
+    return summary
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    main()
