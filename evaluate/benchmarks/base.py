@@ -264,7 +264,8 @@ class RowPlace:
     root: Path  # the benchmark's folder, that the release's relative paths start from
     file: Path
     row: int | str  # the label a BenchmarkError for this row carries
-    context: Any = None  # what a loader read before the row (a parent line, a side table, a per-file id prefix)
+    # what the loader read before the row: a parent line, a side table, a per-file id prefix
+    context: Any = None
 
 
 def _no_duration(row: Any, place: RowPlace) -> float | None:

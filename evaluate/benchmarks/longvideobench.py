@@ -22,19 +22,53 @@ from cader.evaluate.benchmarks.base import (
     BenchmarkError,
     Collector,
     RowError,
+    RowMapping,
+    RowPlace,
     Sample,
+    add_rows,
     as_float,
     as_options,
     as_text,
-    evidence_window,
     find_root,
-    letters_for,
     read_json_rows,
-    require,
+    with_evidence_window,
 )
 
 NAME = "longvideobench_val"
 FOLDER = "longvideobench"
+
+
+def _gold(row: dict, options: list[str], letters: list[str]) -> str:
+    choice = row["correct_choice"]
+    if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(options):
+        raise RowError(f"correct_choice {choice!r} is not an index into {len(options)} candidates")
+    return LETTERS[choice]
+
+
+def _meta(row: dict, place: RowPlace, options: list[str]) -> dict:
+    meta = {
+        "task_type": row.get("question_category"),
+        "duration_group": row.get("duration_group"),
+        "level": row.get("level"),
+        "video_id": row.get("video_id"),
+    }
+    if row.get("subtitle_path") is not None:
+        subtitle = place.out.inside(place.root / "subtitles", row["subtitle_path"], "subtitle_path")
+        meta["subtitle_path"] = place.out.rel(subtitle)
+    return with_evidence_window(meta, row)
+
+
+ROW = RowMapping(
+    required=("id", "video_path", "question", "candidates", "correct_choice"),
+    sample_id=lambda row, place: str(row["id"]),
+    question=lambda row, place: as_text(row["question"], "question"),
+    options=lambda row, place: as_options(row["candidates"]),
+    answer=_gold,
+    video=lambda row, place: place.out.inside(place.root / "videos", row["video_path"], "video_path"),
+    meta=_meta,
+    duration=lambda row, place: as_float(row.get("duration"), "duration"),
+    order=("answer", "meta", "video"),
+)
 
 
 def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
@@ -46,43 +80,5 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
     except (ValueError, TypeError) as exc:
         out.error(file, None, str(exc))
         return out.result()
-    for index, row in enumerate(rows):
-        try:
-            require(row, "id", "video_path", "question", "candidates", "correct_choice")
-            question = as_text(row["question"], "question")
-            options = as_options(row["candidates"])
-            letters = letters_for(options)
-            choice = row["correct_choice"]
-            if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(options):
-                raise RowError(f"correct_choice {choice!r} is not an index into {len(options)} candidates")
-            meta = {
-                "task_type": row.get("question_category"),
-                "duration_group": row.get("duration_group"),
-                "level": row.get("level"),
-                "video_id": row.get("video_id"),
-            }
-            if row.get("subtitle_path") is not None:
-                meta["subtitle_path"] = out.rel(
-                    out.inside(root / "subtitles", row["subtitle_path"], "subtitle_path")
-                )
-            window = evidence_window(row)
-            if window:
-                meta["evidence_window"] = window
-            out.add(
-                Sample(
-                    NAME,
-                    str(row["id"]),
-                    out.rel(out.inside(root / "videos", row["video_path"], "video_path")),
-                    question,
-                    options,
-                    letters,
-                    LETTERS[choice],
-                    as_float(row.get("duration"), "duration"),
-                    meta,
-                ),
-                file,
-                index,
-            )
-        except RowError as exc:
-            out.error(file, index, str(exc))
+    add_rows(out, ROW, file, enumerate(rows), root)
     return out.result()

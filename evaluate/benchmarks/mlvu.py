@@ -30,16 +30,16 @@ from cader.evaluate.benchmarks.base import (
     LETTERS,
     BenchmarkError,
     Collector,
-    RowError,
+    RowMapping,
+    RowPlace,
     Sample,
+    add_rows,
     as_float,
     as_options,
     as_text,
-    evidence_window,
     find_root,
-    letters_for,
     read_json_rows,
-    require,
+    with_evidence_window,
 )
 
 NAME = "mlvu_dev"
@@ -60,6 +60,30 @@ def task_of(stem: str) -> str:
     return tail if head.isdigit() and tail else stem
 
 
+def _meta(row: dict, place: RowPlace, options: list[str]) -> dict:
+    meta = {"task_type": task_of(place.file.stem), "question_type": row.get("question_type")}
+    if len(set(options)) < len(options):
+        meta["duplicate_options"] = True
+    if official_gold(row["answer"], options) == NO_MATCH:
+        meta["answer_not_in_options"] = True
+    return with_evidence_window(meta, row)
+
+
+ROW = RowMapping(
+    required=("video", "question", "candidates", "answer"),
+    sample_id=lambda row, place: f"{place.file.stem}-{place.row}",
+    question=lambda row, place: as_text(row["question"], "question"),
+    options=lambda row, place: as_options(row["candidates"]),
+    answer=lambda row, options, letters: official_gold(as_text(row["answer"], "answer"), options),
+    video=lambda row, place: place.out.inside(
+        place.root / "MLVU" / "video" / place.file.stem, row["video"], "video"
+    ),
+    meta=_meta,
+    duration=lambda row, place: as_float(row.get("duration"), "duration"),
+    order=("answer", "meta", "video"),
+)
+
+
 def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
     root = find_root(data_root, FOLDER, "MLVU/json/*.json")
     out = Collector(NAME, data_root)
@@ -73,38 +97,5 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
             continue
         if rows and all(isinstance(r, dict) and "candidates" not in r for r in rows):
             continue  # an open-ended task file
-        for index, row in enumerate(rows):
-            try:
-                require(row, "video", "question", "candidates", "answer")
-                question = as_text(row["question"], "question")
-                options = as_options(row["candidates"])
-                letters = letters_for(options)
-                answer = as_text(row["answer"], "answer")
-                meta = {"task_type": task_of(file.stem), "question_type": row.get("question_type")}
-                if len(set(options)) < len(options):
-                    meta["duplicate_options"] = True
-                gold = official_gold(answer, options)
-                if gold == NO_MATCH:
-                    meta["answer_not_in_options"] = True
-                window = evidence_window(row)
-                if window:
-                    meta["evidence_window"] = window
-                video = out.inside(root / "MLVU" / "video" / file.stem, row["video"], "video")
-                out.add(
-                    Sample(
-                        NAME,
-                        f"{file.stem}-{index}",
-                        out.rel(video),
-                        question,
-                        options,
-                        letters,
-                        gold,
-                        as_float(row.get("duration"), "duration"),
-                        meta,
-                    ),
-                    file,
-                    index,
-                )
-            except RowError as exc:
-                out.error(file, index, str(exc))
+        add_rows(out, ROW, file, enumerate(rows), root)
     return out.result()
