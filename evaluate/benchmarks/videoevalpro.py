@@ -29,17 +29,18 @@ from cader.evaluate.benchmarks.base import (
     BenchmarkError,
     Collector,
     RowError,
+    RowMapping,
+    RowPlace,
     Sample,
+    add_rows,
     answer_letter,
     as_options,
     as_text,
-    evidence_window,
     find_root,
     iter_jsonl,
-    letters_for,
     read_parquet_rows,
-    require,
     strip_letter_prefixes,
+    with_evidence_window,
 )
 
 NAME = "videoevalpro_mcq"
@@ -93,7 +94,8 @@ def seconds(value) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
-def _gold(row: dict, raw: list[str], options: list[str], letters: list[str]) -> str:
+def _gold(row: dict, options: list[str], letters: list[str]) -> str:
+    raw = as_options(row["options"])  # the options as written, letter prefixes included
     try:
         return answer_letter(row["answer"], options, letters)
     except RowError:
@@ -108,9 +110,44 @@ def _gold(row: dict, raw: list[str], options: list[str], letters: list[str]) -> 
         raise
 
 
-def _video(out: Collector, root: Path, name) -> Path:
-    candidates = [out.inside(root / folder, name, "video") for folder in VIDEO_FOLDERS]
+def _video(row: dict, place: RowPlace) -> Path:
+    candidates = [place.out.inside(place.root / folder, row["video"], "video") for folder in VIDEO_FOLDERS]
     return next((c for c in candidates if c.is_file()), candidates[0])
+
+
+def _duration(row: dict, place: RowPlace) -> float | None:
+    source_meta = parse_source_meta(row.get("meta"))
+    return None if source_meta is None else seconds(source_meta.get("duration"))
+
+
+def _meta(row: dict, place: RowPlace, options: list[str]) -> dict:
+    meta = {
+        "task_type": row.get("qa_type"),
+        "qa_subtype": row.get("qa_subtype"),
+        "source": row.get("source"),
+        "answer_text": row.get("answer_text"),
+    }
+    source_meta = parse_source_meta(row.get("meta"))
+    if source_meta is not None:
+        if seconds(source_meta.get("duration")) is None and source_meta.get("duration") is not None:
+            meta["source_duration"] = source_meta["duration"]
+    elif row.get("meta") is not None:
+        meta["source_meta"] = row["meta"]
+        meta["source_meta_unparsed"] = True
+    return with_evidence_window(meta, row)
+
+
+# ``place.context`` is the file's sample id prefix
+ROW = RowMapping(
+    required=("video", "question", "options", "answer"),
+    sample_id=lambda row, place: f"{place.context}{place.row:05d}",
+    question=lambda row, place: as_text(row["question"], "question"),
+    options=lambda row, place: strip_letter_prefixes(as_options(row["options"])),
+    answer=_gold,
+    video=_video,
+    meta=_meta,
+    duration=_duration,
+)
 
 
 def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
@@ -119,48 +156,5 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
     files = _annotation_files(root)
     for file in files:
         prefix = f"{file.stem}:" if len(files) > 1 else ""
-        for index, row in _rows(file):
-            try:
-                if isinstance(row, RowError):
-                    raise row
-                require(row, "video", "question", "options", "answer")
-                question = as_text(row["question"], "question")
-                raw = as_options(row["options"])
-                options = strip_letter_prefixes(raw)
-                letters = letters_for(options)
-                meta = {
-                    "task_type": row.get("qa_type"),
-                    "qa_subtype": row.get("qa_subtype"),
-                    "source": row.get("source"),
-                    "answer_text": row.get("answer_text"),
-                }
-                source_meta = parse_source_meta(row.get("meta"))
-                duration = None
-                if source_meta is not None:
-                    duration = seconds(source_meta.get("duration"))
-                    if duration is None and source_meta.get("duration") is not None:
-                        meta["source_duration"] = source_meta["duration"]
-                elif row.get("meta") is not None:
-                    meta["source_meta"] = row["meta"]
-                    meta["source_meta_unparsed"] = True
-                window = evidence_window(row)
-                if window:
-                    meta["evidence_window"] = window
-                out.add(
-                    Sample(
-                        NAME,
-                        f"{prefix}{index:05d}",
-                        out.rel(_video(out, root, row["video"])),
-                        question,
-                        options,
-                        letters,
-                        _gold(row, raw, options, letters),
-                        duration,
-                        meta,
-                    ),
-                    file,
-                    index,
-                )
-            except RowError as exc:
-                out.error(file, index, str(exc))
+        add_rows(out, ROW, file, _rows(file), root, context=prefix)
     return out.result()
