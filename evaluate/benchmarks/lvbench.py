@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -33,13 +34,15 @@ from cader.evaluate.benchmarks.base import (
     BenchmarkError,
     Collector,
     RowError,
+    RowMapping,
+    RowPlace,
     Sample,
+    add_rows,
     answer_letter,
     as_float,
     as_text,
     find_root,
     iter_jsonl,
-    letters_for,
     require,
 )
 
@@ -116,6 +119,44 @@ def _video(out: Collector, root: Path, key, shards: dict[str, Path]) -> Path:
     return shards[key]
 
 
+@dataclass(frozen=True)
+class VideoLine:
+    """What a qa item takes from its video's line."""
+
+    row: dict
+    video: Path
+    minutes: float | None
+
+
+def _meta(qa: dict, place: RowPlace, options: list[str]) -> dict:
+    types = qa.get("question_type") or []
+    meta = {
+        "task_type": types[0] if isinstance(types, list) and types else types or None,
+        "question_type": types,
+        "time_reference": qa.get("time_reference"),
+        "key": place.context.row["key"],
+        "video_type": place.context.row.get("type"),
+    }
+    window = parse_time_reference(qa.get("time_reference"))
+    if window:
+        meta["evidence_window"] = window
+    return meta
+
+
+# one qa item; ``place.context`` is its VideoLine
+ROW = RowMapping(
+    required=("uid", "question", "answer"),
+    sample_id=lambda qa, place: str(qa["uid"]),
+    question=lambda qa, place: split_options(as_text(qa["question"], "question"))[0],
+    options=lambda qa, place: split_options(qa["question"])[1],
+    answer=lambda qa, options, letters: answer_letter(qa["answer"], options, letters),
+    video=lambda qa, place: place.context.video,
+    meta=_meta,
+    duration=lambda qa, place: None if place.context.minutes is None else place.context.minutes * 60.0,
+    order=("answer", "meta", "video"),
+)
+
+
 def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
     root = find_root(data_root, FOLDER, "video_info.meta.jsonl", "data/video_info.meta.jsonl")
     file = root / "video_info.meta.jsonl"
@@ -133,42 +174,10 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
                 raise RowError("qa is not a list")
             info = row.get("video_info") or {}
             minutes = as_float(info.get("duration_minutes"), "video_info.duration_minutes")
-            video = out.rel(_video(out, root, row["key"], shards))
+            video = _video(out, root, row["key"], shards)
         except RowError as exc:
             out.error(file, line, str(exc))
             continue
-        for qa_index, qa in enumerate(row["qa"]):
-            where = f"{line}/qa[{qa_index}]"
-            try:
-                require(qa, "uid", "question", "answer")
-                stem, options = split_options(as_text(qa["question"], "question"))
-                letters = letters_for(options)
-                types = qa.get("question_type") or []
-                meta = {
-                    "task_type": types[0] if isinstance(types, list) and types else types or None,
-                    "question_type": types,
-                    "time_reference": qa.get("time_reference"),
-                    "key": row["key"],
-                    "video_type": row.get("type"),
-                }
-                window = parse_time_reference(qa.get("time_reference"))
-                if window:
-                    meta["evidence_window"] = window
-                out.add(
-                    Sample(
-                        NAME,
-                        str(qa["uid"]),
-                        video,
-                        stem,
-                        options,
-                        letters,
-                        answer_letter(qa["answer"], options, letters),
-                        None if minutes is None else minutes * 60.0,
-                        meta,
-                    ),
-                    file,
-                    where,
-                )
-            except RowError as exc:
-                out.error(file, where, str(exc))
+        qa_items = ((f"{line}/qa[{index}]", qa) for index, qa in enumerate(row["qa"]))
+        add_rows(out, ROW, file, qa_items, root, context=VideoLine(row, video, minutes))
     return out.result()
