@@ -41,7 +41,10 @@ from cader.evaluate.benchmarks.base import (
     BenchmarkError,
     Collector,
     RowError,
+    RowMapping,
+    RowPlace,
     Sample,
+    add_rows,
     answer_letter,
     as_options,
     as_text,
@@ -271,62 +274,60 @@ def _table(root: Path, out: Collector) -> VideoTable:
     return table
 
 
+def _video(question: ReleaseQuestion, place: RowPlace) -> Path:
+    if question.video_path is None:
+        raise RowError("missing field 'video_path'")
+    return place.out.inside(place.root, question.video_path, "video_path")
+
+
+def _meta(question: ReleaseQuestion, place: RowPlace, options: list[str]) -> dict:
+    table: VideoTable = place.context
+    transcript = place.out.inside(place.root, question.transcript_path, "transcript_path")
+    video_row = table.rows.get(question.video_path)
+    duration = table.seconds.get(question.video_path)
+    meta = {
+        "question_id": question.question_id,
+        "milestones": question.milestones,
+        "difficulty": question.difficulty,
+        "categories": question.categories,
+        "category": question.categories[0] if question.categories else None,
+        "task_type": question.categories[0] if question.categories else None,
+        "skills": question.skills,
+        "title": question.title,
+        "genre": (video_row or {}).get("genre"),
+        "transcript_path": place.out.rel(transcript),
+        "transcript_available": transcript.is_file() and transcript.stat().st_size > 0,
+        "duration_source": "video table"
+        if duration is not None
+        else ("unknown" if video_row is not None else "not in video table"),
+    }
+    if video_row is not None and is_estimate(video_row.get("duration")):
+        meta["duration_estimated"] = True
+    if question.ecom_required is not None:
+        meta["ecom_required"] = question.ecom_required
+    if question.evidence_window:
+        meta["evidence_window"] = question.evidence_window
+    return meta
+
+
+# one parsed question (read_questions checked its fields); ``place.context`` is the video table
+ROW = RowMapping(
+    required=(),
+    sample_id=lambda question, place: question.key,
+    question=lambda question, place: question.question_text,
+    options=lambda question, place: question.options,
+    answer=lambda question, options, letters: answer_letter(question.answer, options, letters),
+    video=_video,
+    meta=_meta,
+    duration=lambda question, place: place.context.seconds.get(question.video_path),
+)
+
+
 def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
     root = find_root(data_root, FOLDER, QUESTIONS_FILE)
     out = Collector(NAME, data_root)
     table = _table(root, out)
-    file = root / QUESTIONS_FILE
-    for line, question in read_questions(file):
-        try:
-            if isinstance(question, RowError):
-                raise question
-            if question.video_path is None:
-                raise RowError("missing field 'video_path'")
-            video = out.inside(root, question.video_path, "video_path")
-            transcript = out.inside(root, question.transcript_path, "transcript_path")
-            letters = letters_for(question.options)
-            gold = answer_letter(question.answer, question.options, letters)
-            video_row = table.rows.get(question.video_path)
-            duration = table.seconds.get(question.video_path)
-            meta = {
-                "question_id": question.question_id,
-                "milestones": question.milestones,
-                "difficulty": question.difficulty,
-                "categories": question.categories,
-                "category": question.categories[0] if question.categories else None,
-                "task_type": question.categories[0] if question.categories else None,
-                "skills": question.skills,
-                "title": question.title,
-                "genre": (video_row or {}).get("genre"),
-                "transcript_path": out.rel(transcript),
-                "transcript_available": transcript.is_file() and transcript.stat().st_size > 0,
-                "duration_source": "video table"
-                if duration is not None
-                else ("unknown" if video_row is not None else "not in video table"),
-            }
-            if video_row is not None and is_estimate(video_row.get("duration")):
-                meta["duration_estimated"] = True
-            if question.ecom_required is not None:
-                meta["ecom_required"] = question.ecom_required
-            if question.evidence_window:
-                meta["evidence_window"] = question.evidence_window
-            out.add(
-                Sample(
-                    NAME,
-                    question.key,
-                    out.rel(video),
-                    question.question_text,
-                    question.options,
-                    letters,
-                    gold,
-                    duration,
-                    meta,
-                ),
-                file,
-                line,
-            )
-        except RowError as exc:
-            out.error(file, line, str(exc))
+    add_rows(out, ROW, root / QUESTIONS_FILE, read_questions(root / QUESTIONS_FILE), root, context=table)
     unknown = sum(s.duration is None for s in out.samples)
     if unknown:
         log.warning(
