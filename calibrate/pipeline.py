@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from cader.calibrate.calibration_file import write_calibration
@@ -144,7 +145,7 @@ def write_figures(out_dir: Path, o: Outcomes, sel_idx, t_hat, tau, mode, stats, 
 def calibrate_predictions(
     predictions: Sequence[str],
     out: str,
-    mode: str = "precision",
+    mode: Literal["precision", "budget", "accuracy"] = "precision",
     alpha: float = 0.05,
     delta: float = 0.1,
     budget: float | None = None,
@@ -155,7 +156,29 @@ def calibrate_predictions(
     strict: bool = False,
     figures: bool = True,
 ) -> dict:
-    """Read, fit T, select tau, measure the chosen and the paper's operating points, draw, write (in that order)."""
+    """Fit T (CADER Eq. 2) and tau (Algorithm 1 line 10) and write calibration.json, figures/ and summary.md.
+
+    The steps, in order: read the predictions, fit or fix T, select tau, measure the chosen and the paper's
+    operating points, draw, write (calibration.json last: its presence means the run finished).
+
+    Args:
+        predictions: predictions.jsonl files holding raw Stage-1 option logits, from a held-out split
+        out: output folder for calibration.json, figures/ and summary.md
+        mode: how tau is chosen: precision bounds the error among early exits, budget caps the share sent to Stage 2,
+            accuracy maximises final accuracy (needs Stage-2 outcomes, i.e. a uniform_stage2 run)
+        alpha: precision mode: the largest error allowed among early exits
+        delta: precision mode: the allowed probability that the exit error exceeds alpha
+        budget: budget mode: the largest share of samples sent to Stage 2 (required in that mode)
+        seed: seed of the split into the T-fit part and the tau-selection part
+        min_exits: precision mode: the fewest early exits a tau may have
+        fit_fraction: share of the samples used to fit T; the rest selects tau
+        temperature: fix T to this value instead of fitting it (every sample then selects tau)
+        strict: stop at the first malformed row instead of skipping and counting it
+        figures: also write figures/*.png and the CSV behind each
+
+    Returns:
+        The calibration.json payload.
+    """
     out_dir = Path(out)
     loaded, o = load_outcomes(predictions, strict, mode, budget)
     t_hat, fit_block, _fit_idx, sel_idx = fit_or_fix_temperature(loaded.records, o, temperature, seed, fit_fraction)
