@@ -18,21 +18,35 @@ from pathlib import Path
 from cader.evaluate.benchmarks.base import (
     BenchmarkError,
     Collector,
-    RowError,
+    RowMapping,
     Sample,
+    add_rows,
     answer_letter,
     as_float,
     as_options,
     as_text,
-    evidence_window,
     find_root,
     iter_jsonl,
-    letters_for,
-    require,
+    with_evidence_window,
 )
 
 FOLDER = "synthetic"
 SPLITS = {"synthetic": "test", "synthetic_heldout": "heldout"}
+
+ROW = RowMapping(
+    required=("id", "video", "question", "options", "answer"),
+    sample_id=lambda row, place: str(row["id"]),
+    question=lambda row, place: as_text(row["question"], "question"),
+    options=lambda row, place: as_options(row["options"]),
+    answer=lambda row, options, letters: answer_letter(row["answer"], options, letters),
+    video=lambda row, place: place.out.inside(place.root, row["video"], "video"),
+    # the split (place.context) is kept so a run over both splits can tell them apart
+    meta=lambda row, place, options: with_evidence_window(
+        {"task_type": "colour", "split": place.context, "colour": row.get("colour")}, row
+    ),
+    duration=lambda row, place: as_float(row.get("duration"), "duration"),
+    order=("meta", "video", "answer"),
+)
 
 
 def load_split(data_root: str | Path, name: str) -> tuple[list[Sample], list[BenchmarkError]]:
@@ -40,35 +54,7 @@ def load_split(data_root: str | Path, name: str) -> tuple[list[Sample], list[Ben
     root = find_root(data_root, FOLDER, f"{split}.jsonl")
     out = Collector(name, data_root)
     file = root / f"{split}.jsonl"
-    for line, row in iter_jsonl(file):
-        try:
-            if isinstance(row, RowError):
-                raise row
-            require(row, "id", "video", "question", "options", "answer")
-            question = as_text(row["question"], "question")
-            options = as_options(row["options"])
-            letters = letters_for(options)
-            meta = {"task_type": "colour", "split": split, "colour": row.get("colour")}
-            window = evidence_window(row)
-            if window:
-                meta["evidence_window"] = window
-            out.add(
-                Sample(
-                    name,
-                    str(row["id"]),
-                    out.rel(out.inside(root, row["video"], "video")),
-                    question,
-                    options,
-                    letters,
-                    answer_letter(row["answer"], options, letters),
-                    as_float(row.get("duration"), "duration"),
-                    meta,
-                ),
-                file,
-                line,
-            )
-        except RowError as exc:
-            out.error(file, line, str(exc))
+    add_rows(out, ROW, file, iter_jsonl(file), root, context=split)
     return out.result()
 
 
