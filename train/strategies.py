@@ -2,7 +2,7 @@
 strategy materialises the model's weights.
 
 Lightning's DeepSpeedStrategy refuses any accelerator but CUDA; DeepSpeed itself runs ZeRO-2/3 on CPU over gloo
-(DESIGN.md section 5), so `CPUDeepSpeedStrategy` only lifts Lightning's check and picks gloo. Micro-batch size,
+(with the CPU accelerator set in vlm), so `CPUDeepSpeedStrategy` only lifts Lightning's check and picks gloo. Micro-batch size,
 gradient accumulation, clipping and bf16 are filled in by Lightning from the Trainer/DataLoader, so the JSON files
 carry only the ZeRO settings.
 
