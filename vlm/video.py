@@ -393,9 +393,9 @@ class VideoReader:
         pending = set(job.indices) - found
         if not pending:
             return True
-        previous, unplaced, droppable = None, 0, set()
+        previous, unplaced, droppable, tick = None, 0, set(), float(stream.time_base)
         for frame in self._pictures(container, stream, pending, droppable if thin else None):
-            index = self._frame_index(frame.pts, stream)
+            index = self._frame_index(frame.pts, tick)
             if previous is None:  # where the seek landed
                 if index < 0:  # leading pictures the table has no frame for, if any, come first
                     unplaced += 1
@@ -416,11 +416,12 @@ class VideoReader:
                     break
         return previous is not None
 
-    def _frame_index(self, pts: int | None, stream) -> int:
-        """The frame of the table a picture or packet with this timestamp is (-1: none, or no timestamp)."""
+    def _frame_index(self, pts: int | None, tick: float) -> int:
+        """The frame of the table a picture or packet with this timestamp (`tick` seconds per unit) is (-1: none, or
+        no timestamp)."""
         if pts is None:
             return -1
-        return self.frame_table.nearest((pts - self._frame0_pts) * float(stream.time_base))
+        return self.frame_table.nearest((pts - self._frame0_pts) * tick)
 
     def _pictures(self, container, stream, pending: set[int], droppable: set[int] | None):
         """The pictures `container.decode(stream)` yields from where it was seeked. With `droppable` (a set), each
@@ -428,11 +429,11 @@ class VideoReader:
         unless other pictures reference it (at 1 fps most frames decoded are such fillers, and in web video about
         half of them are unreferenced B-frames); those frames go into `droppable`. Wanted frames, and packets
         without a timestamp, are always decoded. Dropping a picture nothing references changes no other picture."""
-        context = stream.codec_context
+        context, tick = stream.codec_context, float(stream.time_base)
         context.skip_frame = "DEFAULT"
         for packet in container.demux(stream):
             if droppable is not None:
-                index = self._frame_index(packet.pts, stream)
+                index = self._frame_index(packet.pts, tick)
                 drop = index >= 0 and index not in pending
                 context.skip_frame = "NONREF" if drop else "DEFAULT"
                 if drop:
