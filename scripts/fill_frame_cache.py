@@ -1,7 +1,7 @@
 """Decode every video sample of a training config once, into its frame cache, before the GPU job.
 
     python scripts/fill_frame_cache.py --config configs/train/cot_mix.yaml --data.frame_cache_dir /fast/frames \\
-        [--workers 16] [any other train/sft.py flag]
+        [--workers 16] [--dry_run] [any other train/sft.py flag]
 
 The paper trains one epoch, so a cache filled lazily by the first epoch would never be read: this fills it ahead, on
 CPU nodes, with the same config and flags as train/sft.py (`--data.frame_cache_dir` is required; the training run
@@ -9,7 +9,8 @@ then takes the same value). The mix is planned as `--plan_only true` plans it (f
 warm), and each planned video sampling (file, rate, frame count, pixel budget) is decoded on one of `workers`
 processes (one decoder and one torch thread each) and stored with `cader.vlm.frame_cache`. Entries already there
 are kept, so a stopped fill resumes where it was; a video that cannot be decoded is counted and left to training,
-which skips it as it always did. Prints one JSON summary: entries written, already there and failed, bytes, seconds.
+which skips it as it always did. Prints one JSON summary: entries written, already there and failed, bytes, seconds,
+and `bytes_at_most`, the disk the planned samplings can take (frames x pixel budget x 3); `--dry_run` stops there.
 """
 
 from __future__ import annotations
@@ -38,6 +39,21 @@ def video_samplings(items, fps: float) -> list[tuple[str, TrainingSampling]]:
     return list(seen)
 
 
+def bytes_at_most(jobs: list[tuple[str, TrainingSampling]]) -> int:
+    """An upper bound of the cache's size: every planned frame at its full pixel budget, 3 bytes a pixel."""
+    return sum(sampling.frames * sampling.max_pixels * 3 for _, sampling in jobs if sampling.max_pixels)
+
+
+def take_flag(argv: list[str], name: str, has_value: bool) -> str | None:
+    """Remove `name` (and its value) from `argv`; its value, "true" for a bare switch, None when absent."""
+    if name not in argv:
+        return None
+    at = argv.index(name)
+    value = argv[at + 1] if has_value else "true"
+    del argv[at:at + 1 + has_value]
+    return value
+
+
 def planned_items(argv: list[str]):
     """Plan the mix of the train/sft.py command line `argv`: (planned samples, base rate, frame cache folder)."""
     from cader.train.cli import local_processor_problem, parse_sft_args
@@ -61,15 +77,18 @@ def planned_items(argv: list[str]):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Fill the cache for train/sft.py's command line `argv` plus `--workers N` (default: the usable cores)."""
+    """Fill the cache for train/sft.py's command line `argv` plus `--workers N` (default: the usable cores) and
+    `--dry_run` (plan and size only)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if "--workers" in argv:
-        at = argv.index("--workers")
-        workers = max(1, int(argv[at + 1]))
-        del argv[at:at + 2]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = max(1, int(take_flag(argv, "--workers", True) or cores))
+    dry_run = take_flag(argv, "--dry_run", False) is not None
     items, fps, root = planned_items(argv)
     jobs = video_samplings(items, fps)
+    plan = {"frame_cache_dir": str(root), "samplings": len(jobs), "bytes_at_most": bytes_at_most(jobs)}
+    if dry_run:
+        print(json.dumps(plan, indent=1))
+        return plan
     start = time.perf_counter()
     counts = {"written": 0, "present": 0, "failed": 0}
     written_bytes, failures = 0, []
@@ -83,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
                 failures.append(outcome.split(": ", 1)[1])
             if done % 1000 == 0:
                 print(f"fill_frame_cache: {done}/{len(jobs)} samplings", file=sys.stderr)
-    summary = {"frame_cache_dir": str(root), "samplings": len(jobs), **counts, "bytes_written": written_bytes,
+    summary = {**plan, **counts, "bytes_written": written_bytes,
                "seconds": round(time.perf_counter() - start, 1), "workers": workers, "failures": failures[:20]}
     print(json.dumps(summary, indent=1))
     return summary

@@ -203,8 +203,11 @@ def test_the_fill_script_decodes_each_planned_video_once_and_training_then_only_
     argv = ["--config", "cot_mix.yaml", "--model.model_path", str(tiny_model_dir), "--data.sources", f"[{source}]",
             "--data.plan_cache_dir", str(tmp_path / "plans"), "--trainer.default_root_dir", str(tmp_path / "run"),
             "--data.frame_cache_dir", str(tmp_path / "frames")]
+    sized = fill.main([*argv, "--dry_run"])
+    assert sized["samplings"] > 0 and not (tmp_path / "frames").exists()
     first = fill.main([*argv, "--workers", "2"])
-    assert first["samplings"] > 0 and first["written"] == first["samplings"] and first["failed"] == 0
+    assert first["samplings"] == sized["samplings"] and first["written"] == first["samplings"] and first["failed"] == 0
+    assert 0 < first["bytes_written"] <= first["bytes_at_most"] + 4096 * first["samplings"]  # + headers and times
     again = fill.main([*argv, "--workers", "1"])
     assert again["present"] == first["samplings"] and again["written"] == 0
 
