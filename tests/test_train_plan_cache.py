@@ -1,16 +1,15 @@
-"""Plan cache of SFTDataModule.setup: warm runs open no video and report the same counts; edits re-plan exactly what
-changed; broken cache files are rebuilt; parallel planning equals serial; concurrent writers leave a whole file."""
+"""Plan cache of SFTDataModule.setup (Arrow tables cached by `datasets`): warm runs open no video and report the same
+counts; edits re-plan exactly what changed; broken plan files are rebuilt; planning in several processes equals one;
+concurrent cold runs leave tables a warm run reads."""
 import json
 import logging
 import multiprocessing
 import os
 import shutil
-import threading
 
 import pytest
 from cader.dev.synthetic.train_mix import SYNTHETIC_MIX
 from cader.train.datamodule import SFTDataModule, Source
-from cader.train.plan_cache import read_cache, write_cache
 
 SOURCES = SYNTHETIC_MIX
 
@@ -82,6 +81,10 @@ def _kept_rows(dm):
     return {src.name: len(dm.read_source(src).rows) for src in dm.sources}
 
 
+def _plan_files(tmp_path, cache="cache"):
+    return sorted((tmp_path / cache).glob("*.plan*.arrow"))
+
+
 def test_warm_run_opens_no_video_and_reports_the_same(tiny_model_dir, data, tmp_path, video_opens):
     uncached = _setup(_dm(tiny_model_dir, data, tmp_path, cache=None, report="r0"))
     n_uncached_opens = len(video_opens)
@@ -147,8 +150,7 @@ def test_budget_change_replans_everything_and_keeps_the_old_cache(tiny_model_dir
 
 def _uses(dm, rel_path):
     """Per source: how many planned rows reference this media file."""
-    return {src.name: sum(any(m["path"] == rel_path for m in s.media) for _, s in dm.read_source(src).rows)
-            for src in dm.sources}
+    return {src.name: sum(rel_path in paths for paths in dm.read_source(src).rows["media"]) for src in dm.sources}
 
 
 @pytest.mark.parametrize("how", ["touch", "replace"])
@@ -174,17 +176,26 @@ def test_changed_media_file_replans_its_samples_only(tiny_model_dir, data, tmp_p
         assert warm.items != cold.items
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "bad_entry"])
-def test_broken_cache_file_is_rebuilt_with_a_warning(tiny_model_dir, data, tmp_path, caplog, damage):
+def _table_of_other_columns(path):
+    from datasets import Dataset
+
+    Dataset.from_dict({"row": [0], "plan": ["{}"]}).map(lambda r: r, cache_file_name=str(path), new_fingerprint="x0")
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "other_columns"])
+def test_broken_plan_file_is_rebuilt_with_a_warning(tiny_model_dir, data, tmp_path, caplog, damage):
     cold = _setup(_dm(tiny_model_dir, data, tmp_path))
     file = _cache(cold, "file")["video_r1"]
     with open(file, "rb") as f:
         text = f.read()
-    broken = {"garbage": b"\x00\xffnot json at all\n{", "truncated": text[: len(text) * 2 // 3], "empty": b"",
-              "bad_entry": text.replace(b'"total_tokens"', b'"total_tokenz"', 1)}[damage]
-    assert broken != text
-    with open(file, "wb") as f:
-        f.write(broken)
+    # a new file in its place: `cold` still maps the old one, which must not shrink under it (that is a SIGBUS)
+    os.unlink(file)
+    if damage == "other_columns":
+        _table_of_other_columns(file)
+    else:
+        broken = {"garbage": b"\x00\xffnot arrow at all\n{", "truncated": text[: len(text) * 2 // 3], "empty": b""}[damage]
+        with open(file, "wb") as f:
+            f.write(broken)
     with caplog.at_level(logging.WARNING, logger="cader.train.plan_cache"):
         warm = _setup(_dm(tiny_model_dir, data, tmp_path))
     assert any(file in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
@@ -203,11 +214,18 @@ def test_unwritable_cache_dir_warns_and_trains(tiny_model_dir, data, tmp_path, c
     assert any("cannot write plan cache" in r.getMessage() for r in caplog.records)
 
 
-def test_parallel_plan_equals_serial(tiny_model_dir, data, tmp_path):
+def test_parallel_plan_equals_serial(tiny_model_dir, data, tmp_path, monkeypatch):
+    from cader.train import mix_rows, plan_cache
+
     serial = _setup(_dm(tiny_model_dir, data, tmp_path, cache=None, workers=1, report="s"))
-    parallel = _setup(_dm(tiny_model_dir, data, tmp_path, cache=None, workers=4, report="p"))
+    monkeypatch.setattr(plan_cache, "PLAN_ROWS_PER_WORKER", 1)      # every source in several processes
+    monkeypatch.setattr(mix_rows, "PARSE_ROWS_PER_WORKER", 1)
+    parallel = _setup(_dm(tiny_model_dir, data, tmp_path, cache="par", workers=3, report="p"))
     assert [p.sample.sample_id for p in parallel.items] == [p.sample.sample_id for p in serial.items]
-    assert parallel.items == serial.items and parallel.report == serial.report
+    assert parallel.items == serial.items and _counts(parallel.report) == _counts(serial.report)
+    assert any("_of_00003" in f.name for f in _plan_files(tmp_path, "par"))  # the map ran in three processes
+    warm = _setup(_dm(tiny_model_dir, data, tmp_path, cache="par", workers=1, report="w"))
+    assert warm.items == serial.items and set(_cache(warm, "misses").values()) == {0}
 
 
 def test_prepare_data_fills_the_cache_setup_reads(tiny_model_dir, data, tmp_path, video_opens):
@@ -228,26 +246,23 @@ def test_auto_cache_dir_sits_next_to_the_source(tiny_model_dir, data, tmp_path):
     assert os.path.dirname(dm.report["video_r1"]["plan_cache"]["file"]) == str(data.resolve() / ".cader_plan_cache")
 
 
-def _hammer(path, key, tag, rounds):
-    for i in range(rounds):
-        write_cache(path, key, [{"row": r, "hash": f"{tag}{i}", "media": [], "skip": ["x", "y" * 2000]}
-                                for r in range(50)], [1, 2])
+def _cold_setup(model_dir, data, tmp_path, report):
+    _setup(_dm(model_dir, data, tmp_path, report=report))
 
 
-def test_concurrent_writers_leave_a_readable_file(tmp_path):
-    path, key = tmp_path / "c" / "src.plan.jsonl", {"version": 1, "source": "src"}
+def test_concurrent_cold_runs_leave_tables_a_warm_run_reads(tiny_model_dir, data, tmp_path, video_opens):
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_hammer, args=(path, key, f"p{k}", 30)) for k in range(2)]
-    threads = [threading.Thread(target=_hammer, args=(path, key, f"t{k}", 30)) for k in range(2)]
-    for w in procs + threads:
-        w.start()
-    for w in procs + threads:
-        w.join()
+    procs = [ctx.Process(target=_cold_setup, args=(tiny_model_dir, data, tmp_path, f"c{k}")) for k in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
     assert all(p.exitcode == 0 for p in procs)
-    entries, identity, broken = read_cache(path, key)
-    assert broken is None and len(entries) == 50 and identity == [1, 2]
-    assert len({e["hash"] for e in entries.values()}) == 1          # one writer's whole file, not a mix
-    assert [p.name for p in path.parent.iterdir()] == [path.name]   # no tmp files left behind
+    warm = _setup(_dm(tiny_model_dir, data, tmp_path, report="w"))
+    assert video_opens == [] and set(_cache(warm, "misses").values()) == {0}
+    fresh = _setup(_dm(tiny_model_dir, data, tmp_path, cache=None, report="fresh"))
+    assert warm.items == fresh.items
+    assert not list((tmp_path / "cache").glob("**/*.tmp*"))       # no half-written file left behind
 
 
 def test_shipped_config_names_the_options():

@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import lightning  # noqa: F401 -- see below
 import numpy as np
 import pytest
 import yaml
@@ -20,6 +21,9 @@ from cader.dev.synthetic.train_mix import (
 )
 from datasets import Dataset
 
+# Lightning gives its loggers a StreamHandler on the sys.stderr of the moment it is first imported: imported here, at
+# collection, that is the session's stream; imported by the first test's sft run, it would be that test's capture,
+# closed when a later test's run logs ("--- Logging error ---" in the stderr these tests read).
 REPO = Path(__file__).resolve().parents[1]
 RECIPE_SOURCES = ["longvideoreason", "videor1", "llavacot", "openvlthinker", "wemath"]
 

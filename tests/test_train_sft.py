@@ -224,7 +224,7 @@ def test_plan_only_budgets_the_mix_without_a_trainer(tiny_model_dir, train_dir, 
     out = capsys.readouterr().out
     assert "video_r1:" in out and "0 hits" in out and "to train" in out
     report = (tmp_path / "run" / "data_report.json").read_text()
-    assert '"tool_calls_dropped": 1' in report and list((tmp_path / "cache").glob("*.plan.jsonl"))
+    assert '"tool_calls_dropped": 1' in report and list((tmp_path / "cache").glob("video_r1_cot.json.*.plan.arrow"))
     assert sft.main(argv) == 0  # a second run reads the cache
     assert " 0 misses" in capsys.readouterr().out
 

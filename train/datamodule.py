@@ -3,17 +3,22 @@
 Every sample that does not make it into training is counted per source and reason, and its id is written to
 `<default_root_dir>/data_report.json` (bad input is never dropped silently).
 
-Planning opens every media header, so plans are cached per source file (`cader.train.plan_cache`) and misses are
-probed on a thread pool. Under a Trainer, `prepare_data` (local rank 0 of each node, before the other ranks start
-`setup`) fills the cache once, so the ranks' `setup` only reads it.
+The mix lives in Arrow tables (HF `datasets`, memory-mapped): reading, the tool filter (`cader.train.mix_rows`) and
+the token-budget plan (`cader.train.plan_cache`) are fingerprinted `map`/`filter` steps cached beside each source,
+so a rank holds the tables mapped from disk plus two integers per training item (`cader.train.mix_index`), never
+the rows as Python objects. Under a Trainer, `prepare_data` (local rank 0 of each node, before the other ranks start
+`setup`) fills the caches once, so the ranks' `setup` only maps them.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import math
 import os
 import random
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,16 +26,11 @@ from pathlib import Path
 import lightning as L
 from cader.train.budget import BudgetConfig
 from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
-from cader.train.formats import FormatError, MediaPathError, confine_sample, read_source
-from cader.train.plan_cache import (
-    cache_key,
-    cache_path,
-    default_plan_workers,
-    plan_rows,
-    processor_fingerprint,
-)
+from cader.train.formats import FORMATS
+from cader.train.mix_index import PlannedRows, plan_skips, ratio_rows, reduction_counts, trainable_rows
+from cader.train.mix_rows import parse_rows, quiet_datasets, raw_rows, row_errors, tool_count, tool_free_rows
+from cader.train.plan_cache import default_plan_workers, plan_key, plan_source, processor_fingerprint
 from cader.train.source_report import errors_by_kind, failed_sources, loss_warnings, read_report
-from cader.train.toolfree import filter_tool_free
 from cader.vlm.files import write_atomic
 from torch.utils.data import DataLoader, Dataset
 
@@ -56,7 +56,7 @@ class SourceError(ValueError):
 class ReadSource:
     """One source file after reading, the tool filter and the media-path check (no processor needed)."""
 
-    rows: list                       # (position, Sample) pairs without tool calls, media paths inside the root
+    rows: object                     # datasets.Dataset of the tool-free rows with media inside the root, file order
     errors: list                     # FormatError per bad row (schema, audio, media outside the root)
     tool_dropped: int
     n_rows: int
@@ -65,7 +65,7 @@ class ReadSource:
 class PlannedDataset(Dataset):
     """Encodes planned samples lazily; a sample that fails at decode time is replaced by the next one (counted)."""
 
-    def __init__(self, items: list[PlannedSample], encoder: SampleEncoder):
+    def __init__(self, items: PlannedRows | list[PlannedSample], encoder: SampleEncoder):
         self.items, self.encoder = items, encoder
         self.failures: Counter = Counter()
 
@@ -130,14 +130,16 @@ class SFTDataModule(L.LightningDataModule):
             batch_size: per-device micro-batch.
             max_length ... min_target_tokens: the token budget (paper supplementary A; see cader.train.budget).
             report_dir: where data_report.json goes (default: the trainer's default_root_dir).
-            plan_cache_dir: where the per-source token-budget plans are cached, so later runs and the other ranks
-                skip probing media. "auto": a `.cader_plan_cache/` folder next to each source file (shared by every
-                run and node that sees the data), or `<report_dir or default_root_dir>/plan_cache/` when that folder
-                is not writable; a path: that folder for all sources; null or "": no cache. A cached plan is reused
-                only while its row (position and content), the row's media files (size, mtime), the budget fields
-                and the processor are unchanged; editing a source file re-plans only the rows that changed.
-            plan_workers: threads that probe media headers on a cache miss (default: min(8, CPU cores)); 1 plans
-                serially. The plan is identical either way.
+            plan_cache_dir: where the mix's Arrow tables (rows read by `datasets`, the tool filter, the token-budget
+                plans) are cached, so later runs and the other ranks memory-map them instead of reading, parsing
+                and probing media again. "auto": a `.cader_plan_cache/` folder next to each source file (shared by
+                every run and node that sees the data), or `<report_dir or default_root_dir>/plan_cache/` when that
+                folder is not writable; a path: that folder for all sources; null or "": nothing is kept (the
+                tables go to a temporary folder removed at exit). A plan is reused only while its row (position
+                and content), the row's media files (size, mtime), the budget fields and the processor are
+                unchanged; an edited source file or a changed media file re-plans only the rows it touches.
+            plan_workers: processes (`datasets` num_proc) that parse rows and plan samples on a cache miss
+                (default: min(8, CPU cores)); 1 works in this process. The tables are identical either way.
             frame_cache_dir: a folder that keeps each video sample's decoded frames, at its pixel budget, for every
                 later epoch, run and rank (`cader.vlm.frame_cache`; fill it ahead with scripts/fill_frame_cache.py);
                 the same frames and timestamps, without the decode. null or "": decode every time.
@@ -152,13 +154,16 @@ class SFTDataModule(L.LightningDataModule):
         self.budget = BudgetConfig(max_length=max_length, fps=fps, max_frames=max_frames,
                                    video_max_pixels=video_max_pixels, image_max_pixels=image_max_pixels,
                                    min_frames=min_frames, min_pixels=min_pixels, min_target_tokens=min_target_tokens)
-        self.items: list[PlannedSample] | None = None
+        self.items: PlannedRows | None = None
         self.report: dict = {}
         self.processor = None
         self._loader: ResumableLoader | None = None
         self._prepared: dict[str, dict] = {}          # cache stats of prepare_data, reported by setup
         self._processor_fingerprint: dict | None = None
         self._reads: dict[str, ReadSource] | None = None
+        self._cache_dirs: dict[str, Path] = {}        # per source, decided once (a fallback warns once)
+        self._cache_errors: dict[str, str] = {}       # per source, why its configured cache folder is not used
+        self._scratch: Path | None = None
 
     def _load_processor(self):
         from cader.vlm.loading import load_processor
@@ -174,7 +179,7 @@ class SFTDataModule(L.LightningDataModule):
             return self.report_dir
         return self.trainer.default_root_dir if self.trainer is not None else None
 
-    def _cache_dir(self, src: Source) -> Path | None:
+    def _configured_cache_dir(self, src: Source) -> Path | None:
         if not self.plan_cache_dir:
             return None
         if self.plan_cache_dir != "auto":
@@ -185,6 +190,24 @@ class SFTDataModule(L.LightningDataModule):
         fallback = Path(self._out_dir()) / "plan_cache" if self._out_dir() else None
         log.warning("source %s: %s is not writable; plan cache in %s", src.name, beside.parent, fallback or "(none)")
         return fallback
+
+    def _cache_dir(self, src: Source) -> Path:
+        """The folder of this source's tables: the configured cache, or a temporary folder when there is none or
+        it cannot be written (warned once, and reported as the source's `write_error`)."""
+        if src.name not in self._cache_dirs:
+            folder = self._configured_cache_dir(src)
+            problem = None if folder is None else _unwritable(folder)
+            if problem:
+                log.warning("cannot write plan cache %s (%s); planning is not cached", folder, problem)
+                self._cache_errors[src.name] = problem
+            self._cache_dirs[src.name] = folder if folder is not None and not problem else self._scratch_dir()
+        return self._cache_dirs[src.name]
+
+    def _scratch_dir(self) -> Path:
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="cader_mix_"))
+            atexit.register(shutil.rmtree, self._scratch, True)
+        return self._scratch
 
     def source_path(self, src: Source) -> Path:
         path = Path(src.path)
@@ -201,25 +224,16 @@ class SFTDataModule(L.LightningDataModule):
             where = f" (release_root {self.release_root!r})" if self.release_root else ""
             raise FileNotFoundError(f"source {src.name!r}: {path} not found{where}")
         try:
-            rows = list(read_source(src.format, path, src.name))
+            if src.format not in FORMATS:
+                raise ValueError(f"unknown format {src.format!r}; expected one of {FORMATS}")
+            with quiet_datasets():
+                parsed = parse_rows(raw_rows(path, self._cache_dir(src) / "datasets"), src.format, src.name, path,
+                                    self.plan_workers)
+                kept = tool_free_rows(parsed, self.plan_workers)
         except (ValueError, TypeError, OSError) as err:   # the file as a whole: not JSON, not parquet, not a list
             raise SourceError(f"source {src.name!r}: cannot read {path} as {src.format}: "
                               f"{type(err).__name__}: {err}") from None
-        samples, errors, position = [], [], {}
-        for i, row in enumerate(rows):
-            if isinstance(row, FormatError):
-                errors.append(row)
-                continue
-            try:
-                confine_sample(row)
-            except MediaPathError as err:
-                errors.append(FormatError(path, i, str(err), kind="media_outside_root"))
-                continue
-            position[id(row)] = i
-            samples.append(row)
-        kept, tool_dropped = filter_tool_free(samples)
-        return ReadSource([(position[id(s)], s) for s in kept], errors, tool_dropped[src.name],
-                          len(samples) + len(errors))
+        return ReadSource(kept, row_errors(parsed, path), tool_count(parsed), len(parsed))
 
     def read_all(self) -> dict[str, ReadSource]:
         """Every source read (no processor), or SourceError naming each source with nothing left to plan.
@@ -243,25 +257,26 @@ class SFTDataModule(L.LightningDataModule):
 
     def _plan_source(self, src: Source, encoder: SampleEncoder, read: ReadSource):
         media_root = self.source_media_root(src)
-        cache_dir = self._cache_dir(src)
-        key = file = None
-        if cache_dir is not None:
-            key = cache_key(self.source_path(src), src.format, src.name, media_root, self.budget,
-                            self._fingerprint(encoder))
-            file = cache_path(cache_dir, key)
-        return plan_rows(encoder, read.rows, media_root, file, key, workers=self.plan_workers)
+        key = plan_key(self.source_path(src), src.format, src.name, media_root, self.budget,
+                       self._fingerprint(encoder))
+        plan, stats = plan_source(read.rows, encoder, media_root, key, self._cache_dir(src), self.plan_workers)
+        stats.write_error = self._cache_errors.get(src.name)
+        return plan, stats
 
     def _fingerprint(self, encoder: SampleEncoder) -> dict:
         if self._processor_fingerprint is None:
             self._processor_fingerprint = processor_fingerprint(encoder)
         return self._processor_fingerprint
 
+    def _encoder(self) -> SampleEncoder:
+        return SampleEncoder(self._load_processor(), self.budget, frame_cache_dir=self.frame_cache_dir)
+
     def prepare_data(self) -> None:
-        """Fill the plan cache once per node (Lightning runs this on local rank 0 while the other ranks wait)."""
+        """Fill the caches once per node (Lightning runs this on local rank 0 while the other ranks wait)."""
         if not self.plan_cache_dir or self.items is not None:
             return
         reads = self.read_all()          # a dead source stops here, before any processor is loaded
-        encoder = SampleEncoder(self._load_processor(), self.budget)
+        encoder = self._encoder()
         for src in self.sources:
             self._prepared[src.name] = self._plan_source(src, encoder, reads[src.name])[1].as_report()
 
@@ -269,33 +284,29 @@ class SFTDataModule(L.LightningDataModule):
         if self.items is not None:
             return
         reads = self.read_all()
-        encoder = SampleEncoder(self._load_processor(), self.budget, frame_cache_dir=self.frame_cache_dir)
-        self.encoder = encoder
+        self.encoder = self._encoder()
         rng = random.Random(self.seed)
-        items, report = [], {}
+        plans, chosen, report = [], [], {}
         for src in self.sources:
             read = reads[src.name]
-            results, stats = self._plan_source(src, encoder, read)
+            plan, stats = self._plan_source(src, self.encoder, read)
             skipped = errors_by_kind(read.errors)
-            planned = []
-            for result in results:
-                if result.skip is not None:
-                    skipped[result.skip.reason].append(result.skip.detail)
-                else:
-                    planned.append(result.planned)
-            trainable = len(planned)
-            planned = _apply_ratio(planned, src.ratio, rng)
-            budget_steps = Counter(step.split()[0] for p in planned for step in p.plan.steps)
+            for reason, detail in plan_skips(plan):
+                skipped[reason].append(detail)
+            trainable = trainable_rows(plan)
+            rows = ratio_rows(trainable, src.ratio, rng)
+            budget_steps = reduction_counts(plan, rows)
             cache = stats.as_report()
             if src.name in self._prepared:
                 cache["prepare_data"] = self._prepared[src.name]
             report[src.name] = {**read_report(read.n_rows, read.tool_dropped, skipped), "group": src.group,
-                                "budget_reductions": dict(budget_steps), "trainable": trainable,
-                                "train_samples": len(planned), "plan_cache": cache}
+                                "budget_reductions": budget_steps, "trainable": len(trainable),
+                                "train_samples": len(rows), "plan_cache": cache}
             log.info("source %s: %d rows, %d tool-call samples dropped, skipped %s, %d to train (budget: %s; "
                      "plan cache: %d hits, %d misses)", src.name, read.n_rows, read.tool_dropped,
-                     report[src.name]["skipped"], len(planned), dict(budget_steps), stats.hits, stats.misses)
-            items += planned
+                     report[src.name]["skipped"], len(rows), budget_steps, stats.hits, stats.misses)
+            plans.append(plan)
+            chosen.append(rows)
         self.report = report
         for message in loss_warnings(report, self.max_source_loss):
             log.warning("%s", message)
@@ -303,7 +314,8 @@ class SFTDataModule(L.LightningDataModule):
         if dead:
             self._write_report()
             raise SourceError("\n".join(dead))
-        self.items, self._reads = items, None   # the planned items keep what training needs
+        media_roots = [self.source_media_root(src) for src in self.sources]
+        self.items, self._reads = PlannedRows.concat(plans, media_roots, chosen), None
         self._write_report()
 
     def _write_report(self) -> None:
@@ -316,8 +328,9 @@ class SFTDataModule(L.LightningDataModule):
                                  "max_source_loss": self.max_source_loss}, indent=1))
 
     @property
-    def lengths(self) -> list[int]:
-        return [p.num_tokens for p in self.items]
+    def lengths(self):
+        """Planned tokens per training item (a numpy array), what the batch sampler groups by."""
+        return self.items.lengths
 
     def batches_per_rank(self, world_size: int) -> int:
         return math.ceil(math.ceil(len(self.items) / self.batch_size) / world_size)
@@ -332,10 +345,13 @@ class SFTDataModule(L.LightningDataModule):
         return self._loader
 
 
-def _apply_ratio(items: list, ratio: float | None, rng: random.Random) -> list:
-    if ratio is None or ratio == 1.0 or not items:
-        return items
-    target = max(1, round(ratio * len(items)))
-    if target <= len(items):
-        return sorted(rng.sample(items, target), key=items.index)
-    return items * (target // len(items)) + rng.sample(items, target % len(items))
+def _unwritable(folder: Path) -> str | None:
+    """Why files cannot be created in `folder` (None when they can)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        return f"{type(err).__name__}: {err}"
+    return None

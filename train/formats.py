@@ -110,43 +110,78 @@ def read_source(fmt: str, path: str | Path, source: str | None = None) -> Iterat
         raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
     path = Path(path)
     source = source or fmt
-    rows = _read_rows(path)
-    convert = {"longvt": _from_openai_row, "video_r1": _from_video_r1, "longvideo_reason": _from_longvideo_reason,
-               "sharegpt": _from_sharegpt}[fmt]
-    for i, row in enumerate(rows):
-        try:
-            if not isinstance(row, dict):
-                raise TypeError(f"expected an object, got {type(row).__name__}")
-            sample = convert(row, source, i)
-            _check_sample(sample)
-            yield sample
-        except _AudioRow as err:
-            yield FormatError(path, i, str(err), kind="audio")
-        except (ValueError, KeyError, TypeError, AttributeError) as err:   # json errors are ValueError
-            yield FormatError(path, i, f"{type(err).__name__}: {err}")
+    for i, row in enumerate(_read_rows(path)):
+        yield parse_row(fmt, row, i, source, path)
+
+
+def parse_row(fmt: str, row: Any, index: int, source: str, path: str | Path) -> Sample | FormatError:
+    """One row of a file in format ``fmt`` as a Sample, or the FormatError naming file, row and reason."""
+    try:
+        if not isinstance(row, dict):
+            raise TypeError(f"expected an object, got {type(row).__name__}")
+        sample = _CONVERTERS[fmt](row, source, index)
+        _check_sample(sample)
+        return sample
+    except _AudioRow as err:
+        return FormatError(path, index, str(err), kind="audio")
+    except (ValueError, KeyError, TypeError, AttributeError) as err:   # json errors are ValueError
+        return FormatError(path, index, f"{type(err).__name__}: {err}")
 
 
 def _read_rows(path: Path) -> list[Any]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
         return pq.read_table(path).to_pylist()   # the rows HF datasets' Dataset.from_parquet yields
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        rows = []
-        for line_no, line in enumerate(text.splitlines()):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                rows.append(f"<unparseable line {line_no + 1}: {err}>")   # becomes a FormatError, keeps row count
-        return rows
-    data = json.loads(text)
+        return [decode_row_text(line) for line in _jsonl_lines(path)]
+    return _json_list(path)
+
+
+def row_texts(path: str | Path) -> Iterator[str]:
+    """The JSON text of every row of a JSON list or JSONL file, in order: a JSONL line as written, a JSON list's
+    elements re-serialised one by one. Raises for a file that is not a list of rows."""
+    path = Path(path)
+    if path.suffix == ".jsonl":
+        yield from _jsonl_lines(path)
+    else:
+        yield from (json.dumps(row, ensure_ascii=False) for row in _json_list(path))
+
+
+def _jsonl_lines(path: Path) -> Iterator[str]:
+    # rows are separated by newlines only (a U+2028 inside a JSON string is no row break); blank lines are no rows
+    with open(path, encoding="utf-8") as handle:
+        yield from (line for line in handle if line.strip())
+
+
+def _json_list(path: Path) -> list[Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
     if isinstance(data, dict) and "data" in data:
         data = data["data"]
     if not isinstance(data, list):
         raise TypeError(f"{path}: expected a JSON list of rows")
     return data
+
+
+def decode_row_text(text: str) -> Any:
+    """A row's JSON text as the row; a line that is not JSON stays a string, which `parse_row` counts as a
+    malformed row (the file keeps its row count)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def sample_to_json(sample: Sample) -> str:
+    """The Sample as one JSON text (stored per row in the mix's Arrow tables; `sample_from_json` inverts it)."""
+    turns = [{"role": t.role, "parts": t.parts} for t in sample.turns]
+    return json.dumps({"source": sample.source, "sample_id": sample.sample_id, "turns": turns, "meta": sample.meta},
+                      ensure_ascii=False, default=str)
+
+
+def sample_from_json(text: str) -> Sample:
+    data = json.loads(text)
+    return Sample(data["source"], data["sample_id"], [Turn(t["role"], t["parts"]) for t in data["turns"]],
+                  data["meta"])
 
 
 def _check_sample(sample: Sample) -> None:
@@ -427,3 +462,7 @@ def _from_sharegpt(row: dict, source: str, index: int) -> Sample:
     tools = declared_tools(row.get("tools"))
     meta = {"tools": tools} if tools else {}
     return Sample(source, _row_id(row, source, index), turns, meta)
+
+
+_CONVERTERS = {"longvt": _from_openai_row, "video_r1": _from_video_r1, "longvideo_reason": _from_longvideo_reason,
+               "sharegpt": _from_sharegpt}

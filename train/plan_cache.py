@@ -1,45 +1,55 @@
-"""Cache of the token-budget plan of every sample of one source file, and parallel media probing on a miss.
+"""The token-budget plan of every tool-free row of one source: a `datasets` map, fingerprinted and cached on disk.
 
-Planning a sample opens its media headers (a decord open of every video, ~30 ms each), so a 228.8K-sample mix spends
-hours before step 1. The plan only depends on things that are cheap to check, so it is computed once and stored:
+Planning a sample opens its media headers (a decord open per video, ~30 ms), so a 228.8K-sample mix would spend
+hours before step 1 on every rank. The plan is computed once, by `num_proc` processes, and stored as an Arrow table
+beside the rows; every later run and every rank memory-maps it. Its fingerprint covers everything a plan reads:
+- the tool-free rows (their own fingerprint: the source file, its format and name, the parsing code);
+- `plan_key`: the budget (every BudgetConfig field), the processor (vision geometry, pixel settings, tokenizer,
+  chat template), the media root, the planning code (this module, cader.train.budget, cader.train.collate) and
+  PLAN_VERSION;
+- `media_state`: the size and mtime of every media file the rows name, taken on every run, because `datasets`
+  tracks the source file but not the media a row names.
+When the fingerprint misses (a row, a media file or the source changed), the last plan of the same source, budget
+and processor seeds the map: a row whose Sample and media stats are unchanged keeps its plan, so only what changed
+is probed again. Per row the plan table holds the plan (or why the sample is skipped) and the media stats it saw.
 
-- one cache file per (resolved source path, format and source name, media root, every BudgetConfig field, the
-  processor: vision geometry, pixel settings, tokenizer and chat template; CACHE_VERSION). Any of them changing gives
-  another file name, so such a file is never read for another budget or processor;
-- the header records the source file's identity (size, mtime_ns) as planned; the file is rewritten whenever the
-  source, a row or a media file changed, so the next run finds the current identity again;
-- inside it one entry per planned row, keyed by the row position and a hash of the row's content (the parsed
-  Sample), with the size and mtime_ns of each of its media files: an edited row or a touched/replaced video re-plans
-  that row only (an edited source file keeps every unchanged row's entry). An entry holds the plan or the reason the
-  sample was skipped, so a warm run reports the same counts.
-
-File format (JSONL): a header line {"version", "key", "source_identity"}, one line per entry, a trailer {"end": n}. A file that does not
-parse, has another version or lacks its trailer (a torn write) is reported with a warning naming it and rebuilt.
-Writes are atomic: a uniquely named tmp file then os.replace (cader.vlm.files), so ranks writing the same cache
-at once each leave a whole file.
+Files in the cache folder: `<source file name>.<fingerprint>.plan*.arrow` (one per process of the map), and
+`<source file name>.<key digest>.last.json`, which names the last plan of a key; a plan is deleted once its
+successor is written. A plan file that cannot be read is reported with a warning naming it and planned again.
 """
 from __future__ import annotations
 
-import hashlib
-import itertools
+import glob
 import json
 import logging
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from cader.train.budget import BudgetConfig, BudgetPlan
-from cader.train.collate import PlannedSample, SampleEncoder, SkipSample
-from cader.train.formats import Sample
-from cader.vlm.files import write_atomic
+from cader.train.collate import SampleEncoder, SkipSample
+from cader.train.formats import sample_from_json
+from cader.train.mix_rows import PARSED_FEATURES, code_digest, digest, quiet_datasets, workers_for
+from cader.vlm.files import write_json_atomic
+from datasets import Dataset, Features, List, Value, concatenate_datasets
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 1
+PLAN_VERSION = 2
 # tokenized to fingerprint the tokenizer: special tokens, digits of timestamps, the answer tags, non-ASCII text
 _TOKENIZER_PROBE = "<|im_start|>assistant\n<think>at <12.5 seconds> the 3 cats</think><answer>B</answer><|im_end|> é漢"
+# a worker process is worth starting for this many rows (a video header probe is ~30 ms, a text-only plan ~1 ms)
+PLAN_ROWS_PER_WORKER = 64
+PLAN_BAR_ROWS = 1_000             # a progress bar for a source this large; a bar per small source is noise
+PLAN_COLUMNS = {"plan": Value("string"), "num_tokens": Value("int64"), "skip": Value("string"),
+                "skip_detail": Value("string"), "reductions": List(Value("string")), "media_stats": Value("string"),
+                "planned": Value("bool")}
+ROW_COLUMNS = ("row", "sample", "media")
+PLAN_FEATURES = Features({**{k: PARSED_FEATURES[k] for k in ROW_COLUMNS}, **PLAN_COLUMNS})
+PLAN_CODE = (__name__, "cader.train.budget", "cader.train.collate")
 
 
 def default_plan_workers() -> int:
@@ -50,30 +60,17 @@ def default_plan_workers() -> int:
 class CacheStats:
     """What one source's planning did; goes into data_report.json."""
 
-    file: str | None = None          # the cache file (None: caching off)
-    hits: int = 0
-    misses: int = 0
-    rebuilt: str | None = None       # why an existing file was discarded (corrupt, unreadable)
-    write_error: str | None = None
+    file: str | None = None          # the plan table's (first) file
+    hits: int = 0                    # rows whose plan was reused (from this fingerprint's table or the last plan)
+    misses: int = 0                  # rows planned now
+    rebuilt: str | None = None       # why an existing plan file was discarded (unreadable)
+    write_error: str | None = None   # why the configured cache folder could not be used
 
     def as_report(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None or k == "file"}
 
 
-@dataclass
-class PlanResult:
-    """The outcome of planning one row, in a form that round-trips through the cache."""
-
-    planned: PlannedSample | None = None
-    skip: SkipSample | None = None
-    entry: dict = field(default_factory=dict)
-
-
 # ---- identities -------------------------------------------------------------------------------------------------
-
-def _digest(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
-
 
 def processor_fingerprint(encoder: SampleEncoder) -> dict:
     """Everything of the processor a plan depends on: vision geometry, pixel settings, token counts, template."""
@@ -84,185 +81,161 @@ def processor_fingerprint(encoder: SampleEncoder) -> dict:
         "video_size": dict(getattr(proc.video_processor, "size", {}) or {}),
         "image_size": dict(getattr(getattr(proc, "image_processor", None), "size", {}) or {}),
         "vocab": len(tok),
-        "probe_ids": _digest(tok(_TOKENIZER_PROBE, add_special_tokens=False)["input_ids"]),
-        "chat_template": _digest(template),
+        "probe_ids": digest(tok(_TOKENIZER_PROBE, add_special_tokens=False)["input_ids"]),
+        "chat_template": digest(template),
     }
 
 
-def cache_key(source_path: str | Path, fmt: str, name: str, media_root: str | Path, budget: BudgetConfig,
-              processor: dict) -> dict:
-    """What every entry of a cache file depends on (its name is a hash of this)."""
-    return {"version": CACHE_VERSION, "source": str(Path(source_path).resolve()), "format": fmt, "name": name,
-            "media_root": str(Path(media_root).resolve()), "budget": asdict(budget), "processor": processor}
+def plan_key(source_path: str | Path, fmt: str, name: str, media_root: str | Path, budget: BudgetConfig,
+             processor: dict) -> dict:
+    """What a plan depends on besides the rows and the media files themselves."""
+    return {"version": PLAN_VERSION, "source": str(Path(source_path).resolve()), "format": fmt, "name": name,
+            "media_root": str(Path(media_root).resolve()), "budget": asdict(budget), "processor": processor,
+            "code": code_digest(*PLAN_CODE)}
 
 
-def source_identity(key: dict) -> list:
-    """[size, mtime_ns] of the source file now."""
-    st = os.stat(key["source"])
-    return [st.st_size, st.st_mtime_ns]
-
-
-def cache_path(cache_dir: str | Path, key: dict) -> Path:
-    """<cache_dir>/<source file name>.<hash of the key>.plan.jsonl"""
-    return Path(cache_dir) / f"{Path(key['source']).name}.{_digest(key)[:16]}.plan.jsonl"
-
-
-def row_hash(sample: Sample) -> str:
-    """Hash of everything of the parsed row a plan reads (dataclasses.asdict would deep-copy: 4x slower)."""
-    return _digest([sample.source, sample.sample_id, [[t.role, t.parts] for t in sample.turns], sample.meta])[:32]
-
-
-def media_stats(sample: Sample, media_root: str | Path) -> list:
-    """[size, mtime_ns] of each media file of the sample, in order; None for a file that is not there."""
+def media_stats(paths: list[str], media_root: str) -> list:
+    """[size, mtime_ns] of each media file, in order; None for a file that is not there."""
     out = []
-    for m in sample.media:
+    for path in paths:
         try:
-            st = os.stat(Path(media_root) / m["path"])
+            st = os.stat(os.path.join(media_root, path))
             out.append([st.st_size, st.st_mtime_ns])
         except OSError:
             out.append(None)
     return out
 
 
-# ---- entries ----------------------------------------------------------------------------------------------------
+def media_state(rows: Dataset, media_root: str) -> str:
+    """Digest of the stats of every distinct media file the rows name (one stat per file, however many rows)."""
+    column = rows.select_columns(["media"]).with_format("arrow")[:]["media"]
+    paths = sorted(pc.unique(pc.list_flatten(column)).to_pylist())
+    return digest([paths, media_stats(paths, media_root)])
 
-def _plan_to_json(plan: BudgetPlan) -> dict:
-    return asdict(plan)
 
+# ---- the mapped function ----------------------------------------------------------------------------------------
 
-def _plan_from_json(data: dict) -> BudgetPlan:
-    data = dict(data)
+def plan_from_json(text: str) -> BudgetPlan:
+    data = json.loads(text)
     data["video_sizes"] = [tuple(s) for s in data["video_sizes"]]
     data["image_sizes"] = [tuple(s) for s in data["image_sizes"]]
     return BudgetPlan(**data)
 
 
-def _result_from_entry(entry: dict, sample: Sample, media_root: str) -> PlanResult:
-    if "skip" in entry:
-        reason, detail = entry["skip"]
-        return PlanResult(skip=SkipSample(reason, detail), entry=entry)
-    plan = _plan_from_json(entry["plan"])
-    return PlanResult(planned=PlannedSample(sample, media_root, plan, entry["num_tokens"]), entry=entry)
+class PlanRows:
+    """The plan `map`'s function: a batch of tool-free rows -> their PLAN_COLUMNS, reused from the seed (the last
+    plan of the same key) where the row's Sample and media stats are unchanged, else planned by the encoder."""
 
+    REUSED = ("plan", "num_tokens", "skip", "skip_detail", "reductions")
 
-def _plan_row(encoder: SampleEncoder, row: int, digest: str, sample: Sample, media_root: str, stats: list
-              ) -> PlanResult:
-    base = {"row": row, "hash": digest, "media": stats}
-    try:
-        planned = encoder.plan(sample, media_root)
-    except SkipSample as err:
-        return PlanResult(skip=err, entry={**base, "skip": [err.reason, err.detail]})
-    entry = {**base, "plan": _plan_to_json(planned.plan), "num_tokens": planned.num_tokens}
-    return PlanResult(planned=planned, entry=entry)
+    def __init__(self, encoder, media_root: str, seed: Dataset | None):
+        self.encoder, self.media_root, self.seed = encoder, media_root, seed
+        self._seed_rows = None
 
+    def seeded(self, rows: list[int]) -> dict[int, dict]:
+        """The seed's record of each of these row positions that it has."""
+        if self.seed is None:
+            return {}
+        if self._seed_rows is None:      # positions ascend: the rows keep file order through every step
+            self._seed_rows = self.seed.data.table.column("row").to_numpy()
+        wanted = np.asarray(rows, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self._seed_rows, wanted), len(self._seed_rows) - 1)
+        found = self._seed_rows[at] == wanted
+        records = self.seed.data.table.take(pa.array(at[found])).to_pylist()
+        return {record["row"]: record for record in records}
 
-class ThreadSafeEncoder(SampleEncoder):
-    """The same planning, with tokenizer and chat-template calls under one lock.
-
-    HF fast tokenizers can raise "Already borrowed" when one instance is used from several threads; those calls take
-    well under a millisecond, while the media probing they are interleaved with (decord open, PIL header) releases
-    the GIL and is what runs in parallel.
-    """
-
-    def __init__(self, base: SampleEncoder):
-        self.__dict__.update(base.__dict__)
-        self._lock = threading.RLock()
-
-    def _count(self, text: str) -> int:
-        with self._lock:
-            return super()._count(text)
-
-    def texts(self, sample: Sample) -> tuple[str, str]:
-        with self._lock:
-            return super().texts(sample)
-
-
-# ---- the cache file ---------------------------------------------------------------------------------------------
-
-def read_cache(path: Path, key: dict) -> tuple[dict[int, dict], list | None, str | None]:
-    """(entries by row, source identity recorded in the header, why the file was discarded: None if it was absent
-    or whole). Never raises."""
-    if not path.is_file():
-        return {}, None, None
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        header = json.loads(lines[0])
-        if header.get("version") != CACHE_VERSION or header.get("key") != json.loads(json.dumps(key)):
-            raise ValueError("header does not match this source/budget/processor")
-        trailer = json.loads(lines[-1])
-        if not isinstance(trailer, dict) or trailer.get("end") != len(lines) - 2:
-            raise ValueError("truncated (no end marker)")
-        entries = {}
-        for line in lines[1:-1]:
-            entry = json.loads(line)
-            if not isinstance(entry, dict) or not {"row", "hash", "media"} <= entry.keys() or not (
-                    "skip" in entry or {"plan", "num_tokens"} <= entry.keys()):
-                raise ValueError(f"malformed entry {line[:80]!r}")
-            if "skip" in entry:   # the shapes _result_from_entry reads, checked here so a hit cannot fail later
-                reason, detail = entry["skip"]
-                if not isinstance(reason, str) or not isinstance(detail, str):
-                    raise ValueError(f"malformed skip entry {line[:80]!r}")
-            else:
-                _plan_from_json(entry["plan"])
-                int(entry["num_tokens"])
-            entries[int(entry["row"])] = entry
-        return entries, header.get("source_identity"), None
-    except (OSError, UnicodeDecodeError, ValueError, IndexError, TypeError, KeyError, AttributeError) as err:
-        reason = f"{type(err).__name__}: {err}"
-        log.warning("plan cache %s is unreadable (%s); rebuilding it", path, reason)
-        return {}, None, reason
-
-
-def write_cache(path: Path, key: dict, entries: list[dict], identity: list | None = None) -> None:
-    """Atomic (cader.vlm.files.write_atomic: a tmp name unique to the call, then os.replace). Raises OSError."""
-    header = json.dumps({"version": CACHE_VERSION, "key": key, "source_identity": identity}) + "\n"
-    lines = (json.dumps(entry) + "\n" for entry in entries)
-    write_atomic(path, itertools.chain([header], lines, [json.dumps({"end": len(entries)}) + "\n"]))
-
-
-# ---- planning one source ----------------------------------------------------------------------------------------
-
-def plan_rows(encoder: SampleEncoder, rows: list[tuple[int, Sample]], media_root: str | Path,
-              cache_file: Path | None = None, key: dict | None = None, workers: int = 1
-              ) -> tuple[list[PlanResult], CacheStats]:
-    """Plan (row position, sample) pairs in order, from the cache where the row and its media are unchanged.
-
-    Misses are planned on `workers` threads; results come back in input order and equal the serial plan.
-    The cache file is rewritten (atomically) when anything was planned or the file was unusable.
-    """
-    media_root = str(media_root)
-    stats = CacheStats(file=str(cache_file) if cache_file is not None else None)
-    cached: dict[int, dict] = {}
-    recorded = identity = None
-    if cache_file is not None:
-        identity = source_identity(key)
-        cached, recorded, stats.rebuilt = read_cache(cache_file, key)
-    planner = ThreadSafeEncoder(encoder) if workers > 1 else encoder
-
-    def one(item: tuple[int, Sample]) -> tuple[PlanResult, bool]:
-        row, sample = item
-        digest, media = row_hash(sample), media_stats(sample, media_root)
-        entry = cached.get(row)
-        if entry is not None and entry["hash"] == digest and entry["media"] == media:
-            return _result_from_entry(entry, sample, media_root), True
-        return _plan_row(planner, row, digest, sample, media_root, media), False
-
-    if workers > 1 and len(rows) > 1:
-        # chunks: a future per row would cost more than a cache hit; small enough that misses spread over threads
-        size = max(1, min(256, len(rows) // (8 * workers)))
-        chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="plan") as pool:
-            outcomes = [o for chunk in pool.map(lambda c: [one(item) for item in c], chunks) for o in chunk]
-    else:
-        outcomes = [one(item) for item in rows]
-    results = [r for r, _ in outcomes]
-    stats.hits = sum(hit for _, hit in outcomes)
-    stats.misses = len(outcomes) - stats.hits
-    stale = len(cached) != stats.hits or recorded != identity    # rows gone, or an edit that kept every row
-    if cache_file is not None and (stats.misses or stats.rebuilt or stale or not cache_file.is_file()):
+    def plan(self, sample_json: str) -> dict:
         try:
-            write_cache(cache_file, key, [r.entry for r in results], identity)
-        except OSError as err:
-            stats.write_error = f"{type(err).__name__}: {err}"
-            log.warning("cannot write plan cache %s (%s); planning is not cached", cache_file, err)
-    return results, stats
+            planned = self.encoder.plan(sample_from_json(sample_json), self.media_root)
+        except SkipSample as err:
+            return {"plan": None, "num_tokens": 0, "skip": err.reason, "skip_detail": err.detail, "reductions": []}
+        steps = [step.split()[0] for step in planned.plan.steps]
+        return {"plan": json.dumps(asdict(planned.plan)), "num_tokens": planned.num_tokens, "skip": None,
+                "skip_detail": None, "reductions": steps}
+
+    def __call__(self, batch: dict) -> dict:
+        out = {key: [] for key in PLAN_COLUMNS}
+        seeds = self.seeded(batch["row"])
+        for row, sample_json, paths in zip(batch["row"], batch["sample"], batch["media"]):
+            stats = json.dumps(media_stats(paths, self.media_root))
+            seed = seeds.get(row)
+            reuse = seed is not None and seed["sample"] == sample_json and seed["media_stats"] == stats
+            result = {k: seed[k] for k in self.REUSED} if reuse else self.plan(sample_json)
+            for key, value in {**result, "media_stats": stats, "planned": not reuse}.items():
+                out[key].append(value)
+        return out
+
+
+# ---- the cached map ---------------------------------------------------------------------------------------------
+
+def _pointer(cache_dir: Path, key: dict) -> Path:
+    return cache_dir / f"{Path(key['source']).name}.{digest(key)[:16]}.last.json"
+
+
+def _load_seed(pointer: Path) -> tuple[Dataset | None, list[str]]:
+    """The last plan of this key and its files; (None, []) when there is none or it cannot be read."""
+    try:
+        files = json.loads(pointer.read_text())["files"]
+        return concatenate_datasets([Dataset.from_file(f) for f in files]), files
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
+        return None, []
+
+
+def empty_plan() -> Dataset:
+    return Dataset.from_dict({key: [] for key in PLAN_FEATURES}, features=PLAN_FEATURES)
+
+
+def _map_plan(rows: Dataset, planner: PlanRows, fingerprint: str, target: Path, workers: int, name: str) -> Dataset:
+    """The plan `map`: `datasets` memory-maps this fingerprint's files when they exist, else writes them."""
+    with quiet_datasets(len(rows) < PLAN_BAR_ROWS):
+        planned = rows.map(planner, batched=True, batch_size=16, features=PLAN_FEATURES,
+                           remove_columns=[c for c in rows.column_names if c not in ROW_COLUMNS],
+                           new_fingerprint=fingerprint, cache_file_name=str(target), desc=f"plan {name}",
+                           num_proc=workers_for(len(rows), workers, PLAN_ROWS_PER_WORKER))
+    if planned.features != PLAN_FEATURES:
+        raise ValueError(f"columns {list(planned.features)} are not a plan's")
+    return planned
+
+
+def _cached_plan(load, files: list[Path]) -> tuple[Dataset | None, str | None]:
+    """(the plan these files hold, None) or, when they cannot be read, (None, why) after deleting them."""
+    try:
+        return load(), None
+    except (OSError, ValueError, pa.ArrowException) as err:
+        reason = f"{type(err).__name__}: {err}"
+        log.warning("plan cache %s is unreadable (%s); planning again", ", ".join(map(str, files)), reason)
+        for file in files:
+            file.unlink(missing_ok=True)
+        return None, reason
+
+
+def plan_source(rows: Dataset, encoder, media_root: str, key: dict, cache_dir: Path, workers: int = 1
+                ) -> tuple[Dataset, CacheStats]:
+    """The plan table of a source's tool-free rows (same order), memory-mapped from `cache_dir`, and what it cost.
+
+    Misses are planned by `workers` processes (`num_proc`); the table equals the one a single process makes.
+    """
+    if len(rows) == 0:
+        return empty_plan(), CacheStats()
+    fingerprint = digest(["plan", rows._fingerprint, digest(key), media_state(rows, media_root)])
+    target = cache_dir / f"{Path(key['source']).name}.{fingerprint}.plan.arrow"
+    stats = CacheStats(file=str(target))
+
+    def run(seed: Dataset | None) -> Dataset:
+        return _map_plan(rows, PlanRows(encoder, media_root, seed), fingerprint, target, workers, key["name"])
+
+    existing = sorted(map(Path, glob.glob(glob.escape(str(cache_dir / target.stem)) + "*.arrow")))
+    if existing:
+        planned, stats.rebuilt = _cached_plan(lambda: run(None), existing)
+        if planned is not None:
+            stats.hits = len(planned)
+            return planned, stats
+    seed, seed_files = _load_seed(_pointer(cache_dir, key))
+    planned = run(seed)
+    stats.misses = int(pc.sum(planned.data.table.column("planned")).as_py() or 0)
+    stats.hits = len(planned) - stats.misses
+    files = [f["filename"] for f in planned.cache_files]
+    write_json_atomic(_pointer(cache_dir, key), {"fingerprint": fingerprint, "files": files}, durable=False)
+    for file in set(seed_files) - set(files):   # superseded: this key's plan is now the one just written
+        Path(file).unlink(missing_ok=True)
+    return planned, stats
