@@ -134,14 +134,17 @@ def test_choices_print_as_choices(capsys):
 
 
 def test_choice_literals_match_the_registries():
-    from typing import get_args
+    from typing import get_args, get_type_hints
 
     from cader.calibrate.tau import MODES
     from cader.evaluate.judge.adapters import PREDICTION_FORMATS
     from cader.evaluate.judge.providers import PROVIDERS
 
-    fit, judge = load_script(STAGES["calibrate"]), load_script(STAGES["judge"])
-    assert get_args(fit.Mode) == MODES
+    from cader.calibrate.pipeline import calibrate_predictions
+
+    judge = load_script(STAGES["judge"])
+    mode = get_type_hints(calibrate_predictions)["mode"]
+    assert get_args(mode) == MODES
     assert set(get_args(judge.PredictionFormat)) == set(PREDICTION_FORMATS)
     assert set(get_args(judge.Provider)) == set(PROVIDERS)
 
