@@ -51,7 +51,8 @@ CHECKS = [
           lambda r: max(float(v) for v in r["ratio_full_over_uniform"].values()), lambda v: v <= 0.6),
     Check("P5", "judge throughput: concurrency 16 vs 1 (200 trajectories)", "judge_throughput.py", ">= 8x",
           lambda r: float(r["speedup"]), lambda v: v >= 8.0),
-    Check("P6", "input pipeline: CPU cores per GPU to feed Qwen3-VL-8B SFT (720p30 clips, 1 fps, 65,536 px, 40 % MFU)",
+    Check("P6", "input pipeline: CPU cores per GPU to feed Qwen3-VL-8B SFT (H.264 High 720p30 30-120 s clips, 1 fps, "
+          "65,536 px, 40 % MFU), worst clip, no frame cache",
           "input_pipeline.py", "<= 8", lambda r: float(r["cores_per_gpu"]), lambda v: v <= 8.0),
     Check("P7", "samples in flight: --concurrency 8 vs 1, tiny model + 0.2 s per model call", "concurrency.py",
           ">= 5x", lambda r: float(r["ratio"]) if r["same_records"] else float("nan"), lambda v: v >= 5.0),
