@@ -26,8 +26,8 @@ def trainable_rows(plan: Dataset) -> np.ndarray:
 
 def plan_skips(plan: Dataset) -> list[tuple[str, str]]:
     """(reason, detail) of every skipped row, in order."""
-    table = plan.data.table
-    skipped = table.filter(pc.is_valid(table.column("skip"))).select(["skip", "skip_detail"])
+    table = plan.data.table.select(["skip", "skip_detail"])      # never touch the samples' pages
+    skipped = table.filter(pc.is_valid(table.column("skip")))
     return [(r["skip"], r["skip_detail"]) for r in skipped.to_pylist()]
 
 

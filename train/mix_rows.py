@@ -152,7 +152,7 @@ def parse_rows(raw: Dataset, fmt: str, name: str, path: Path, workers: int) -> D
     texts = raw.column_names == ["json"] and path.suffix != ".parquet"
     fingerprint = digest(["parsed", raw._fingerprint, fmt, name, code_digest(*PARSE_CODE)])
     return raw.with_format("arrow").map(
-        ParseRows(fmt, name, str(path), texts), with_indices=True, batched=True, batch_size=256,
+        ParseRows(fmt, name, str(path), texts), with_indices=True, batched=True, batch_size=1_000,
         remove_columns=raw.column_names, features=PARSED_FEATURES, new_fingerprint=fingerprint,
         num_proc=workers_for(len(raw), workers, PARSE_ROWS_PER_WORKER)).with_format(None)
 
@@ -174,8 +174,8 @@ def tool_free_rows(parsed: Dataset, workers: int) -> Dataset:
 
 def row_errors(parsed: Dataset, path: Path) -> list[FormatError]:
     """A FormatError naming file and row for every row that could not be parsed or left the media root."""
-    table = parsed.data.table
-    bad = table.filter(pc.is_valid(table.column("error"))).select(["row", "error", "error_kind"])
+    table = parsed.data.table.select(["row", "error", "error_kind"])    # never touch the samples' pages
+    bad = table.filter(pc.is_valid(table.column("error")))
     return [FormatError(path, r["row"], r["error"], kind=r["error_kind"]) for r in bad.to_pylist()]
 
 

@@ -64,6 +64,10 @@ CHECKS = [
     Check("P10", "init memory: peak RSS growth per rank while the weights are materialised, 2-process CPU ZeRO-3, "
           "sharded configure_model / model size (full load in __init__ alongside)", "init_memory.py", "<= 0.6",
           lambda r: float(r["sharded_peak_over_model"]), lambda v: v <= 0.6),
+    Check("P11", "SFT mix: RSS per rank once a 200K-row mix is ready, Arrow tables / Python objects (warm setup "
+          "must not be slower: NaN if it is)", "mix_memory.py", "<= 0.5",
+          lambda r: float(r["rss_arrow_over_dicts"]) if r["warm_arrow_over_dicts"] <= 1 else float("nan"),
+          lambda v: v <= 0.5),
 ]  # fmt: skip
 
 
