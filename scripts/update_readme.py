@@ -64,7 +64,8 @@ def render_quickstart(facts: dict) -> str:
         props, verify = stage2["proposals"], stage2["verifier"]
         lines.append(f"- Stage 2: proposals parsed {_ci(props['parsed'])}; overlapping the evidence "
                      f"{_ci(props['overlaps_evidence'])} (random window {_pct(props.get('chance_overlap'))}); "
-                     f"verifier AUROC {'–' if verify.get('auroc') is None else round(verify['auroc'], 3)}")
+                     f"verifier AUROC {'–' if verify.get('auroc') is None else round(verify['auroc'], 3)}; "
+                     f"fallbacks {stage2['routed_gain'].get('fallbacks') or 'none'}")
         accepted = stage2["routed_gain"]["accepted"]
         if accepted["n"]:
             lines.append(f"- samples with an accepted crop: Stage 1 {_ci(accepted['stage1'])} → final "
