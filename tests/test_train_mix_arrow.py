@@ -184,3 +184,17 @@ def test_format_errors_name_file_and_row(tmp_path):
     dm = SFTDataModule([], plan_cache_dir=str(tmp_path / "cache"))
     (err,) = dm.read_source(Source("sg", "sharegpt", str(path))).errors
     assert isinstance(err, FormatError) and str(err).startswith(f"{path} row 0: ValueError: unknown speaker")
+
+
+def test_loader_workers_and_pickled_items_read_the_same_rows(tiny_model_dir, shipped_mix, tmp_path):
+    import pickle
+
+    dm = SFTDataModule(**{**_shipped_data_config(tiny_model_dir, shipped_mix, tmp_path), "num_workers": 2})
+    dm.setup("fit")
+    shipped = pickle.dumps(dm.items)           # what a spawned DataLoader worker receives: file names, not rows
+    assert len(shipped) < 4_096 * len(dm.items.plans) + 16 * len(dm.items) < len(pickle.dumps(list(dm.items)))
+    assert pickle.loads(shipped) == dm.items
+    in_workers = [batch["input_ids"] for _, batch in zip(range(3), dm.train_dataloader())]
+    dm.num_workers = 0
+    here = [batch["input_ids"] for _, batch in zip(range(3), dm.train_dataloader())]
+    assert all(torch.equal(a, b) for a, b in zip(in_workers, here)) and len(here) == 3

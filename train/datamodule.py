@@ -32,6 +32,7 @@ from cader.train.mix_rows import parse_rows, quiet_datasets, raw_rows, row_error
 from cader.train.plan_cache import default_plan_workers, plan_key, plan_source, processor_fingerprint
 from cader.train.source_report import errors_by_kind, failed_sources, loss_warnings, read_report
 from cader.vlm.files import write_atomic
+from datasets import Dataset as ArrowDataset
 from torch.utils.data import DataLoader, Dataset
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class SourceError(ValueError):
 class ReadSource:
     """One source file after reading, the tool filter and the media-path check (no processor needed)."""
 
-    rows: object                     # datasets.Dataset of the tool-free rows with media inside the root, file order
+    rows: ArrowDataset               # the tool-free rows with media inside the root, in file order
     errors: list                     # FormatError per bad row (schema, audio, media outside the root)
     tool_dropped: int
     n_rows: int

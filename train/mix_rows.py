@@ -98,7 +98,8 @@ def raw_rows(path: Path, cache_dir: Path) -> Dataset:
             return Dataset.from_dict({"json": []}, features=TEXT_FEATURES)
         return Dataset.from_parquet(str(path), cache_dir=str(cache_dir))
     st = path.stat()
-    fingerprint = digest(["text rows", str(path.resolve()), st.st_size, st.st_mtime_ns, code_digest(__name__)])
+    fingerprint = digest(["text rows", str(path.resolve()), st.st_size, st.st_mtime_ns,
+                          code_digest("cader.train.formats", __name__)])
     try:
         return Dataset.from_generator(_text_rows, gen_kwargs={"path": str(path)}, features=TEXT_FEATURES,
                                       cache_dir=str(cache_dir), fingerprint=fingerprint)
@@ -149,10 +150,9 @@ PARSE_CODE = ("cader.train.formats", "cader.train.toolfree", __name__)
 def parse_rows(raw: Dataset, fmt: str, name: str, path: Path, workers: int) -> Dataset:
     if len(raw) == 0:
         return Dataset.from_dict({key: [] for key in PARSED_FEATURES}, features=PARSED_FEATURES)
-    texts = raw.column_names == ["json"] and path.suffix != ".parquet"
     fingerprint = digest(["parsed", raw._fingerprint, fmt, name, code_digest(*PARSE_CODE)])
     return raw.with_format("arrow").map(
-        ParseRows(fmt, name, str(path), texts), with_indices=True, batched=True, batch_size=1_000,
+        ParseRows(fmt, name, str(path), texts=path.suffix != ".parquet"), with_indices=True, batched=True, batch_size=1_000,
         remove_columns=raw.column_names, features=PARSED_FEATURES, new_fingerprint=fingerprint,
         num_proc=workers_for(len(raw), workers, PARSE_ROWS_PER_WORKER)).with_format(None)
 
