@@ -287,7 +287,7 @@ class SFTDataModule(L.LightningDataModule):
         reads = self.read_all()
         self.encoder = self._encoder()
         rng = random.Random(self.seed)
-        plans, chosen, report = [], [], {}
+        samples, plans, chosen, report = [], [], [], {}
         for src in self.sources:
             read = reads[src.name]
             plan, stats = self._plan_source(src, self.encoder, read)
@@ -306,6 +306,7 @@ class SFTDataModule(L.LightningDataModule):
             log.info("source %s: %d rows, %d tool-call samples dropped, skipped %s, %d to train (budget: %s; "
                      "plan cache: %d hits, %d misses)", src.name, read.n_rows, read.tool_dropped,
                      report[src.name]["skipped"], len(rows), budget_steps, stats.hits, stats.misses)
+            samples.append(read.rows)
             plans.append(plan)
             chosen.append(rows)
         self.report = report
@@ -316,7 +317,7 @@ class SFTDataModule(L.LightningDataModule):
             self._write_report()
             raise SourceError("\n".join(dead))
         media_roots = [self.source_media_root(src) for src in self.sources]
-        self.items, self._reads = PlannedRows.concat(plans, media_roots, chosen), None
+        self.items, self._reads = PlannedRows.concat(samples, plans, media_roots, chosen), None
         self._write_report()
 
     def _write_report(self) -> None:

@@ -54,10 +54,13 @@ def reduction_counts(plan: Dataset, rows: np.ndarray) -> dict[str, int]:
 
 
 class PlannedRows(Sequence):
-    """The training items in order: item i is row `rows[i]` of plan table `sources[i]`, made when indexed."""
+    """The training items in order: item i is row `rows[i]` of source `sources[i]` (its Sample from the source's
+    tool-free rows, its plan from the plan table at the same position), made when indexed."""
 
-    def __init__(self, plans: list[Dataset], media_roots: list[str], sources: np.ndarray, rows: np.ndarray):
-        self.plans = [plan.select_columns(["sample", "plan", "num_tokens"]) for plan in plans]
+    def __init__(self, samples: list[Dataset], plans: list[Dataset], media_roots: list[str], sources: np.ndarray,
+                 rows: np.ndarray):
+        self.samples = [table.select_columns(["sample"]) for table in samples]
+        self.plans = [plan.select_columns(["plan", "num_tokens"]) for plan in plans]
         self.media_roots, self.sources, self.rows = media_roots, sources, rows
         self.lengths = np.zeros(len(rows), dtype=np.int64)       # planned tokens: what batches are grouped by
         for source, plan in enumerate(plans):
@@ -65,10 +68,11 @@ class PlannedRows(Sequence):
             self.lengths[mine] = plan.data.table.column("num_tokens").to_numpy()[rows[mine]]
 
     @classmethod
-    def concat(cls, plans: list[Dataset], media_roots: list[str], chosen: list[np.ndarray]) -> PlannedRows:
+    def concat(cls, samples: list[Dataset], plans: list[Dataset], media_roots: list[str], chosen: list[np.ndarray]
+               ) -> PlannedRows:
         sources = np.concatenate([np.full(len(c), s, dtype=np.int32) for s, c in enumerate(chosen)] or [[]])
         rows = np.concatenate(chosen or [[]]).astype(np.int64)
-        return cls(plans, media_roots, sources.astype(np.int32), rows)
+        return cls(samples, plans, media_roots, sources.astype(np.int32), rows)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -76,9 +80,9 @@ class PlannedRows(Sequence):
     def __getitem__(self, index):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        source = int(self.sources[index])
-        record = self.plans[source][int(self.rows[index])]
-        return PlannedSample(sample_from_json(record["sample"]), self.media_roots[source],
+        source, row = int(self.sources[index]), int(self.rows[index])
+        record = self.plans[source][row]
+        return PlannedSample(sample_from_json(self.samples[source][row]["sample"]), self.media_roots[source],
                              plan_from_json(record["plan"]), record["num_tokens"])
 
     def __eq__(self, other) -> bool:

@@ -11,15 +11,18 @@ beside the rows; every later run and every rank memory-maps it. Its fingerprint 
   tracks the source file but not the media a row names.
 When the fingerprint misses (a row, a media file or the source changed), the last plan of the same source, budget
 and processor seeds the map: a row whose Sample and media stats are unchanged keeps its plan, so only what changed
-is probed again. Per row the plan table holds the plan (or why the sample is skipped) and the media stats it saw.
+is probed again. Per row the plan table holds the row's position, a hash of its Sample, the plan (or why the
+sample is skipped) and the media stats it saw; the Sample itself stays in the rows' table.
 
 Files in the cache folder: `<source file name>.<fingerprint>.plan*.arrow` (one per process of the map), and
-`<source file name>.<key digest>.last.json`, which names the last plan of a key; a plan is deleted once its
-successor is written. A plan file that cannot be read is reported with a warning naming it and planned again.
+`<source file name>.<key digest>.last.json`, which names the last plan of a key. A superseded plan stays (it is
+small, and a process on another node may still map it). A plan file that cannot be read is reported with a warning
+naming it and planned again.
 """
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import logging
 import os
@@ -45,11 +48,11 @@ _TOKENIZER_PROBE = "<|im_start|>assistant\n<think>at <12.5 seconds> the 3 cats</
 PLAN_ROWS_PER_WORKER = 64
 PLAN_BAR_ROWS = 1_000             # a progress bar for a source this large; a bar per small source is noise
 PLAN_BATCH = 1_000               # rows per map batch = per record batch: mapping a table touches a page per batch
-PLAN_COLUMNS = {"plan": Value("string"), "num_tokens": Value("int64"), "skip": Value("string"),
-                "skip_detail": Value("string"), "reductions": List(Value("string")), "media_stats": Value("string"),
-                "planned": Value("bool")}
-ROW_COLUMNS = ("row", "sample", "media")
-PLAN_FEATURES = Features({**{k: PARSED_FEATURES[k] for k in ROW_COLUMNS}, **PLAN_COLUMNS})
+# plans only: the samples stay in the rows' table, whose positions the plan table shares
+PLAN_FEATURES = Features({"row": PARSED_FEATURES["row"], "sample_hash": Value("string"), "plan": Value("string"),
+                          "num_tokens": Value("int64"), "skip": Value("string"), "skip_detail": Value("string"),
+                          "reductions": List(Value("string")), "media_stats": Value("string"),
+                          "planned": Value("bool")})
 PLAN_CODE = (__name__, "cader.train.budget", "cader.train.collate")
 
 
@@ -126,7 +129,7 @@ def plan_from_json(text: str) -> BudgetPlan:
 
 
 class PlanRows:
-    """The plan `map`'s function: a batch of tool-free rows -> their PLAN_COLUMNS, reused from the seed (the last
+    """The plan `map`'s function: a batch of tool-free rows -> their PLAN_FEATURES, reused from the seed (the last
     plan of the same key) where the row's Sample and media stats are unchanged, else planned by the encoder."""
 
     REUSED = ("plan", "num_tokens", "skip", "skip_detail", "reductions")
@@ -158,14 +161,16 @@ class PlanRows:
                 "skip_detail": None, "reductions": steps}
 
     def __call__(self, batch: dict) -> dict:
-        out = {key: [] for key in PLAN_COLUMNS}
+        out = {key: [] for key in PLAN_FEATURES}
         seeds = self.seeded(batch["row"])
         for row, sample_json, paths in zip(batch["row"], batch["sample"], batch["media"]):
+            sample_hash = hashlib.sha256(sample_json.encode()).hexdigest()[:32]
             stats = json.dumps(media_stats(paths, self.media_root))
             seed = seeds.get(row)
-            reuse = seed is not None and seed["sample"] == sample_json and seed["media_stats"] == stats
+            reuse = seed is not None and seed["sample_hash"] == sample_hash and seed["media_stats"] == stats
             result = {k: seed[k] for k in self.REUSED} if reuse else self.plan(sample_json)
-            for key, value in {**result, "media_stats": stats, "planned": not reuse}.items():
+            record = {**result, "row": row, "sample_hash": sample_hash, "media_stats": stats, "planned": not reuse}
+            for key, value in record.items():
                 out[key].append(value)
         return out
 
@@ -176,13 +181,14 @@ def _pointer(cache_dir: Path, key: dict) -> Path:
     return cache_dir / f"{Path(key['source']).name}.{digest(key)[:16]}.last.json"
 
 
-def _load_seed(pointer: Path) -> tuple[Dataset | None, list[str]]:
-    """The last plan of this key and its files; (None, []) when there is none or it cannot be read."""
+def _load_seed(pointer: Path) -> Dataset | None:
+    """The last plan of this key; None when there is none or it cannot be read."""
     try:
         files = json.loads(pointer.read_text())["files"]
-        return concatenate_datasets([Dataset.from_file(f) for f in files]), files
+        seed = concatenate_datasets([Dataset.from_file(f) for f in files])
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
-        return None, []
+        return None
+    return seed if seed.features == PLAN_FEATURES else None
 
 
 def empty_plan() -> Dataset:
@@ -193,7 +199,7 @@ def _map_plan(rows: Dataset, planner: PlanRows, fingerprint: str, target: Path, 
     """The plan `map`: `datasets` memory-maps this fingerprint's files when they exist, else writes them."""
     with quiet_datasets(len(rows) < PLAN_BAR_ROWS):
         planned = rows.map(planner, batched=True, batch_size=PLAN_BATCH, features=PLAN_FEATURES,
-                           remove_columns=[c for c in rows.column_names if c not in ROW_COLUMNS],
+                           remove_columns=rows.column_names,
                            new_fingerprint=fingerprint, cache_file_name=str(target), desc=f"plan {name}",
                            num_proc=workers_for(len(rows), workers, PLAN_ROWS_PER_WORKER))
     if planned.features != PLAN_FEATURES:
@@ -234,12 +240,9 @@ def plan_source(rows: Dataset, encoder, media_root: str, key: dict, cache_dir: P
         if planned is not None:
             stats.hits = len(planned)
             return planned, stats
-    seed, seed_files = _load_seed(_pointer(cache_dir, key))
-    planned = run(seed)
+    planned = run(_load_seed(_pointer(cache_dir, key)))
     stats.misses = int(pc.sum(planned.data.table.column("planned")).as_py() or 0)
     stats.hits = len(planned) - stats.misses
     files = [f["filename"] for f in planned.cache_files]
     write_json_atomic(_pointer(cache_dir, key), {"fingerprint": fingerprint, "files": files}, durable=False)
-    for file in set(seed_files) - set(files):   # superseded: this key's plan is now the one just written
-        Path(file).unlink(missing_ok=True)
     return planned, stats
