@@ -29,7 +29,10 @@ def main(
     eval_max_s: int = 128,
     train_s: int = 128,
     scene_s: int = 16,
-    event_s: float = 2.0,
+    event_min_s: int = 1,
+    event_max_s: int = 6,
+    train_event_min_s: int = 4,
+    train_event_max_s: int = 10,
 ) -> None:
     """Write DIR/train and DIR/eval.
 
@@ -49,7 +52,12 @@ def main(
         eval_max_s: longest evaluation video in seconds.
         train_s: training video length in seconds.
         scene_s: length of the light scene around the event (seconds; videos hold whole scenes).
-        event_s: length of the coloured event (seconds), the evidence the question needs.
+        event_min_s: shortest coloured event in evaluation videos (whole seconds), the evidence the question needs;
+            each video draws its length in [event_min_s, event_max_s].
+        event_max_s: longest coloured event in evaluation videos (whole seconds).
+        train_event_min_s: shortest event in training videos (whole seconds): at least the 4 s between two frames
+            of a 32-frame pass over 128 s, so that no training answer is unknowable from its frames.
+        train_event_max_s: longest event in training videos (whole seconds).
     """
     start = time.perf_counter()
     summary = make_synthetic_data(
@@ -67,7 +75,8 @@ def main(
         eval_duration=(eval_min_s, eval_max_s),
         train_duration=train_s,
         scene_len=scene_s,
-        event_len=event_s,
+        event_len=(event_min_s, event_max_s),
+        train_event_len=(train_event_min_s, train_event_max_s),
     )
     print(describe(summary))
     print(f"wrote {out} in {time.perf_counter() - start:.1f} s")

@@ -32,6 +32,7 @@ def data_root(tmp_path_factory):
         train_duration=24,
         scene_len=8,      # short scenes keep the videos short (the default is 16 s in 128 s)
         event_len=2.0,
+        train_event_len=4.0,  # the default (4-10 s) must fit the 8 s scene with 1 s either side
     )
     return out / "eval"
 

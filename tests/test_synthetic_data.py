@@ -34,19 +34,23 @@ SMALL = {
     "n_eval": 7,
     "n_heldout": 6,
     "n_test": 7,
-    # short videos with a 4 s scene and a 1 s event keep the tests fast; the defaults are 128 / 16 / 2 s
+    # short videos with a 4 s scene and 1-2 s events keep the tests fast; the defaults are 128 / 16 / 1-6 s
     "eval_min_s": 8,
     "eval_max_s": 16,
     "train_s": 16,
     "scene_s": 4,
-    "event_s": 1.0,
+    "event_min_s": 1,
+    "event_max_s": 2,
+    "train_event_min_s": 1,
+    "train_event_max_s": 2,
 }
 LIB = {
     **{k: v for k, v in SMALL.items() if k in ("n_train", "n_images", "n_tool", "n_eval", "n_heldout", "n_test")},
     "eval_duration": (8, 16),
     "train_duration": 16,
     "scene_len": 4,
-    "event_len": 1.0,
+    "event_len": (1, 2),
+    "train_event_len": (1, 2),
 }
 TOOL_MARKERS = re.compile(r"<tool_call>|<tool_response>|<tools>")
 
@@ -232,7 +236,8 @@ def test_videos_show_the_colour_only_inside_the_evidence_window(data):
             assert frames[-1][0] == pytest.approx(truth["duration"] - 1 / truth["fps"])
             t_s, t_e = truth["evidence_window"]
             s_s, s_e = truth["scene_window"]
-            assert s_s + 1 <= t_s < t_e <= s_e - 1 and t_e - t_s == SMALL["event_s"] and s_e - s_s == SMALL["scene_s"]
+            assert s_s + 1 <= t_s < t_e <= s_e - 1 and s_e - s_s == SMALL["scene_s"]
+            assert SMALL["event_min_s"] <= t_e - t_s <= SMALL["event_max_s"]
             colour = np.array(EVENT_COLOURS[truth["colour"]])
             for t, frame in frames:
                 distance_to_colour = np.abs(_centre(frame) - colour).max()
@@ -243,6 +248,21 @@ def test_videos_show_the_colour_only_inside_the_evidence_window(data):
                     assert np.abs(_centre(frame) - np.array(ground)).max() < 25, (truth["video"], t)
             checked += 1
     assert checked >= 7 + 7 + 6
+
+
+def test_training_videos_show_their_event_for_the_training_length(data):
+    # the training events' own range (train_event_len), not the evaluation one: every coloured run is one
+    # contiguous stretch of whole seconds inside it
+    lengths = set()
+    for video in sorted((data / "train" / "media" / "videos").glob("train_*.mp4")):
+        frames = _decode(video)
+        fps = round(1 / (frames[1][0] - frames[0][0]))
+        coloured = [i for i, (_, f) in enumerate(frames) if min(
+            np.abs(_centre(f) - np.array(rgb)).max() for rgb in EVENT_COLOURS.values()) < 25]  # fmt: skip
+        assert coloured == list(range(coloured[0], coloured[0] + len(coloured))), video
+        assert SMALL["train_event_min_s"] <= len(coloured) / fps <= SMALL["train_event_max_s"], video
+        lengths.add(len(coloured) / fps)
+    assert len(lengths) > 1   # drawn per video
 
 
 def test_training_images_show_their_answer_colour(data, tmp_path):
@@ -276,6 +296,19 @@ def test_cued_specs_put_a_brief_event_inside_one_scene():
     assert random_cued_spec(rng, "x", (40, 40), 16, 2.0).duration == 32   # whole scenes
     with pytest.raises(ValueError, match="scene"):
         random_cued_spec(rng, "x", (128, 128), 3, 2.0)
+
+
+def test_cued_specs_draw_whole_second_event_lengths_from_a_range():
+    rng = np.random.default_rng(2)
+    lengths = set()
+    for i in range(300):
+        spec = random_cued_spec(rng, f"v{i}", (128, 128), 16, (1, 6), fps=2)
+        assert spec.scene_s + 1 <= spec.t_s and spec.t_e <= spec.scene_e - 1
+        lengths.add(spec.t_e - spec.t_s)
+    assert lengths == {1.0, 2.0, 3.0, 4.0, 5.0, 6.0}
+    # the range's longest event must fit the scene, whichever length a video draws
+    with pytest.raises(ValueError, match="scene"):
+        random_cued_spec(rng, "x", (128, 128), 16, (1, 15))
 
 
 def test_clip_spec_shifts_scene_and_event_or_drops_them():

@@ -1,18 +1,21 @@
 """Proof the embedded default learns the method's roles from pixels: the shipped tiny recipe, end to end through
 `train/sft.py`, on the synthetic mix, probed on the held-out split (never trained on).
 
-Videos are 128 s with a 2 s coloured event inside a 16 s light scene (cader.dev.synthetic.media), so the
-1 fps Stage-1 pass (32 frames) sees the event in about half of them. The export is probed in every CADER role the
-way CADER calls it (cader.dev.synthetic.probe): each must beat what a model blind to the pixels gets,
+Videos are 128 s with a 1-6 s coloured event inside a 16 s light scene (cader.dev.synthetic.media), so the
+1 fps Stage-1 pass (32 frames, one every 4 s) misses some of the brief events. The export is probed in every CADER
+role the way CADER calls it (cader.dev.synthetic.probe): each must beat what a model blind to the pixels gets,
 by a one-sided binomial (or rank) test:
-- Stage 1 (C.1 logits, thinking off) is confident where its frames showed the event and unsure where not;
+- Stage 1 (C.1 logits, thinking off) is at least twice chance (issue 15's bar), right where its frames showed the
+  event, and more often right on its larger-margin half than on its smaller one (the routing signal, Fig. 5);
 - the proposal (C.2) parses;
 - the verifier's P(Yes) (C.3) ranks crops with the event above crops without it (Mann-Whitney);
-- the final answer (C.4) on the scene crop against 1/6, and above Stage 1's own accuracy.
+- the final answer (C.4) on the scene crop beats chance, and beats Stage 1 on Stage 1's low-margin half (the
+  samples CADER routes to Stage 2).
 The training loss must fall, too.
 """
 import csv
 
+import numpy as np
 import pytest
 from scipy.stats import binom, mannwhitneyu
 
@@ -38,13 +41,19 @@ def test_tiny_recipe_learns_the_cader_roles_from_pixels(shipped_tiny_run, capsys
     with capsys.disabled():
         print(f"\n[learns] {s}")
     assert n == 48 and chance["window"] == 1 / 8
-    # Stage 1 reads the event where its pass saw it: confident there, unsure where not (the routing signal). Its
-    # accuracy is not yet the issue's 2x chance (10-14/48 after the shipped ~930 steps), so that is not asserted.
-    assert s["stage1_margin_seen"] > 5 * s["stage1_margin_unseen"], s
+    # Stage 1: at least twice chance, better than chance by a binomial test, and knows when it saw the event
+    assert s["stage1_hits"] >= 2 * chance["letter"] * n, s
+    assert binom.sf(s["stage1_hits"] - 1, n, chance["letter"]) < 1e-3, s
+    assert s["stage1_accuracy_seen"] > s["stage1_accuracy_unseen"], s
+    order = np.argsort(probe.stage1_margin, kind="stable")
+    low, high = order[: n // 2], order[n // 2 :]
+    stage1 = np.array(probe.stage1_correct)
+    assert stage1[high].sum() > stage1[low].sum(), s   # accuracy rises with the margin
     # proposals parse (App. C.2 format)
     assert s["proposal_parsed"] >= 0.8 * n, s
     # the verifier separates crops with and without the evidence
     assert mannwhitneyu(probe.p_yes_with, probe.p_yes_without, alternative="greater").pvalue < 1e-3, s
-    # the answer on the crop that shows the event beats chance and Stage 1
-    assert binom.sf(s["answer_hits"] - 1, n, chance["letter"]) < 0.05, s
-    assert s["answer_hits"] > s["stage1_hits"], s
+    # the answer on the crop that shows the event beats chance, and Stage 1 where Stage 1 is unsure
+    assert binom.sf(s["answer_hits"] - 1, n, chance["letter"]) < 1e-3, s
+    answer = np.array(probe.answer_correct)
+    assert answer[low].sum() > stage1[low].sum(), s

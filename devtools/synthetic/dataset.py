@@ -30,12 +30,22 @@ def make_synthetic_data(
     eval_duration: tuple[int, int] = (128, 128),
     train_duration: int = 128,
     scene_len: int = 16,
-    event_len: float = 2.0,
+    event_len: float | tuple[int, int] = (1, 6),
+    train_event_len: float | tuple[int, int] = (4, 10),
 ) -> dict:
     """Write train/ and eval/ under ``out``; return a summary (also written to ``out/summary.json``).
 
     ``n_test`` questions go to the ``synthetic`` test split (default ``n_eval``; the CLI asks for 32, enough for
-    the quickstart's ablation table); every other benchmark gets ``n_eval``."""
+    the quickstart's ablation table); every other benchmark gets ``n_eval``.
+
+    ``event_len`` is the evidence of every evaluation video, in seconds, or a ``(lo, hi)`` range of whole seconds
+    drawn per video: mostly brief, so Stage 1's sparse pass (32 frames over 128 s, one every 4 s) shows a 1 s event
+    in a quarter of the videos, a 2 s one in half and a 4-6 s one always -- the spread of evidence lengths that gives
+    Stage 1 both confident and uncertain samples, while a dense crop of the right window shows every one of them.
+    Training videos get ``train_event_len`` instead, long enough that any 32-frame pass shows it: a row whose answer
+    its frames cannot show only teaches the model to memorise videos (the real Qwen3-VL-8B-Instruct brings its
+    perception from pre-training, not from such rows).
+    """
     if width % 2 or height % 2:
         raise ValueError(f"width and height must be even for yuv420 video, got {width}x{height}")
     if min(n_train, n_eval, n_heldout, n_eval if n_test is None else n_test) < 1 or min(n_images, n_tool) < 0:
@@ -48,7 +58,8 @@ def make_synthetic_data(
     out = Path(out)
     train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     train = write_training_mix(
-        out / "train", train_rng, n_train, n_images, n_tool, width, height, fps, train_duration, scene_len, event_len
+        out / "train", train_rng, n_train, n_images, n_tool, width, height, fps, train_duration, scene_len,
+        train_event_len,
     )
     evals = write_eval_sets(
         out / "eval", eval_rng, n_eval, n_heldout, tuple(eval_duration), width, height, fps, scene_len, event_len,

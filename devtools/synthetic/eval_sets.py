@@ -415,7 +415,7 @@ def write_eval_sets(
     height: int = 64,
     fps: int = 4,
     scene_len: int = 16,
-    event_len: float = 2.0,
+    event_len: float | tuple[int, int] = 2.0,
     n_test: int | None = None,
 ) -> dict:
     """Write every benchmark under ``eval_dir``; return (and write) the manifest; ``synthetic`` gets ``n_test``

@@ -7,12 +7,12 @@ at known times, which gives CADER's Stage 2 a window to find. Frame ``i`` is sho
 event covers frames ``round(t_s * fps) .. round(t_e * fps) - 1``; ``t_s`` and ``t_e`` are multiples of ``1 / fps``.
 
 The embedded default's videos (``random_cued_spec``) are long against the event, which makes them a miniature of
-the paper's setting: a 2 s event inside a 128 s video, so Stage 1's 1 fps pass (capped at 32 frames, one every
-~4 s) sees the event in about half of the videos -- confident and right when it does, uncertain when it does not
--- while a dense crop of the right window always shows it. The event lies inside a 16 s *scene* whose background
-is light (``SCENE``), visible to the sparse pass in every video: that is the coarse cue a proposal can localise
-from, as a real model localises from a scene it can see at 1 fps. ``scene_s``/``scene_e`` carry it (``None`` for
-videos without one).
+the paper's setting: a 1-6 s event inside a 128 s video, so Stage 1's 1 fps pass (capped at 32 frames, one every
+4 s) sees a brief event in only some of the videos -- right when it does, guessing when it does not -- while a dense
+crop of the right window always shows it. The event lies inside a 16 s *scene* whose background is light
+(``SCENE``), visible to the sparse pass in every video: that is the coarse cue a proposal can localise from, as a
+real model localises from a scene it can see at 1 fps. ``scene_s``/``scene_e`` carry it (``None`` for videos
+without one).
 
 Images use the same picture (grey, distractor, coloured centre shape) for the image-CoT part of the mix.
 
@@ -200,7 +200,7 @@ def random_cued_spec(
     name: str,
     duration_range: tuple[int, int] = (128, 128),
     scene_len: int = 16,
-    event_len: float = 2.0,
+    event_len: float | tuple[int, int] = 2.0,
     fps: int = 4,
     colours: tuple[str, ...] = tuple(EVENT_COLOURS),
     width: int = 96,
@@ -208,9 +208,13 @@ def random_cued_spec(
 ) -> VideoSpec:
     """A long video with one light scene of ``scene_len`` s at a random multiple of ``scene_len`` and, inside it,
     an ``event_len`` s event starting on a whole second at least 1 s after the scene starts and ending at least 1 s
-    before it ends. Durations are whole multiples of ``scene_len`` (rounded down, at least two scenes)."""
-    if scene_len < event_len + 2:
-        raise ValueError(f"the scene ({scene_len} s) must be at least the event ({event_len} s) plus 2 s")
+    before it ends. Durations are whole multiples of ``scene_len`` (rounded down, at least two scenes).
+    ``event_len`` given as ``(lo, hi)`` draws a whole number of seconds in that range per video."""
+    longest = max(event_len) if isinstance(event_len, tuple) else event_len
+    if scene_len < longest + 2:
+        raise ValueError(f"the scene ({scene_len} s) must be at least the event ({longest} s) plus 2 s")
+    if isinstance(event_len, tuple):
+        event_len = float(rng.integers(event_len[0], event_len[1] + 1))
     duration = int(rng.integers(duration_range[0], duration_range[1] + 1))
     slots = max(2, duration // scene_len)
     scene_s = float(int(rng.integers(slots)) * scene_len)

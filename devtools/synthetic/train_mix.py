@@ -331,7 +331,7 @@ def write_training_mix(
     fps: int = 4,
     duration: int = 128,
     scene_len: int = 16,
-    event_len: float = 2.0,
+    event_len: float | tuple[int, int] = 2.0,
 ) -> dict:
     """Write videos/images, the four formats and the CADER role rows; return the manifest (also written to
     manifest.json)."""
