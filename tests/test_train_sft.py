@@ -231,3 +231,22 @@ def test_plan_only_budgets_the_mix_without_a_trainer(tiny_model_dir, train_dir, 
     missing = argv[:5] + [f"[{dict(source, path=str(tmp_path / 'absent.json'))}]"] + argv[6:]
     assert sft.main(missing) == 2
     assert "absent.json" in capsys.readouterr().err
+
+
+def test_a_model_neither_local_nor_cached_stops_sft_in_one_line(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
+    sft = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sft)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants
+
+    # an empty cache, read at call time, so the test holds on a machine that did download the 8B
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_cache"))
+    code = sft.main(["--config", "cot_mix_tiny", "--make_missing", "null",
+                     "--model.model_path", "Qwen/Qwen3-VL-8B-Instruct"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "Qwen/Qwen3-VL-8B-Instruct" in err[0] and "huggingface-cli download" in err[0]

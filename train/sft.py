@@ -11,7 +11,7 @@ source, data_report.json, plan cache): check a mix and fill its cache on a CPU n
 import logging
 import sys
 
-from cader.train.cli import make_cli, missing_inputs_message, plan_data, run_export
+from cader.train.cli import local_processor_problem, make_cli, missing_inputs_message, plan_data, run_export
 from cader.train.datamodule import SourceError
 
 
@@ -24,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if cli.config.plan_only:   # budget the mix and fill the plan cache: no model, no Trainer
         return plan_data(cli.config)
+    # the same check as --plan_only's, before anything is built: one line naming the model, not a hub traceback
+    problem = local_processor_problem(cli.config.model.model_path)
+    if problem:
+        print(f"sft: {problem}", file=sys.stderr)
+        return 2
     cli.build()
     try:
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
