@@ -2,7 +2,7 @@
 
 Three setups of the same SFTDataModule on the same mix, in one run so machine speed cancels out:
 1. uncached, serial (plan_cache_dir off, plan_workers 1): what every rank paid on every run before the cache;
-2. cold cache, `plan_workers` threads: the first run (probes media in parallel, writes the cache);
+2. cold cache, `plan_workers` processes: the first run (probes media in parallel, writes the cache);
 3. warm cache: every later run and every other rank (reads the cache, stats media, opens no video).
 All three must give the same plan; the script checks that before it prints the ratios.
 
@@ -48,7 +48,7 @@ def main(
         train_dir: the CoT mix folder (default: the synthetic mix written into a temp dir).
         n_train: synthetic training videos (only without --train_dir).
         n_images: synthetic training images (only without --train_dir).
-        plan_workers: threads of the cold run (default: the SFTDataModule default, min(8, cores)).
+        plan_workers: processes of the cold run (default: the SFTDataModule default, min(8, cores)).
         max_length: the token budget.
     """
     from cader.train.plan_cache import default_plan_workers
@@ -85,7 +85,7 @@ def main(
         "uncached_over_cold": round(serial_s / cold_s, 2),
     }
     print(f"SFT setup over {hits} planned rows ({len(serial.items)} samples to train): uncached serial "
-          f"{serial_s:.2f} s, cold cache on {workers} threads {cold_s:.2f} s "
+          f"{serial_s:.2f} s, cold cache on {workers} processes {cold_s:.2f} s "
           f"(x{result['uncached_over_cold']}), warm cache {warm_s:.2f} s (x{result['uncached_over_warm']} "
           f"faster than uncached)")
     return result
