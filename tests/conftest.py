@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,28 +102,80 @@ def sequential_decode(path) -> np.ndarray:
         return np.stack([f.to_ndarray(format="rgb24") for f in container.decode(container.streams.best("video"))])
 
 
+def readme_main_job() -> str:
+    """The README's third command (the main job on the embedded default), exactly as README.md shows it."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    if len(block) < 3 or "train/sft.py" not in block[2]:
+        raise AssertionError(f"README.md's first bash block no longer ends with the main job: {block}")
+    return block[2]
+
+
+class _ShippedRun:
+    """The README's main job, started in the background as soon as the session knows a test needs it, so that
+    its training (the most expensive step of the suite) overlaps the tests that run before those that use it."""
+
+    def __init__(self):
+        self.proc = None
+        self.workdir = None
+        self.log = None
+
+    def start(self) -> None:
+        if self.proc is not None:
+            return
+        self.workdir = Path(tempfile.mkdtemp(prefix="cader-shipped-run-"))
+        self.log = self.workdir / "main_job.log"
+        repo = Path(__file__).resolve().parents[1]
+        # the README line names its scripts relative to the repository and its outputs relative to the working
+        # directory; `python` must be this interpreter
+        command = readme_main_job().replace("python scripts/", f"python {repo}/scripts/").replace(
+            "python train/", f"python {repo}/train/").replace("configs/train/", f"{repo}/configs/train/")
+        env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+        # one core for the training, the rest for the tests that run meanwhile: two torch thread pools spinning on
+        # the same cores slow both several times over (measured on 2 cores: 16 training steps a minute, not ~160)
+        threads = str(max(1, (os.cpu_count() or 2) // 2))
+        env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+        with open(self.log, "wb") as log:
+            # a session of its own, so that stopping it stops the three commands' processes too
+            self.proc = subprocess.Popen(["bash", "-c", command], cwd=self.workdir, env=env, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait(self):
+        self.start()
+        rc = self.proc.wait(timeout=3600)
+        if rc != 0:
+            tail = self.log.read_text(encoding="utf-8", errors="replace")[-4000:]
+            pytest.fail(f"the README's main job exited {rc} in {self.workdir}:\n{tail}")
+        return self.workdir
+
+    def stop(self, remove: bool) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        if remove and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+_SHIPPED = _ShippedRun()
+
+
+@pytest.hookimpl(trylast=True)   # after `-m`/`-k` deselection: a session that runs none of them starts nothing
+def pytest_collection_modifyitems(session, config, items):
+    """Tests that need the shipped run go last, and the run starts now, while the others execute."""
+    needs = [item for item in items if "shipped_tiny_run" in getattr(item, "fixturenames", ())]
+    if needs and not config.option.collectonly:
+        items[:] = [item for item in items if item not in needs] + needs
+        _SHIPPED.start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _SHIPPED.stop(remove=exitstatus == 0)
+
+
 @pytest.fixture(scope="session")
-def shipped_tiny_run(tiny_model_dir, tmp_path_factory):
-    """The README's main job as shipped: the tiny model, the default synthetic data and `train/sft.py --config
-    configs/train/cot_mix_tiny.yaml`, run once per session in a folder of its own (its `runs/tiny/` holds model,
-    data and sft/export, laid out as `scripts/quickstart.sh` expects). The slow tests that need a trained miniature
-    share it, because the training is the most expensive step of the suite."""
-    import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from cader.train.sft import main
-
-    workdir = tmp_path_factory.mktemp("shipped_run")
-    repo = Path(__file__).resolve().parents[1]
-    cwd = os.getcwd()
-    os.chdir(workdir)   # the shipped config names its inputs relative to the working directory
-    try:
-        shutil.copytree(tiny_model_dir, "runs/tiny/model")
-        subprocess.run([sys.executable, str(repo / "scripts/make_synthetic_data.py"), "--out", "runs/tiny/data"],
-                       check=True, capture_output=True)  # fmt: skip
-        assert main(["--config", str(repo / "configs/train/cot_mix_tiny.yaml")]) == 0
-    finally:
-        os.chdir(cwd)
-    return workdir
+def shipped_tiny_run():
+    """The README's main job as shipped (tiny model, default synthetic data, `train/sft.py --config
+    configs/train/cot_mix_tiny.yaml`), run once per session in a folder of its own whose `runs/tiny/` holds model,
+    data and sft/export, laid out as `scripts/quickstart.sh` expects. The slow tests that need a trained miniature
+    share it. The run starts in the background at collection (`pytest_collection_modifyitems`); this waits for it."""
+    return _SHIPPED.wait()
