@@ -276,6 +276,23 @@ def _roles_row(system: str, user: str, media: str, target: str) -> dict:
     }
 
 
+def proposal_row(spec: VideoSpec, tried: list[tuple[float, float]] | tuple = ()) -> dict:
+    """The C.2 proposal on the whole video (the reflection prompt when ``tried`` names windows), target the scene."""
+    if spec.scene_s is None or spec.scene_e is None:
+        raise ValueError(f"{spec.name}: a proposal row needs a video with a scene")
+    options, _ = canonical_colour_options(spec.colour)
+    system, user = proposal_prompt(COLOUR_QUESTION, options, LETTERS[: len(options)], spec.duration, MIN_CROP, tried)
+    return _roles_row(system, user, f"media/videos/{spec.name}.mp4", window_text(spec.scene_s, spec.scene_e))
+
+
+def reflection_windows(rng: np.random.Generator, spec: VideoSpec) -> list[tuple[float, float]]:
+    """One or two scene-length windows that miss the scene: the ranges a reflection row says were tried."""
+    length = spec.scene_e - spec.scene_s
+    others = [k * length for k in range(int(spec.duration // length)) if k * length != spec.scene_s]
+    n_tried = 1 + int(rng.integers(2))
+    return [(others[j], others[j] + length) for j in rng.permutation(len(others))[:n_tried]]
+
+
 def write_cader_roles(train_dir: Path, rng: np.random.Generator, specs: list[VideoSpec]) -> tuple[list[dict], dict]:
     """Proposal / reflection / verifier / final-answer / clip-answer rows per cued video (module doc) and their
     clips; returns (rows, counts per role)."""
@@ -293,18 +310,10 @@ def write_cader_roles(train_dir: Path, rng: np.random.Generator, specs: list[Vid
         pos_rel, neg_rel = f"media/clips/{spec.name}_pos.mp4", f"media/clips/{spec.name}_neg.mp4"
         write_video(clip_spec(spec, f"{spec.name}_pos", *scene), train_dir / pos_rel)
         write_video(clip_spec(spec, f"{spec.name}_neg", neg_s, neg_s + length), train_dir / neg_rel)
-        full = f"media/videos/{spec.name}.mp4"
-
-        system, user = proposal_prompt(COLOUR_QUESTION, options, letters, spec.duration, MIN_CROP)
-        rows.append(_roles_row(system, user, full, window_text(*scene)))
+        rows.append(proposal_row(spec))
         counts["propose"] += 1
         if i % REFLECT_EVERY == 0:
-            n_tried = 1 + int(rng.integers(2))
-            tried = [others[j] for j in rng.permutation(len(others))[:n_tried]]
-            system, user = proposal_prompt(
-                COLOUR_QUESTION, options, letters, spec.duration, MIN_CROP, [(t, t + length) for t in tried]
-            )
-            rows.append(_roles_row(system, user, full, window_text(*scene)))
+            rows.append(proposal_row(spec, reflection_windows(rng, spec)))
             counts["reflect"] += 1
         system, user = verifier_prompt(COLOUR_QUESTION, options, letters)
         rows.append(_roles_row(system, user, pos_rel, "Yes"))
