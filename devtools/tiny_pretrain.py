@@ -1,15 +1,24 @@
-"""The tiny model's stand-in for pre-training: temporal grounding (paper App. C.2) on synthetic videos of its own.
+"""The tiny model's stand-in for pre-training: the CADER roles (paper App. C) on synthetic videos of its own.
 
 Qwen3-VL-8B-Instruct comes out of pre-training able to place an event in time from the textual timestamps between
-its frames, and CADER's proposal step (C.2) uses that ability zero-shot: the paper's SFT mix holds no grounding rows.
-A random-weight tiny model has no such ability, and a few CPU minutes of the SFT mix do not teach it: the proposal
-collapses to one constant window and every Stage-2 crop misses (issue 15). So the embedded default's "Instruct"
-model is the random model after a short grounding pass (``pretrain_grounding``): C.2 proposal and reflection rows
-whose target is the window holding the event, trained with ``train/sft.py`` itself (``configs/train/
-grounding_tiny.yaml``) and exported with the processor and chat template as any SFT export is.
+its frames, to say whether a clip shows something and to answer about it; CADER's proposal (C.2), verifier (C.3) and
+final answer (C.4) use those abilities zero-shot: the paper's SFT mix holds none of them. A random-weight tiny model
+has none, and a few CPU minutes of the SFT mix do not teach the grounding: the proposal collapses to one constant
+window and every Stage-2 crop misses (issue 15). So the embedded default's "Instruct" model is the random model after
+two short passes with ``train/sft.py`` itself (``configs/train/pretrain_tiny.yaml``), exported with the processor
+and chat template as any SFT export is:
 
-Its videos are drawn from a seed of their own (``GROUNDING_SEED``), so they are neither the SFT mix's videos nor
-any evaluation video: a proposal that finds the event on a held-out video is generalisation, not recall.
+1. grounding: the C.2 proposal and reflection rows alone, target the window holding the event;
+2. roles: every role row of ``write_cader_roles`` (proposal, reflection, verifier Yes/No on clips, C.4 and C.1 on
+   the clip of the event).
+
+Why two passes in this order (each measured by the role probe, ``devtools/synthetic/probe.py``, on the held-out
+split after the SFT; numbers in the issue 15 note): with the roles pass alone the proposal stays one or two constant
+windows; with the grounding pass alone the proposals hold but the SFT then does not learn the colours (Stage 1 at
+chance); grounding first, then the roles, gives both.
+
+The videos are drawn from a seed of their own (``PRETRAIN_SEED``), so they are neither the SFT mix's videos nor any
+evaluation video: a proposal that finds the event on a held-out video is generalisation, not recall.
 """
 
 from __future__ import annotations
@@ -20,53 +29,62 @@ from pathlib import Path
 
 import numpy as np
 from cader.dev.synthetic.media import random_cued_spec, write_video
-from cader.dev.synthetic.train_mix import REFLECT_EVERY, proposal_row, reflection_windows, write_json
+from cader.dev.synthetic.train_mix import write_cader_roles, write_json
+from cader.evaluate.method.prompts import GROUNDING_SYSTEM
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "train" / "grounding_tiny.yaml"
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "train" / "pretrain_tiny.yaml"
 # Far from make_synthetic_data's seeds (0 by default, small integers in tests), whose two child generators draw
 # the SFT and evaluation videos.
-GROUNDING_SEED = 7919
+PRETRAIN_SEED = 7919
 # The same videos as make_synthetic_data's training half: 128 s at 2 fps, 96x64, a 16 s light scene holding a 4-10 s
 # coloured event.
 VIDEO = {"duration_range": (128, 128), "scene_len": 16, "event_len": (4, 10), "fps": 2, "width": 96, "height": 64}
 
 
-def write_grounding_set(out: str | Path, n_videos: int, seed: int = GROUNDING_SEED) -> Path:
-    """Write ``n_videos`` videos and their proposal rows (every ``REFLECT_EVERY``-th also as a reflection row) as
-    LLaMA-Factory sharegpt ``grounding.json`` under ``out``; return its path."""
+def write_pretraining_set(out: str | Path, n_videos: int, seed: int = PRETRAIN_SEED) -> tuple[Path, Path]:
+    """Write ``n_videos`` videos, their clips and role rows under ``out`` as LLaMA-Factory sharegpt files:
+    ``grounding.json`` (the proposal and reflection rows) and ``roles.json`` (every role row); return both paths."""
     out = Path(out)
     rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n_videos):
-        spec = random_cued_spec(rng, f"ground_{i:04d}", **VIDEO)
+    specs = [random_cued_spec(rng, f"pre_{i:04d}", **VIDEO) for i in range(n_videos)]
+    for spec in specs:
         write_video(spec, out / "media" / "videos" / f"{spec.name}.mp4")
-        rows.append(proposal_row(spec))
-        if i % REFLECT_EVERY == 0:
-            rows.append(proposal_row(spec, reflection_windows(rng, spec)))
-    write_json(out / "grounding.json", rows)
-    return out / "grounding.json"
+    rows, _ = write_cader_roles(out, rng, specs)
+    grounding = [row for row in rows if row["messages"][0]["content"] == GROUNDING_SYSTEM]
+    write_json(out / "grounding.json", grounding)
+    write_json(out / "roles.json", rows)
+    return out / "grounding.json", out / "roles.json"
 
 
-def pretrain_grounding(base: str | Path, work: str | Path, n_videos: int = 96, epochs: int = 25,
-                       seed: int = GROUNDING_SEED) -> Path:  # fmt: skip
-    """Train the model at ``base`` on a fresh grounding set under ``work``; return the HF export folder."""
+def _train(model: Path, rows: Path, run: Path, cache: Path, epochs: int) -> Path:
     from cader.train.sft import main as sft_main
 
-    work = Path(work)
-    rows = write_grounding_set(work / "data", n_videos, seed)
-    source = [{"name": "grounding", "format": "sharegpt", "path": str(rows)}]
+    source = [{"name": rows.stem, "format": "sharegpt", "path": str(rows)}]
     argv = [
         "--config", str(CONFIG),
-        "--model.model_path", str(base),
+        "--model.model_path", str(model),
         "--data.sources", json.dumps(source),
-        "--data.frame_cache_dir", str(work / "frame_cache"),
-        "--trainer.default_root_dir", str(work / "run"),
+        "--data.frame_cache_dir", str(cache),
+        "--trainer.default_root_dir", str(run),
         "--trainer.max_epochs", str(epochs),
     ]  # fmt: skip
     code = sft_main(argv)
     if code != 0:
-        raise RuntimeError(f"grounding pre-training of {base} failed (train/sft.py exit {code}); see its log above")
-    return work / "run" / "export"
+        raise RuntimeError(f"pre-training pass {run.name} of {model} failed (train/sft.py exit {code}; log above)")
+    return run / "export"
+
+
+def pretrain(base: str | Path, work: str | Path, n_videos: int = 96, grounding_epochs: int = 25,
+             roles_epochs: int = 12, seed: int = PRETRAIN_SEED) -> Path:  # fmt: skip
+    """The two passes (module doc) from the model at ``base``, in ``work``; return the final HF export folder.
+    A pass with 0 epochs is skipped."""
+    work = Path(work)
+    grounding, roles = write_pretraining_set(work / "data", n_videos, seed)
+    model = Path(base)
+    for rows, epochs in ((grounding, grounding_epochs), (roles, roles_epochs)):
+        if epochs > 0:
+            model = _train(model, rows, work / rows.stem, work / "frame_cache", epochs)
+    return model
 
 
 def install(export: str | Path, out: str | Path, record: dict) -> Path:

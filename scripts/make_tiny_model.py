@@ -1,42 +1,43 @@
-"""Write the embedded default's model: a tiny Qwen3-VL built from config, then taught temporal grounding.
+"""Write the embedded default's model: a tiny Qwen3-VL built from config, then taught the CADER roles.
 
-    python scripts/make_tiny_model.py --out runs/tiny/model                        # about a minute on 2 cores
-    python scripts/make_tiny_model.py --out DIR --grounding_epochs 0               # the random-weight model only
+    python scripts/make_tiny_model.py --out runs/tiny/model                                 # a few CPU minutes
+    python scripts/make_tiny_model.py --out DIR --grounding_epochs 0 --roles_epochs 0       # random weights only
 
-No downloads. The random model stands in for the architecture; the short grounding pass stands in for the ability
-Qwen3-VL-8B-Instruct brings from pre-training and CADER's proposal step relies on (devtools/tiny_pretrain.py).
-Work files (the random model, the grounding videos, the run) stay in DIR_pretrain/.
+No downloads. The random model stands in for the architecture; two short passes on videos of its own stand in for
+what Qwen3-VL-8B-Instruct brings from pre-training and CADER's Stage 2 relies on (devtools/tiny_pretrain.py).
+Work files (the random model, the videos, both runs) stay in DIR_pretrain/.
 """
 
+import json
 from pathlib import Path
 
 from cader.dev.tiny import make_tiny_model
-from cader.dev.tiny_pretrain import GROUNDING_SEED, install, pretrain_grounding
+from cader.dev.tiny_pretrain import PRETRAIN_SEED, install, pretrain
 from jsonargparse import CLI
 
 
-def main(out: str, seed: int = 0, grounding_epochs: int = 25, grounding_videos: int = 96) -> None:
+def main(out: str, seed: int = 0, grounding_epochs: int = 25, roles_epochs: int = 12, pretrain_videos: int = 96) -> None:
     """Build the tiny model.
 
     Args:
         out: Output folder (replaced when complete).
         seed: Weight-init seed.
-        grounding_epochs: Epochs of the grounding pass over its rows; 0 writes the random-weight model.
-        grounding_videos: Videos in the grounding set (each gives a proposal row, every 2nd a reflection row too).
+        grounding_epochs: Epochs of the grounding pass (proposal rows); 0 skips it.
+        roles_epochs: Epochs of the roles pass (every CADER role row); 0 skips it. Both 0: the random model.
+        pretrain_videos: Videos the passes train on (drawn from a seed of their own).
     """
-    if grounding_epochs == 0:
+    if grounding_epochs == roles_epochs == 0:
         print(f"wrote random-weight tiny Qwen3-VL to {make_tiny_model(out, seed=seed)}")
         return
     work = Path(f"{out}_pretrain")
     base = make_tiny_model(work / "random", seed=seed)
-    export = pretrain_grounding(base, work, n_videos=grounding_videos, epochs=grounding_epochs)
+    export = pretrain(base, work, pretrain_videos, grounding_epochs, roles_epochs)
     record = {
-        "seed": seed,
-        "grounding": {"videos": grounding_videos, "epochs": grounding_epochs, "video_seed": GROUNDING_SEED,
-                      "config": "configs/train/grounding_tiny.yaml"},  # fmt: skip
-        **{k: v for k, v in __import__("json").loads((base / "cader_tiny.json").read_text()).items() if k != "seed"},
+        **json.loads((base / "cader_tiny.json").read_text()),
+        "pretraining": {"videos": pretrain_videos, "video_seed": PRETRAIN_SEED, "grounding_epochs": grounding_epochs,
+                        "roles_epochs": roles_epochs, "config": "configs/train/pretrain_tiny.yaml"},  # fmt: skip
     }
-    print(f"wrote tiny Qwen3-VL (random init + grounding pass) to {install(export, out, record)}")
+    print(f"wrote tiny Qwen3-VL (random init + pre-training passes) to {install(export, out, record)}")
 
 
 if __name__ == "__main__":

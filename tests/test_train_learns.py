@@ -7,7 +7,8 @@ role the way CADER calls it (cader.dev.synthetic.probe): each must beat what a m
 by a one-sided binomial (or rank) test:
 - Stage 1 (C.1 logits, thinking off) is at least twice chance (issue 15's bar), right where its frames showed the
   event, and more often right on its larger-margin half than on its smaller one (the routing signal, Fig. 5);
-- the proposal (C.2) parses;
+- the proposal (C.2) parses into windows that differ from video to video and hold the evidence (the grounding the
+  tiny model gets from its pre-training stand-in, scripts/make_tiny_model.py, must survive the SFT);
 - the verifier's P(Yes) (C.3) ranks crops with the event above crops without it (Mann-Whitney);
 - the final answer (C.4) on the scene crop beats chance, and beats Stage 1 on Stage 1's low-margin half (the
   samples CADER routes to Stage 2).
@@ -49,8 +50,11 @@ def test_tiny_recipe_learns_the_cader_roles_from_pixels(shipped_tiny_run, capsys
     low, high = order[: n // 2], order[n // 2 :]
     stage1 = np.array(probe.stage1_correct)
     assert stage1[high].sum() > stage1[low].sum(), s   # accuracy rises with the margin
-    # proposals parse (App. C.2 format)
+    # proposals parse (App. C.2 format), move with the video, and find the evidence far more often than a window
+    # at a random scene slot would
     assert s["proposal_parsed"] >= 0.8 * n, s
+    assert len(set(probe.proposal_text)) >= 4, probe.proposal_text
+    assert binom.sf(s["proposal_covers"] - 1, n, chance["window"]) < 1e-6, s
     # the verifier separates crops with and without the evidence
     assert mannwhitneyu(probe.p_yes_with, probe.p_yes_without, alternative="greater").pvalue < 1e-3, s
     # the answer on the crop that shows the event beats chance, and Stage 1 where Stage 1 is unsure
