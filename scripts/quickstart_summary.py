@@ -150,6 +150,7 @@ def table2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
                      f"{per.get('frames_decoded', '–')} | {_link(root, folder / 'report.md')} |")
     if len(accuracies) > 1 and len(set(accuracies.values())) == 1:
         flags.append("every Table 2 row has the same accuracy: the ablations change nothing on this run")
+    lines += safeguard_reading(accuracies, facts)
     full, uniform = (_records(_variant_dir(root, v) / "predictions.jsonl") for v in ("full", "uniform_stage2"))
     if full and uniform:   # Table 3's point: the early exit saves Stage-2 cost at the same accuracy (P4)
         cost = cost_comparison(full, uniform)
@@ -160,6 +161,20 @@ def table2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
                   f"(goal ≤ {cost['goal']}); accuracy {_ci(cost['full']['accuracy'])} vs "
                   f"{_ci(cost['uniform_stage2']['accuracy'])}, McNemar p = {cost['mcnemar']['p_value']:.2g}")]
     return lines
+
+
+def safeguard_reading(accuracies: dict, facts: dict) -> list[str]:
+    """Why the verifier, reflection and RGR ablations can match `full`: all three act only after the verifier rejects
+    a crop (Algorithm 1), so where the first proposals hold the evidence they have little to fix. Said only when the
+    run's own proposal numbers show it."""
+    same = [v for v in ("no_verifier", "no_reflection", "no_rgr") if "full" in accuracies and
+            v in accuracies and accuracies[v] == accuracies["full"]]  # fmt: skip
+    contains = ((facts.get("stage2") or {}).get("proposals") or {}).get("contains_evidence") or {}
+    if not same or not contains.get("n"):
+        return []
+    return ["", f"- {', '.join(f'`{v}`' for v in same)} match `full`'s accuracy on this run: the first proposal held "
+                f"the evidence on {contains['k']}/{contains['n']} routed samples, and the verifier, reflection and "
+                "RGR only act once the verifier rejects a crop (Algorithm 1); they can still differ in cost"]
 
 
 def per_sample(report: dict) -> dict:

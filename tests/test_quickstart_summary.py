@@ -115,3 +115,23 @@ def test_the_table2_section_reports_full_cost_against_uniform_stage2(tmp_path):
     assert cost["ratio_full_over_uniform"]["forwards"] == pytest.approx((8 + 20) / 12 / 5)       # 0.467
     assert cost["ratio_full_over_uniform"]["frames_decoded"] == pytest.approx((256 + 384) / 12 / 96)  # 0.556
     assert "forwards 0.467, decoded frames 0.556 (goal ≤ 0.6)" in text
+
+
+def test_safeguard_rows_that_match_full_are_explained_by_the_runs_own_proposals(tmp_path):
+    _quickstart(tmp_path, good=True)
+    for variant in ("no_verifier", "no_reflection"):   # same records as full: same accuracy
+        _run(tmp_path, variant, [_routed(i, False, True) for i in range(12)] +
+             [_stage1(i, True, 0.9) for i in range(12, 24)])  # fmt: skip
+    _run(tmp_path, "no_rgr", [_routed(i, False, i % 2 == 0) for i in range(12)] +
+         [_stage1(i, True, 0.9) for i in range(12, 24)])  # fmt: skip
+    text, _ = summary.summarize(tmp_path)
+    line = next(line for line in text.splitlines() if "match `full`'s accuracy" in line)
+    # the evidence window [40, 42] lies in every first proposal [32, 48]; no_rgr differs, so it is not named
+    assert "`no_verifier`, `no_reflection` match" in line and "no_rgr" not in line and "12/12 routed" in line
+
+
+def test_no_safeguard_reading_without_routed_proposals_or_when_rows_differ():
+    assert summary.safeguard_reading({"full": 0.7, "no_verifier": 0.6}, {"stage2": {"proposals": {
+        "contains_evidence": {"k": 5, "n": 5}}}}) == []
+    assert summary.safeguard_reading({"full": 0.7, "no_verifier": 0.7}, {"stage2": {"proposals": {
+        "contains_evidence": {"k": 0, "n": 0}}}}) == []
