@@ -34,8 +34,13 @@ def main(out: str, seed: int = 0, grounding_epochs: int = 25, roles_epochs: int 
     export = pretrain(base, work, pretrain_videos, grounding_epochs, roles_epochs)
     record = {
         **json.loads((base / "cader_tiny.json").read_text()),
-        "pretraining": {"videos": pretrain_videos, "video_seed": PRETRAIN_SEED, "grounding_epochs": grounding_epochs,
-                        "roles_epochs": roles_epochs, "config": "configs/train/pretrain_tiny.yaml"},  # fmt: skip
+        "pretraining": {
+            "videos": pretrain_videos,
+            "video_seed": PRETRAIN_SEED,
+            "grounding_epochs": grounding_epochs,
+            "roles_epochs": roles_epochs,
+            "config": "configs/train/pretrain_tiny.yaml",
+        },
     }
     print(f"wrote tiny Qwen3-VL (random init + pre-training passes) to {install(export, out, record)}")
 

@@ -172,9 +172,10 @@ def safeguard_reading(accuracies: dict, facts: dict) -> list[str]:
     contains = ((facts.get("stage2") or {}).get("proposals") or {}).get("contains_evidence") or {}
     if not same or not contains.get("n"):
         return []
-    return ["", f"- {', '.join(f'`{v}`' for v in same)} match `full`'s accuracy on this run: the first proposal held "
-                f"the evidence on {contains['k']}/{contains['n']} routed samples, and the verifier, reflection and "
-                "RGR only act once the verifier rejects a crop (Algorithm 1); they can still differ in cost"]
+    names = ", ".join(f"`{v}`" for v in same)
+    return ["", (f"- {names} match `full`'s accuracy on this run: the first proposal held the evidence on "
+                 f"{contains['k']}/{contains['n']} routed samples, and the verifier, reflection and RGR only act once "
+                 "the verifier rejects a crop (Algorithm 1); they can still differ in cost")]
 
 
 def per_sample(report: dict) -> dict:

@@ -403,7 +403,7 @@ def test_synthetic_benchmark_uses_the_fixed_option_order(data):
             assert row["options"]["ABCDEF".index(row["answer"])] == row["colour"]
 
 
-def test_cli_is_deterministic_by_seed_and_fast(data, tmp_path):
+def test_cli_is_deterministic_by_seed(data, tmp_path):
     args = [f"--{k}={v}" for k, v in SMALL.items()]
     subprocess.run(
         [
