@@ -37,8 +37,9 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "train" / "pretrain_t
 # the SFT and evaluation videos.
 PRETRAIN_SEED = 7919
 # The same videos as make_synthetic_data's training half: 128 s at 2 fps, 96x64, a 16 s light scene holding a 4-10 s
-# coloured event.
-VIDEO = {"duration_range": (128, 128), "scene_len": 16, "event_len": (4, 10), "fps": 2, "width": 96, "height": 64}
+# coloured event, half of them with a decoy scene.
+VIDEO = {"duration_range": (128, 128), "scene_len": 16, "event_len": (4, 10), "fps": 2, "width": 96, "height": 64,
+         "decoy_rate": 0.5}
 
 
 def write_pretraining_set(out: str | Path, n_videos: int, seed: int = PRETRAIN_SEED) -> tuple[Path, Path]:

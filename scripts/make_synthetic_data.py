@@ -33,6 +33,7 @@ def main(
     event_max_s: int = 6,
     train_event_min_s: int = 4,
     train_event_max_s: int = 10,
+    decoy_rate: float = 0.5,
 ) -> None:
     """Write DIR/train and DIR/eval.
 
@@ -58,6 +59,7 @@ def main(
         train_event_min_s: shortest event in training videos (whole seconds): at least the 4 s between two frames
             of a 32-frame pass over 128 s, so that no training answer is unknowable from its frames.
         train_event_max_s: longest event in training videos (whole seconds).
+        decoy_rate: share of videos with a decoy (a second light scene without the event), training and evaluation.
     """
     start = time.perf_counter()
     summary = make_synthetic_data(
@@ -77,6 +79,7 @@ def main(
         scene_len=scene_s,
         event_len=(event_min_s, event_max_s),
         train_event_len=(train_event_min_s, train_event_max_s),
+        decoy_rate=decoy_rate,
     )
     print(describe(summary))
     print(f"wrote {out} in {time.perf_counter() - start:.1f} s")

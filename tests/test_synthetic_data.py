@@ -243,10 +243,13 @@ def test_videos_show_the_colour_only_inside_the_evidence_window(data):
                 if t_s <= t < t_e:
                     assert distance_to_colour < 25, (truth["video"], t)
                 else:
-                    ground = SCENE if s_s <= t < s_e else BACKGROUND
+                    decoy = truth["decoy_window"] or (0.0, 0.0)
+                    ground = SCENE if s_s <= t < s_e or decoy[0] <= t < decoy[1] else BACKGROUND
                     assert np.abs(_centre(frame) - np.array(ground)).max() < 25, (truth["video"], t)
             checked += 1
     assert checked >= 7 + 7 + 6
+    decoys = [t["decoy_window"] for b in manifest["benchmarks"].values() for t in b["samples"].values()]
+    assert 0 < sum(d is not None for d in decoys) < len(decoys)   # the CLI default gives about half a decoy
 
 
 def test_training_videos_show_their_event_for_the_training_length(data):
@@ -326,9 +329,9 @@ def test_cader_role_rows_use_the_app_c_prompts_and_the_right_clips(data, tmp_pat
     manifest = json.loads((data / "train" / "manifest.json").read_text())
     roles = manifest["sources"]["cader_roles"]["roles"]
     assert roles["propose"] == roles["verify_yes"] == roles["verify_no"] == roles["answer"] == SMALL["n_train"]
-    assert roles["reflect"] == (SMALL["n_train"] + 1) // 2
     rows = json.loads((data / "train" / "cader_roles.json").read_text())
     kinds = {"propose": 0, "reflect": 0, "yes": 0, "no": 0}
+    has_decoy = {}
     for row in rows:
         system, user, answer = (m["content"] for m in row["messages"])
         assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
@@ -344,10 +347,20 @@ def test_cader_role_rows_use_the_app_c_prompts_and_the_right_clips(data, tmp_pat
             name = re.fullmatch(r"media/videos/(train_\d+)\.mp4", video).group(1)
             pos = _decode(data / "train" / "media" / "clips" / f"{name}_pos.mp4")
             assert window[1] - window[0] == SMALL["scene_s"] and len(pos) == SMALL["scene_s"] * 2   # 2 fps by default
-            # the target window is the light scene of the whole video
+            # the target window is the light scene that holds the event; light outside it is the decoy scene
             light = [t for t, f in frames if np.abs(_centre(f) - np.array(BACKGROUND)).max() >= 25]
-            assert window[0] <= min(light) and max(light) < window[1]
-            kinds["reflect" if "already" in user.lower() or "tried" in user.lower() else "propose"] += 1
+            assert window[0] <= min(coloured) and max(coloured) < window[1]
+            decoy = [t for t in light if not window[0] <= t < window[1]]
+            assert not decoy or max(decoy) - min(decoy) < SMALL["scene_s"]   # one scene-length decoy at most
+            has_decoy[name] = bool(decoy)
+            if "tried" in user.lower():
+                kinds["reflect"] += 1
+                tried = [[float(a), float(b)] for a, b in re.findall(r"\[(\d+), (\d+)\]", user.split("tried")[1])]
+                if decoy:   # a decoy video's reflection row names the decoy as the failed window
+                    assert tried == [[min(decoy) // SMALL["scene_s"] * SMALL["scene_s"],
+                                      min(decoy) // SMALL["scene_s"] * SMALL["scene_s"] + SMALL["scene_s"]]], user
+            else:
+                kinds["propose"] += 1
         elif user.startswith("<video>Does this video clip contain relevant visual evidence"):   # C.3
             assert system == VERIFIER_SYSTEM
             assert target in ("Yes", "No")
@@ -358,6 +371,9 @@ def test_cader_role_rows_use_the_app_c_prompts_and_the_right_clips(data, tmp_pat
             assert re.fullmatch(r"(<answer>)?[A-F](</answer>)?", target)
     assert kinds == {"propose": SMALL["n_train"], "reflect": roles["reflect"], "yes": SMALL["n_train"],
                      "no": SMALL["n_train"]}  # fmt: skip
+    # a reflection row for every decoy video, and for every 2nd video without one
+    assert 0 < sum(has_decoy.values()) < len(has_decoy) == SMALL["n_train"]
+    assert roles["reflect"] == sum(d or int(n.split("_")[1]) % 2 == 0 for n, d in has_decoy.items())
 
 
 def test_colour_options_contain_answer_once_and_respect_limits():

@@ -27,9 +27,8 @@ def _digests(folder: Path) -> set[str]:
 def test_grounding_rows_are_c2_prompts_whose_target_holds_the_event(tmp_path):
     grounding, roles = write_pretraining_set(tmp_path, n_videos=6)
     rows = json.loads(grounding.read_text())
-    assert len(rows) == 9   # six proposals, every 2nd video also a reflection
     all_rows = json.loads(roles.read_text())
-    assert all(row in all_rows for row in rows) and len(all_rows) == 9 + 6 * 4   # + verifier Yes/No, C.4, C.1
+    assert all(row in all_rows for row in rows) and len(all_rows) == len(rows) + 6 * 4   # + verifier Yes/No, C.4, C.1
     reflections = 0
     for row in rows:
         system, user, answer = (m["content"] for m in row["messages"])
@@ -43,7 +42,8 @@ def test_grounding_rows_are_c2_prompts_whose_target_holds_the_event(tmp_path):
             tried = re.search(r"tried and failed: (.*)\n", user).group(1)
             starts = [float(x) for x in re.findall(r"\[(\d+)(?:\.0)?, ", tried)]
             assert starts and window[0] not in starts and all(s % 16 == 0 for s in starts), tried
-    assert reflections == 3
+    # six first proposals; a reflection for each decoy video and each 2nd other one
+    assert len(rows) - reflections == 6 and 3 <= reflections <= 6
 
 
 def test_grounding_videos_are_not_the_sft_or_evaluation_videos(tmp_path):

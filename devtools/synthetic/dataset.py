@@ -32,6 +32,7 @@ def make_synthetic_data(
     scene_len: int = 16,
     event_len: float | tuple[int, int] = (1, 6),
     train_event_len: float | tuple[int, int] = (4, 10),
+    decoy_rate: float = 0.5,
 ) -> dict:
     """Write train/ and eval/ under ``out``; return a summary (also written to ``out/summary.json``).
 
@@ -45,6 +46,10 @@ def make_synthetic_data(
     Training videos get ``train_event_len`` instead, long enough that any 32-frame pass shows it: a row whose answer
     its frames cannot show only teaches the model to memorise videos (the real Qwen3-VL-8B-Instruct brings its
     perception from pre-training, not from such rows).
+
+    ``decoy_rate`` gives that share of all videos a second light scene without the event (``random_cued_spec``):
+    where the sparse pass misses a brief event, the two scenes look alike and the first proposal can pick the decoy,
+    which is what CADER's verifier and reflection are for.
     """
     if width % 2 or height % 2:
         raise ValueError(f"width and height must be even for yuv420 video, got {width}x{height}")
@@ -59,11 +64,11 @@ def make_synthetic_data(
     train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     train = write_training_mix(
         out / "train", train_rng, n_train, n_images, n_tool, width, height, fps, train_duration, scene_len,
-        train_event_len,
+        train_event_len, decoy_rate,
     )
     evals = write_eval_sets(
         out / "eval", eval_rng, n_eval, n_heldout, tuple(eval_duration), width, height, fps, scene_len, event_len,
-        n_test,
+        n_test, decoy_rate,
     )
     summary = {
         "seed": seed,

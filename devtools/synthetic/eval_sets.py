@@ -61,6 +61,7 @@ class Truth:
             "duration": spec.duration,
             "fps": spec.fps,
             "scene_window": [spec.scene_s, spec.scene_e],
+            "decoy_window": None if spec.decoy_s is None else [spec.decoy_s, spec.decoy_e],
         }
 
     def entry(self) -> dict:
@@ -397,6 +398,7 @@ def write_synthetic_split(root: Path, rng, n: int, new_spec: Callable, split: st
                 "answer": letter,
                 "evidence_window": [spec.t_s, spec.t_e],
                 "scene_window": [spec.scene_s, spec.scene_e],
+                "decoy_window": None if spec.decoy_s is None else [spec.decoy_s, spec.decoy_e],
                 "colour": spec.colour,
             }
         )
@@ -417,13 +419,15 @@ def write_eval_sets(
     scene_len: int = 16,
     event_len: float | tuple[int, int] = 2.0,
     n_test: int | None = None,
+    decoy_rate: float = 0.0,
 ) -> dict:
     """Write every benchmark under ``eval_dir``; return (and write) the manifest; ``synthetic`` gets ``n_test``
     questions (default ``n_eval``), enough for the ablation table. Videos are the training mix's
     design (``media.random_cued_spec``): a brief event inside a light scene of a long video."""
 
     def new_spec(name: str) -> VideoSpec:
-        return random_cued_spec(rng, name, duration_range, scene_len, event_len, fps=fps, width=width, height=height)
+        return random_cued_spec(rng, name, duration_range, scene_len, event_len, fps=fps, width=width, height=height,
+                                decoy_rate=decoy_rate)
 
     benchmarks = {
         "videomme_long": write_videomme(eval_dir / "videomme", rng, n_eval, new_spec),

@@ -12,7 +12,10 @@ the paper's setting: a 1-6 s event inside a 128 s video, so Stage 1's 1 fps pass
 crop of the right window always shows it. The event lies inside a 16 s *scene* whose background is light
 (``SCENE``), visible to the sparse pass in every video: that is the coarse cue a proposal can localise from, as a
 real model localises from a scene it can see at 1 fps. ``scene_s``/``scene_e`` carry it (``None`` for videos
-without one).
+without one). A video may also hold a *decoy* (``decoy_s``/``decoy_e``): a second light scene without the event.
+Where the sparse pass saw the event, the proposal can tell the two apart; where it did not, they look alike, the
+first proposal can pick the decoy, and only the verifier (its crop shows no event) and reflection (try the other
+scene) recover the sample -- the case CADER's Stage 2 is built for, which makes its ablations measurable.
 
 Images use the same picture (grey, distractor, coloured centre shape) for the image-CoT part of the mix.
 
@@ -82,6 +85,9 @@ class VideoSpec:
     height: int = 64
     scene_s: float | None = None
     scene_e: float | None = None
+    # a second light scene without the event: the proposal's wrong first guess when the sparse pass misses the event
+    decoy_s: float | None = None
+    decoy_e: float | None = None
 
     @property
     def num_frames(self) -> int:
@@ -98,6 +104,13 @@ class VideoSpec:
         if self.scene_s is None or self.scene_e is None:
             return 0, 0
         return round(self.scene_s * self.fps), round(self.scene_e * self.fps)
+
+    def is_light(self, index: int) -> bool:
+        """Whether frame ``index`` lies in the scene or the decoy (both drawn on the light background)."""
+        start, end = self.scene_frames
+        if start <= index < end:
+            return True
+        return self.decoy_s is not None and round(self.decoy_s * self.fps) <= index < round(self.decoy_e * self.fps)
 
 
 def draw_frame(
@@ -130,7 +143,6 @@ def write_video(spec: VideoSpec, path: Path) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     start, end = spec.event_frames
-    scene_start, scene_end = spec.scene_frames
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream("libx264", rate=spec.fps)
         stream.width, stream.height = spec.width, spec.height
@@ -144,7 +156,7 @@ def write_video(spec: VideoSpec, path: Path) -> Path:
         }
         for i in range(spec.num_frames):
             colour = spec.colour if start <= i < end else None
-            picture = draw_frame(spec.width, spec.height, i, colour, scene=scene_start <= i < scene_end, fill=True)
+            picture = draw_frame(spec.width, spec.height, i, colour, scene=spec.is_light(i), fill=True)
             frame = av.VideoFrame.from_ndarray(picture, format="rgb24")
             frame.pts = i
             for packet in stream.encode(frame):
@@ -205,11 +217,14 @@ def random_cued_spec(
     colours: tuple[str, ...] = tuple(EVENT_COLOURS),
     width: int = 96,
     height: int = 64,
+    decoy_rate: float = 0.0,
 ) -> VideoSpec:
     """A long video with one light scene of ``scene_len`` s at a random multiple of ``scene_len`` and, inside it,
     an ``event_len`` s event starting on a whole second at least 1 s after the scene starts and ending at least 1 s
     before it ends. Durations are whole multiples of ``scene_len`` (rounded down, at least two scenes).
-    ``event_len`` given as ``(lo, hi)`` draws a whole number of seconds in that range per video."""
+    ``event_len`` given as ``(lo, hi)`` draws a whole number of seconds in that range per video. With probability
+    ``decoy_rate`` the video also gets a decoy: a second light scene, at another slot, without the event (no draw
+    is made when the rate is 0, so such videos keep their bytes)."""
     longest = max(event_len) if isinstance(event_len, tuple) else event_len
     if scene_len < longest + 2:
         raise ValueError(f"the scene ({scene_len} s) must be at least the event ({longest} s) plus 2 s")
@@ -221,6 +236,10 @@ def random_cued_spec(
     # whole seconds, as the releases state times (LVBench's MM:SS time references)
     t_s = float(rng.integers(int(scene_s) + 1, int(scene_s + scene_len - 1 - event_len) + 1))
     colour = colours[int(rng.integers(len(colours)))]
+    decoy_s = None
+    if decoy_rate > 0 and rng.random() < decoy_rate:
+        others = [k for k in range(slots) if k * scene_len != scene_s]
+        decoy_s = float(others[int(rng.integers(len(others)))] * scene_len)
     return VideoSpec(
         name=name,
         duration=float(slots * scene_len),
@@ -232,6 +251,8 @@ def random_cued_spec(
         height=height,
         scene_s=scene_s,
         scene_e=scene_s + scene_len,
+        decoy_s=decoy_s,
+        decoy_e=None if decoy_s is None else decoy_s + scene_len,
     )
 
 
@@ -240,9 +261,10 @@ def clip_spec(spec: VideoSpec, name: str, start: float, end: float) -> VideoSpec
     event dropped when the clip misses it (the training mix's verifier/answer clips)."""
     event = (max(spec.t_s, start) - start, min(spec.t_e, end) - start)
     has_event = event[1] > event[0]
-    scene = None
-    if spec.scene_s is not None and spec.scene_e is not None and min(spec.scene_e, end) > max(spec.scene_s, start):
-        scene = (max(spec.scene_s, start) - start, min(spec.scene_e, end) - start)
+    def inside(s, e):
+        return None if s is None or e is None or min(e, end) <= max(s, start) else (max(s, start) - start, min(e, end) - start)
+
+    scene, decoy = inside(spec.scene_s, spec.scene_e), inside(spec.decoy_s, spec.decoy_e)
     return VideoSpec(
         name=name,
         duration=end - start,
@@ -254,6 +276,8 @@ def clip_spec(spec: VideoSpec, name: str, start: float, end: float) -> VideoSpec
         height=spec.height,
         scene_s=scene[0] if scene else None,
         scene_e=scene[1] if scene else None,
+        decoy_s=decoy[0] if decoy else None,
+        decoy_e=decoy[1] if decoy else None,
     )
 
 

@@ -36,8 +36,9 @@ videos are never in the mix, so Stage 1 accuracy on them measures colour -> lett
 ``cader_roles.json`` (LLaMA-Factory sharegpt, ``messages`` with a system turn) holds the other CADER roles, in the
 paper's App. C prompt formats (``cader.evaluate.method.prompts``), for every training video (``write_cader_roles``):
 the C.2 proposal on the whole video with the scene window as target (``"relevant_windows": [[s, e]]``; every
-``REFLECT_EVERY``-th video also as the reflection prompt with wrong tried windows), the C.3 verifier on a clip of
-the scene (``Yes``) and on a clip of another stretch (``No``), the C.4 final answer and a C.1 answer on the scene
+``REFLECT_EVERY``-th video also as the reflection prompt with wrong tried windows; a video with a decoy scene always,
+with the decoy as the window that was tried), the C.3 verifier on a clip of the scene (``Yes``) and on a clip of
+another stretch (``No``; the decoy scene where there is one), the C.4 final answer and a C.1 answer on the scene
 clip. A real Qwen3-VL-8B-Instruct brings these abilities from pre-training; the tiny random model only gets them
 from data. Clips are cut as small videos of their own under ``media/clips/``. Targets start with the empty think
 block, so each is the exact token sequence the method reads: after the pre-fill where it calls with thinking off
@@ -307,12 +308,17 @@ def write_cader_roles(train_dir: Path, rng: np.random.Generator, specs: list[Vid
         length = scene[1] - scene[0]
         others = [k * length for k in range(int(spec.duration // length)) if k * length != scene[0]]
         neg_s = others[int(rng.integers(len(others)))]
+        if spec.decoy_s is not None:   # the hard negative: light like the scene, without the event
+            neg_s = spec.decoy_s
         pos_rel, neg_rel = f"media/clips/{spec.name}_pos.mp4", f"media/clips/{spec.name}_neg.mp4"
         write_video(clip_spec(spec, f"{spec.name}_pos", *scene), train_dir / pos_rel)
         write_video(clip_spec(spec, f"{spec.name}_neg", neg_s, neg_s + length), train_dir / neg_rel)
         rows.append(proposal_row(spec))
         counts["propose"] += 1
-        if i % REFLECT_EVERY == 0:
+        if spec.decoy_s is not None:   # the decoy was tried and rejected: the other light scene is the answer
+            rows.append(proposal_row(spec, [(spec.decoy_s, spec.decoy_e)]))
+            counts["reflect"] += 1
+        elif i % REFLECT_EVERY == 0:
             rows.append(proposal_row(spec, reflection_windows(rng, spec)))
             counts["reflect"] += 1
         system, user = verifier_prompt(COLOUR_QUESTION, options, letters)
@@ -341,13 +347,15 @@ def write_training_mix(
     duration: int = 128,
     scene_len: int = 16,
     event_len: float | tuple[int, int] = 2.0,
+    decoy_rate: float = 0.0,
 ) -> dict:
     """Write videos/images, the four formats and the CADER role rows; return the manifest (also written to
     manifest.json)."""
     media_dir = train_dir / "media"
     specs = [
         random_cued_spec(
-            rng, f"train_{i:04d}", (duration, duration), scene_len, event_len, fps=fps, width=width, height=height
+            rng, f"train_{i:04d}", (duration, duration), scene_len, event_len, fps=fps, width=width, height=height,
+            decoy_rate=decoy_rate,
         )
         for i in range(n_train)
     ]
