@@ -261,8 +261,11 @@ def clip_spec(spec: VideoSpec, name: str, start: float, end: float) -> VideoSpec
     event dropped when the clip misses it (the training mix's verifier/answer clips)."""
     event = (max(spec.t_s, start) - start, min(spec.t_e, end) - start)
     has_event = event[1] > event[0]
-    def inside(s, e):
-        return None if s is None or e is None or min(e, end) <= max(s, start) else (max(s, start) - start, min(e, end) - start)
+
+    def inside(s: float | None, e: float | None) -> tuple[float, float] | None:   # [s, e) within the clip, shifted
+        if s is None or e is None or min(e, end) <= max(s, start):
+            return None
+        return max(s, start) - start, min(e, end) - start
 
     scene, decoy = inside(spec.scene_s, spec.scene_e), inside(spec.decoy_s, spec.decoy_e)
     return VideoSpec(
