@@ -139,6 +139,12 @@ class _ShippedRun:
             # a session of its own, so that stopping it stops the three commands' processes too
             self.proc = subprocess.Popen(["bash", "-c", command], cwd=self.workdir, env=env, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
+        # pytest_sessionfinish stops the job, but not when pytest itself is killed (SIGKILL, a CI timeout): a
+        # watchdog outside both stops the job's group once this interpreter is gone, and ends with the job
+        watch = (f"while kill -0 {os.getpid()} 2>/dev/null && kill -0 -{self.proc.pid} 2>/dev/null; do sleep 2; done; "
+                 f"kill -9 -{self.proc.pid} 2>/dev/null; true")
+        subprocess.Popen(["sh", "-c", watch], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
 
     def wait(self):
         self.start()
