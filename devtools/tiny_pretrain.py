@@ -23,11 +23,13 @@ evaluation video: a proposal that finds the event on a held-out video is general
 
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
+from cader.dev.synthetic.dataset import make_synthetic_data
 from cader.dev.synthetic.media import random_cued_spec, write_video
 from cader.dev.synthetic.train_mix import write_cader_roles, write_json
 from cader.evaluate.method.prompts import GROUNDING_SYSTEM
@@ -36,10 +38,17 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "train" / "pretrain_t
 # Far from make_synthetic_data's seeds (0 by default, small integers in tests), whose two child generators draw
 # the SFT and evaluation videos.
 PRETRAIN_SEED = 7919
-# The same videos as make_synthetic_data's training half: 128 s at 2 fps, 96x64, a 16 s light scene holding a 4-10 s
-# coloured event, half of them with a decoy scene.
-VIDEO = {"duration_range": (128, 128), "scene_len": 16, "event_len": (4, 10), "fps": 2, "width": 96, "height": 64,
-         "decoy_rate": 0.5}
+
+
+def _training_video_kwargs() -> dict:
+    """make_synthetic_data's training-video defaults as random_cued_spec arguments, so the two cannot drift apart
+    (128 s at 2 fps, 96x64, a 16 s light scene holding a 4-10 s coloured event, half with a decoy scene)."""
+    d = {name: p.default for name, p in inspect.signature(make_synthetic_data).parameters.items()}
+    return {"duration_range": (d["train_duration"],) * 2, "scene_len": d["scene_len"], "event_len": d["train_event_len"],
+            "fps": d["fps"], "width": d["width"], "height": d["height"], "decoy_rate": d["decoy_rate"]}  # fmt: skip
+
+
+VIDEO = _training_video_kwargs()
 
 
 def write_pretraining_set(out: str | Path, n_videos: int, seed: int = PRETRAIN_SEED) -> tuple[Path, Path]:
