@@ -2,7 +2,7 @@
 
 Nothing here downloads. The model uses the same transformers classes, processor and chat template as
 Qwen3-VL-8B-Instruct, only with small sizes, so every code path that runs on it runs on the real model:
-  * text: 2 layers x 64 hidden, 4 heads (2 KV), head_dim 16, interleaved M-RoPE;
+  * text: 2 layers x 64 hidden, 4 heads (2 KV), head_dim 32 (vLLM's CPU attention refuses 16), interleaved M-RoPE;
   * vision: 2 blocks x 32 hidden, the real patch size 16, temporal patch 2, spatial merge 2 (32-px merge unit),
     DeepStack on the last block;
   * tokenizer: byte-level BPE trained here on a small corpus of the project's own prompts, plus every Qwen3-VL
@@ -100,7 +100,7 @@ def tiny_config(tokenizer):
     from transformers import Qwen3VLConfig
 
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    head_dim = 16
+    head_dim = 32  # the smallest head size vLLM's CPU attention serves, so one model runs under both backends
     text_config = {
         "vocab_size": len(tokenizer),
         "hidden_size": 64,
@@ -114,8 +114,8 @@ def tiny_config(tokenizer):
             "rope_type": "default",
             "rope_theta": 5_000_000.0,
             "mrope_interleaved": True,
-            # temporal / height / width split of head_dim/2 rotary pairs, as [24, 20, 20] does for 128
-            "mrope_section": [4, 2, 2],
+            # temporal / height / width split of head_dim/2 rotary pairs, in the ratio [24, 20, 20] has at 128
+            "mrope_section": [6, 5, 5],
         },
         "bos_token_id": None,
         "eos_token_id": ids["<|im_end|>"],

@@ -27,7 +27,7 @@ from cader.vlm.flops import (
 )
 from jsonargparse import CLI
 
-TINY_TEXT = TextShape(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, head_dim=16, vocab=1024)
+TINY_TEXT = TextShape(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, head_dim=32, vocab=1024)
 TINY_VISION = VisionShape(hidden=32, intermediate=64, depth=2, patch=16, temporal_patch=2, merge=2, out_hidden=64,
                           deepstack=1)  # fmt: skip
 # Dense bf16 peak of the accelerators we quote MFU against (FLOP/s).
