@@ -66,7 +66,7 @@ def write_pretraining_set(out: str | Path, n_videos: int, seed: int = PRETRAIN_S
     return out / "grounding.json", out / "roles.json"
 
 
-def _train(model: Path, rows: Path, run: Path, cache: Path, epochs: int) -> Path:
+def _train(model: Path, rows: Path, run: Path, cache: Path, epochs: int, train_seed: int = 0) -> Path:
     from cader.train.sft import main as sft_main
 
     source = [{"name": rows.stem, "format": "sharegpt", "path": str(rows)}]
@@ -77,6 +77,7 @@ def _train(model: Path, rows: Path, run: Path, cache: Path, epochs: int) -> Path
         "--data.frame_cache_dir", str(cache),
         "--trainer.default_root_dir", str(run),
         "--trainer.max_epochs", str(epochs),
+        "--seed_everything", str(train_seed),
     ]  # fmt: skip
     code = sft_main(argv)
     if code != 0:
@@ -85,15 +86,16 @@ def _train(model: Path, rows: Path, run: Path, cache: Path, epochs: int) -> Path
 
 
 def pretrain(base: str | Path, work: str | Path, n_videos: int = 96, grounding_epochs: int = 25,
-             roles_epochs: int = 12, seed: int = PRETRAIN_SEED) -> Path:  # fmt: skip
+             roles_epochs: int = 12, seed: int = PRETRAIN_SEED, train_seed: int = 0) -> Path:  # fmt: skip
     """The two passes (module doc) from the model at ``base``, in ``work``; return the final HF export folder.
-    A pass with 0 epochs is skipped."""
+    ``seed`` draws the videos, ``train_seed`` seeds each pass (data order, dropout). A pass with 0 epochs is
+    skipped."""
     work = Path(work)
     grounding, roles = write_pretraining_set(work / "data", n_videos, seed)
     model = Path(base)
     for rows, epochs in ((grounding, grounding_epochs), (roles, roles_epochs)):
         if epochs > 0:
-            model = _train(model, rows, work / rows.stem, work / "frame_cache", epochs)
+            model = _train(model, rows, work / rows.stem, work / "frame_cache", epochs, train_seed)
     return model
 
 

@@ -21,7 +21,8 @@ def main(out: str, seed: int = 0, grounding_epochs: int = 25, roles_epochs: int 
 
     Args:
         out: Output folder (replaced when complete).
-        seed: Weight-init seed.
+        seed: The model's seed: its weight init, the pre-training passes' data order, and (offset from
+            PRETRAIN_SEED) the pre-training videos. 0 is the shipped model.
         grounding_epochs: Epochs of the grounding pass (proposal rows); 0 skips it.
         roles_epochs: Epochs of the roles pass (every CADER role row); 0 skips it. Both 0: the random model.
         pretrain_videos: Videos the passes train on (drawn from a seed of their own).
@@ -31,12 +32,13 @@ def main(out: str, seed: int = 0, grounding_epochs: int = 25, roles_epochs: int 
         return
     work = Path(f"{out}_pretrain")
     base = make_tiny_model(work / "random", seed=seed)
-    export = pretrain(base, work, pretrain_videos, grounding_epochs, roles_epochs)
+    export = pretrain(base, work, pretrain_videos, grounding_epochs, roles_epochs,
+                      seed=PRETRAIN_SEED + seed, train_seed=seed)
     record = {
         **json.loads((base / "cader_tiny.json").read_text()),
         "pretraining": {
             "videos": pretrain_videos,
-            "video_seed": PRETRAIN_SEED,
+            "video_seed": PRETRAIN_SEED + seed,
             "grounding_epochs": grounding_epochs,
             "roles_epochs": roles_epochs,
             "config": "configs/train/pretrain_tiny.yaml",

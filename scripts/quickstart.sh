@@ -8,7 +8,8 @@
 #        rerunning resumes every step)
 # Env:   JUDGE_BASE_URL, JUDGE_MODEL (default gpt-5), OPENAI_API_KEY  to judge with a real endpoint (JUDGE_MODEL is
 #        not used without JUDGE_BASE_URL: the loopback answers only as itself); LIMIT=N samples per benchmark;
-#        TABLE2_LIMIT=N samples of the synthetic test split for full CADER and each ablation (default 32).
+#        TABLE2_LIMIT=N samples of the synthetic test split for full CADER and each ablation (default 32);
+#        SEED=S the miniature's seed (model init and pre-training, synthetic data, SFT; default 0, the README's run).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 WORKDIR="${1:-$REPO}"
@@ -19,7 +20,14 @@ mkdir -p "$WORKDIR" && cd "$WORKDIR"
 ROOT=runs/tiny
 LIMIT="${LIMIT:-8}"
 TABLE2_LIMIT="${TABLE2_LIMIT:-32}"
+SEED="${SEED:-0}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
+# One torch thread for every step: floating-point sums then run in one order on any machine, whatever its core count
+# or load, so the records are the same everywhere (the training configs pin it too: num_threads: 1), and two
+# thread pools never fight over two shared cores.
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# progress bars in a log file (nohup, CI): one line every 15 s instead of a redraw ten times a second
+[ -t 2 ] || export TQDM_MININTERVAL="${TQDM_MININTERVAL:-15}"
 MODEL="$ROOT/model"
 DATA="$ROOT/data"
 SFT="$ROOT/sft"
@@ -31,13 +39,13 @@ step() { printf '\n== [%ss] %s\n' "$(( $(date +%s) - STARTED ))" "$*"; }
 wrote() { for f in "$@"; do printf '   wrote %s\n' "$f"; done; }
 
 step "1/8 tiny model and synthetic data"
-[ -f "$MODEL/config.json" ] || python "$REPO/scripts/make_tiny_model.py" --out "$MODEL"
-[ -f "$DATA/summary.json" ] || python "$REPO/scripts/make_synthetic_data.py" --out "$DATA"
+[ -f "$MODEL/config.json" ] || python "$REPO/scripts/make_tiny_model.py" --out "$MODEL" --seed "$SEED"
+[ -f "$DATA/summary.json" ] || python "$REPO/scripts/make_synthetic_data.py" --out "$DATA" --seed "$SEED"
 wrote "$MODEL" "$DATA"
 
 step "2/8 tiny SFT (train/sft.py, configs/train/cot_mix_tiny.yaml)"
 if [ ! -f "$SFT/export/config.json" ]; then
-  python "$REPO/train/sft.py" --config "$REPO/configs/train/cot_mix_tiny.yaml"
+  python "$REPO/train/sft.py" --config "$REPO/configs/train/cot_mix_tiny.yaml" --seed_everything "$SEED"
 fi
 wrote "$SFT/export"
 
@@ -45,8 +53,7 @@ run_eval() {  # run_eval OUT BENCHMARK VARIANT [extra flags]; a later --limit ov
   local out="$1" bench="$2" variant="$3"; shift 3
   # the verifier is the SFT export too: the mix trains the C.3 role (the untrained base's P(Yes) is noise)
   python "$REPO/evaluate/run.py" --config "$REPO/configs/eval/cader_tiny.yaml" --model "$SFT/export" --verifier "$SFT/export" \
-    --benchmark "$bench" --data_root "$DATA/eval" --out "$out" --variant "$variant" --limit "$LIMIT" \
-    --progress false "$@"
+    --benchmark "$bench" --data_root "$DATA/eval" --out "$out" --variant "$variant" --limit "$LIMIT" "$@"
   wrote "$out/predictions.jsonl" "$out/report.md"
 }
 

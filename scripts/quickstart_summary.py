@@ -18,6 +18,23 @@ from jsonargparse import CLI
 
 VARIANTS = ("full", "no_stage2", "uniform_stage2", "no_verifier", "no_reflection", "no_rgr")
 MIN_PARSE_RATE = 0.8
+# A finding counts when its one-sided test rejects at this level (the margin trend; a Table 2 gap, McNemar).
+SIGNIFICANCE = 0.05
+
+
+def margin_trend(margins: list[float], correct: list[bool]) -> dict:
+    """Does Stage-1 accuracy rise with the margin (the premise of CADER's early exit, paper Fig. 5)? The one-sided
+    Mann-Whitney U test that correct answers have larger margins than wrong ones; its AUROC is U / (n_right n_wrong).
+    p is None when one of the two groups is empty."""
+    from scipy.stats import mannwhitneyu
+
+    right = [m for m, c in zip(margins, correct) if c]
+    wrong = [m for m, c in zip(margins, correct) if not c]
+    if not right or not wrong:
+        return {"n_correct": len(right), "n_wrong": len(wrong), "auroc": None, "p_value": None}
+    test = mannwhitneyu(right, wrong, alternative="greater")
+    return {"n_correct": len(right), "n_wrong": len(wrong), "auroc": float(test.statistic) / (len(right) * len(wrong)),
+            "p_value": float(test.pvalue)}
 
 
 def _load(path: Path) -> dict | None:
@@ -65,10 +82,17 @@ def stage1_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     correct = [r["stage1"]["pred"] == r["answer"] for r in records]
     acc = rate(sum(correct), len(correct), chance)
     facts["stage1_heldout"] = acc
-    lines = [f"- held-out Stage-1 accuracy {_ci(acc)}; chance {_pct(chance)}, "
-             f"one-sided binomial p = {acc['p_above_chance']:.2g}"]
+    lines = [(f"- held-out Stage-1 accuracy {_ci(acc)}; chance {_pct(chance)}, "
+             f"one-sided binomial p = {acc['p_above_chance']:.2g}")]
     if acc["ci95"][0] is None or acc["ci95"][0] <= chance:
         flags.append(f"Stage-1 accuracy is within chance ({_ci(acc)} vs {_pct(chance)})")
+    trend = margin_trend([r["stage1"]["margin"] for r in records], correct)
+    facts["margin_trend"] = trend
+    if trend["p_value"] is None or trend["p_value"] >= SIGNIFICANCE:
+        flags.append("Stage-1 accuracy does not rise with the margin (correct vs wrong margins, one-sided "
+                     f"Mann-Whitney p = {_p(trend['p_value'])}): the early exit has nothing to rest on")
+    lines.append(f"- correct answers have larger margins than wrong ones: AUROC {_number(trend['auroc'])}, "
+                 f"one-sided Mann-Whitney p = {_p(trend['p_value'])}")
     # accuracy by margin quartile (the trend of the paper's Fig. 5 / Table 4)
     ranked = sorted(zip((r["stage1"]["margin"] for r in records), correct))
     k = len(ranked)
@@ -89,9 +113,9 @@ def calibration_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     fit, sel = cal.get("fit", {}), cal.get("select", {})
     facts["calibration"] = {"temperature": cal["temperature"], "tau": cal["tau"], "mode": cal.get("mode"),
                             "exit_rate": sel.get("exit_rate"), "exit_accuracy": sel.get("exit_accuracy")}
-    lines = [f"- {_link(root, root / 'calibration' / 'calibration.json')}: T = {cal['temperature']:.3g}, "
+    lines = [(f"- {_link(root, root / 'calibration' / 'calibration.json')}: T = {cal['temperature']:.3g}, "
              f"τ = {cal['tau']:.4g} (mode {cal.get('mode')}); on the selection split (n = {sel.get('n')}): exit rate "
-             f"{_pct(sel.get('exit_rate'))}, exit accuracy {_pct(sel.get('exit_accuracy'))}"]
+             f"{_pct(sel.get('exit_rate'))}, exit accuracy {_pct(sel.get('exit_accuracy'))}")]
     if fit.get("at_bound"):
         flags.append(f"the fitted temperature T = {cal['temperature']:.3g} sits on a search bound {fit.get('bounds')}")
     if sel.get("no_exit"):
@@ -109,12 +133,12 @@ def stage2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     facts["stage2"] = {"proposals": props, "verifier": verify, "routed_gain": gain}
     lines = [f"- routed to Stage 2: {props['routed']} of {len(records)}; fallbacks {gain['fallbacks'] or 'none'}",
              f"- first proposals parsed into a window: {_ci(props['parsed'])}",
-             f"- parsed proposals overlapping the evidence: {_ci(props['overlaps_evidence'])} "
+             (f"- parsed proposals overlapping the evidence: {_ci(props['overlaps_evidence'])} "
              f"(a random window of the same length: {_pct(props['chance_overlap'])}); containing it: "
-             f"{_ci(props['contains_evidence'])}",
-             f"- verifier P_yes on crops with the evidence {_pct(verify['mean_p_yes_with_evidence'])} "
+             f"{_ci(props['contains_evidence'])}"),
+             (f"- verifier P_yes on crops with the evidence {_pct(verify['mean_p_yes_with_evidence'])} "
              f"(n = {verify['n_with_evidence']}) vs without {_pct(verify['mean_p_yes_without'])} "
-             f"(n = {verify['n_without']}); AUROC {verify['auroc'] if verify['auroc'] is None else round(verify['auroc'], 3)}"]
+             f"(n = {verify['n_without']}); AUROC {verify['auroc'] if verify['auroc'] is None else round(verify['auroc'], 3)}")]
     for name, block in (("all routed samples", gain["routed"]), ("samples with an accepted crop", gain["accepted"])):
         if block["n"]:
             lines.append(f"- {name}: Stage 1 {_ci(block['stage1'])} → final {_ci(block['final'])} "
@@ -131,7 +155,7 @@ def stage2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
 def table2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     lines = ["| variant | n | accuracy [95 % CI] | vs full (McNemar p) | forwards / sample | frames / sample | report |",
              "|---|---|---|---|---|---|---|"]
-    accuracies = {}
+    accuracies, gaps = {}, {}
     for variant in VARIANTS:
         folder = _variant_dir(root, variant)
         report = _load(folder / "report.json")
@@ -146,10 +170,17 @@ def table2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
         mcnemar = (comparison.get("mcnemar") or {}).get("p_value")
         per = per_sample(report)
         vs = "–" if variant == "full" else (f"{mcnemar:.2g}" if mcnemar is not None else "–")
+        if variant != "full":
+            gaps[variant] = mcnemar
         lines.append(f"| {variant} | {acc['n']} | {_ci(acc)} | {vs} | {per.get('forwards', '–')} | "
                      f"{per.get('frames_decoded', '–')} | {_link(root, folder / 'report.md')} |")
     if len(accuracies) > 1 and len(set(accuracies.values())) == 1:
         flags.append("every Table 2 row has the same accuracy: the ablations change nothing on this run")
+    tested = {v: p for v, p in gaps.items() if p is not None}
+    if gaps and not any(p < SIGNIFICANCE for p in tested.values()):
+        smallest = min(tested.values()) if tested else None
+        flags.append("no Table 2 row differs significantly from `full` (smallest McNemar p = "
+                     f"{_p(smallest)}): the run does not show what any component adds")
     lines += safeguard_reading(accuracies, facts)
     full, uniform = (_records(_variant_dir(root, v) / "predictions.jsonl") for v in ("full", "uniform_stage2"))
     if full and uniform:   # Table 3's point: the early exit saves Stage-2 cost at the same accuracy (P4)
@@ -215,6 +246,10 @@ def _number(value) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
+def _p(value) -> str:
+    return "–" if value is None else f"{value:.2g}"
+
+
 def summarize(root: Path) -> tuple[str, dict]:
     """(SUMMARY.md text, the headline numbers and red flags as a dict)."""
     flags: list[str] = []
@@ -237,7 +272,8 @@ def summarize(root: Path) -> tuple[str, dict]:
         lines += ["## Red flags: this run does not show the method working", ""]
         lines += [f"- **{flag}**" for flag in flags]
     else:
-        lines += ["No red flags: Stage 1 is above chance, T is inside its search bounds, proposals parse, Stage 2 ran."]
+        lines += [("No red flags: Stage 1 is above chance and its accuracy rises with the margin, T is inside its "
+                  "search bounds, proposals parse, Stage 2 ran, and at least one Table 2 row differs from `full`.")]
     if caveats:
         lines += ["", "## Caveat: numbers that are not real", ""]
         lines += [f"- **{caveat}**" for caveat in caveats]

@@ -77,9 +77,10 @@ def _quickstart(root: Path, good: bool):
 def test_a_run_that_proves_nothing_is_flagged_in_the_summary(tmp_path):
     _quickstart(tmp_path, good=False)
     text, facts = summary.summarize(tmp_path)
-    assert len(facts["red_flags"]) == 5
+    assert len(facts["red_flags"]) == 6
     flags = text.split("## Red flags")[1].split("\n## ")[0]
     assert "Stage-1 accuracy is within chance" in flags
+    assert "does not rise with the margin" in flags     # its few right answers all have the smallest margins
     assert "search bound" in flags
     assert "proposals parse" in flags
     assert "every Stage-2 attempt fell back" in flags
@@ -135,3 +136,23 @@ def test_no_safeguard_reading_without_routed_proposals_or_when_rows_differ():
         "contains_evidence": {"k": 5, "n": 5}}}}) == []
     assert summary.safeguard_reading({"full": 0.7, "no_verifier": 0.7}, {"stage2": {"proposals": {
         "contains_evidence": {"k": 0, "n": 0}}}}) == []
+
+
+def test_margin_trend_is_the_one_sided_mann_whitney_test_with_its_auroc():
+    # right margins 0.9, 0.8, 0.3; wrong 0.5, 0.1: 5 of the 6 (right, wrong) pairs are ordered, AUROC 5/6;
+    # exact one-sided p: of the C(5,2) = 10 ways to pick the two wrong ranks, U >= 5 for (1,2) and (1,3): 0.2
+    trend = summary.margin_trend([0.9, 0.8, 0.3, 0.5, 0.1], [True, True, True, False, False])
+    assert trend["auroc"] == pytest.approx(5 / 6) and trend["p_value"] == pytest.approx(0.2)
+    assert summary.margin_trend([0.9, 0.8], [True, True])["p_value"] is None
+
+
+def test_a_run_whose_ablations_all_match_full_within_noise_is_flagged(tmp_path):
+    _quickstart(tmp_path, good=True)
+    _run(tmp_path, "no_verifier", [_stage1(i, i >= 12, 0.9) for i in range(24)])
+    for variant in ("no_stage2", "no_verifier"):   # both gaps within noise
+        (tmp_path / "eval" / variant / "synthetic" / "report.json").write_text(json.dumps(
+            {"cost": {"per_sample": {}}, "comparison": {"mcnemar": {"p_value": 0.25}}}))
+    text, facts = summary.summarize(tmp_path)
+    assert any("no Table 2 row differs significantly" in f and "p = 0.25" in f for f in facts["red_flags"])
+    _run(tmp_path, "no_rgr", [_stage1(i, i >= 12, 0.9) for i in range(24)])   # p = 0.03 in _run: one gap holds
+    assert not any("differs significantly" in f for f in summary.summarize(tmp_path)[1]["red_flags"])
