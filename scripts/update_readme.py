@@ -5,6 +5,7 @@ rendered from one file under docs/measured/, which the command named in the bloc
 
     python scripts/bench/run_all.py --json_out docs/measured/bench.json            # the bench table
     bash scripts/quickstart.sh && cp runs/tiny/summary.json docs/measured/quickstart.json   # the miniature
+    python scripts/miniature_seeds.py --json_out docs/measured/seeds.json           # its spread over seeds
     python scripts/update_readme.py                                                 # rewrite the blocks
     python scripts/update_readme.py --check true                                    # exit 1 when README is stale
 
@@ -40,8 +41,8 @@ def _ci(r: dict | None) -> str:
 
 
 def render_bench(rows: list[dict]) -> str:
-    lines = ["Measured by `python scripts/bench/run_all.py --json_out docs/measured/bench.json` (one run, this project's "
-             "2-core CPU machine; each value is a ratio against a baseline measured in the same run):", "",
+    lines = [("Measured by `python scripts/bench/run_all.py --json_out docs/measured/bench.json` (one run, this project's "
+             "2-core CPU machine; each value is a ratio against a baseline measured in the same run):"), "",
              "| check | what | value | goal | status |", "|---|---|---|---|---|"]
     for r in rows:
         value = "–" if r.get("value") is None else f"{r['value']:g}"
@@ -50,8 +51,8 @@ def render_bench(rows: list[dict]) -> str:
 
 
 def render_quickstart(facts: dict) -> str:
-    lines = ["Measured by `bash scripts/quickstart.sh` (numbers from its `runs/tiny/summary.json`, copied to "
-             "`docs/measured/quickstart.json`; `runs/tiny/SUMMARY.md` has the same with links):", ""]
+    lines = [("Measured by `bash scripts/quickstart.sh` (numbers from its `runs/tiny/summary.json`, copied to "
+             "`docs/measured/quickstart.json`; `runs/tiny/SUMMARY.md` has the same with links):"), ""]
     s1 = facts.get("stage1_heldout")
     if s1:
         lines.append(f"- held-out Stage-1 accuracy {_ci(s1)}, chance {_pct(s1.get('chance'))}")
@@ -87,7 +88,37 @@ def render_quickstart(facts: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-RENDERERS = {"bench": ("bench.json", render_bench), "quickstart": ("quickstart.json", render_quickstart)}
+def _spread(d: dict | None, fmt=_pct) -> str:
+    if not d or d.get("median") is None:
+        return "–"
+    return f"{fmt(d['median'])} ({fmt(d['min'])} – {fmt(d['max'])})"
+
+
+def render_seeds(result: dict) -> str:
+    seeds, spread = result["seeds"], result["spread"]
+    n = len(seeds)
+    lines = [(f"Measured by `python scripts/miniature_seeds.py --seeds '{json.dumps(seeds)}' --json_out "
+             f"docs/measured/seeds.json`: the quickstart once per seed (model init and pre-training, synthetic data, "
+             f"SFT), median (min – max) over the {n} seeds:"), "",
+             "| number | median (min – max) |", "|---|---|",
+             f"| held-out Stage-1 accuracy | {_spread(spread['stage1_accuracy'])} |",
+             f"| AUROC of the margin for a correct Stage-1 answer | {_spread(spread['margin_auroc'], _ratio)} |",
+             f"| first proposals containing the evidence | {_spread(spread['proposals_contain_evidence'])} |",
+             f"| routed samples: Stage-1 accuracy | {_spread(spread['routed_stage1_accuracy'])} |",
+             f"| routed samples: final accuracy | {_spread(spread['routed_final_accuracy'])} |"]
+    lines += [f"| Table 2 `{v}` accuracy | {_spread(d)} |" for v, d in spread["table2"].items()]
+    lines += [f"| P4 cost `full` / `uniform_stage2`: forwards | {_spread(spread['cost_forwards'], _ratio)} |",
+              f"| P4 cost `full` / `uniform_stage2`: decoded frames | {_spread(spread['cost_frames'], _ratio)} |",
+              "", "Bars held (seeds of " + str(n) + "):", ""]
+    lines += [f"- {result['bars'][bar]}: {held}/{n}" for bar, held in spread["bars_held"].items()]
+    flagged = {s: v["red_flags"] for s, v in result["per_seed"].items() if v["red_flags"]}
+    lines.append("- red flags: " + ("; ".join(f"seed {s}: {', '.join(f)}" for s, f in flagged.items())
+                                     if flagged else "none on any seed"))
+    return "\n".join(lines) + "\n"
+
+
+RENDERERS = {"bench": ("bench.json", render_bench), "quickstart": ("quickstart.json", render_quickstart),
+             "seeds": ("seeds.json", render_seeds)}
 
 
 def render_readme(text: str, measured: Path = MEASURED) -> str:
