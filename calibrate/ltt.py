@@ -1,0 +1,286 @@
+"""Learn-then-Test (Angelopoulos et al., 2021) for CADER's exit threshold tau and the verifier threshold.
+
+Each candidate threshold on a fixed grid (chosen before seeing data) is a null hypothesis "this threshold breaks a
+constraint". Every risk here is the rate of a 0/1 loss, so its p-value is the exact binomial tail
+P(Binomial(n, level) <= k) (scipy): under the null (rate > level) it is super-uniform. The hypotheses are tested by
+fixed-sequence testing from the strictest to the laxest threshold, stopping at the first p > delta; every
+threshold tested before that stop is certified, and P(any certified threshold breaks a constraint) <= delta
+(family-wise error), so the chosen one -- any certified one -- keeps every constraint with probability >= 1 - delta.
+
+Risks (per threshold tau on the selection split; a sample exits iff M >= tau):
+- exit_error: Stage-1 wrong among exits. Conditional on the number of exits, as precision mode's Clopper-Pearson
+  bound (p <= delta is the same event as that bound <= alpha). Thresholds with fewer than ``min_exits`` exits are
+  skipped before the sequence starts, as in precision mode.
+- accuracy_loss (the cascade guarantee): loss_i = exit_i and Stage 1 wrong and Stage 2 right, over all samples:
+  the accuracy given up against always running Stage 2 is at most E[loss] (a sample whose Stage-1 answer is right
+  and Stage-2 answer wrong only helps, and is not credited). No thresholds are skipped: the strictest ones exit
+  nobody, lose nothing, and pass once n >= log(delta) / log(1 - epsilon).
+Several risks at once: the null of a threshold is "some risk is above its level", and the largest of the risks'
+p-values is a valid p-value for it, so one sequence controls them all together.
+
+The Stage-2 fraction is not a risk that grows along the sequence (it shrinks), so it cannot join the sequence.
+Either it is a deterministic constraint on the selection split (the default: among certified thresholds, keep
+those sending at most ``budget`` of the selection split to Stage 2), or (``budget_guarantee``) it gets its own
+binomial test, by fixed sequence from the laxest threshold up, with delta split in half between the two families
+(Bonferroni), so the chosen tau keeps every constraint with probability >= 1 - delta.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from cader.calibrate.binomial import clopper_pearson_upper
+from cader.calibrate.tau import NO_EXIT_TAU, PRECISION_GRID, TauSelection, exit_counts_at, min_testable_exits
+from scipy.stats import binom
+
+
+def binomial_tail_pvalue(losses, n, level: float) -> np.ndarray:
+    """p-value of "loss rate > level" given ``losses`` among ``n`` (P(Binomial(n, level) <= losses)); 1 where n == 0."""
+    losses = np.asarray(losses, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"a risk level must be in (0, 1), got {level}")
+    return np.where(n > 0, binom.cdf(losses, np.maximum(n, 1.0), level), 1.0)
+
+
+def fixed_sequence_rejections(pvalues: np.ndarray, delta: float) -> int:
+    """Hypotheses rejected by fixed-sequence testing in the given order: the length of the leading run of p <= delta."""
+    fails = np.flatnonzero(~(np.asarray(pvalues, dtype=np.float64) <= delta))
+    return int(fails[0]) if fails.size else int(np.size(pvalues))
+
+
+def cascade_loss_counts(margin, s1_correct, s2_correct, taus) -> np.ndarray:
+    """Per tau in ``taus``: samples that exit (M >= tau) with Stage 1 wrong where Stage 2 would have been right."""
+    lost = ~np.asarray(s1_correct, bool) & np.asarray(s2_correct, bool)
+    # exit_counts_at counts "errors" = not correct among exits; pass correct = not lost
+    return exit_counts_at(margin, ~lost, taus)[1]
+
+
+@dataclass
+class Constraint:
+    """One constraint of an LTT run, as calibration.json records it."""
+
+    name: str  # exit_error | accuracy_loss | stage2_fraction
+    level: float
+    handled: str  # how it is controlled: "binomial test (LTT)" or "deterministic on the selection split"
+    met: bool = False
+    value: float | None = None  # the selection split's rate at the chosen tau
+    upper_bound: float | None = None  # one-sided (1 - delta) Clopper-Pearson bound there (tested risks only)
+    reason: str | None = None  # why it could not be met
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _Risk:
+    name: str
+    level: float
+    k: np.ndarray  # losses per tau
+    n: np.ndarray  # denominators per tau
+    what: str  # "errors among exits" / "losses among samples"
+    p: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        self.p = binomial_tail_pvalue(self.k, self.n, self.level)
+
+
+def select_tau_ltt(
+    margin: np.ndarray,
+    s1_correct: np.ndarray,
+    delta: float,
+    alpha: float | None = None,
+    epsilon: float | None = None,
+    s2_correct: np.ndarray | None = None,
+    budget: float | None = None,
+    budget_guarantee: bool = False,
+    min_exits: int = 50,
+    candidates: np.ndarray | None = None,
+    mode: str = "joint",
+) -> TauSelection:
+    """The laxest grid threshold that LTT certifies for every given constraint; NO_EXIT_TAU when none.
+
+    ``alpha`` bounds the exit error, ``epsilon`` the accuracy loss (needs ``s2_correct``), ``budget`` the Stage-2
+    fraction. ``details["constraints"]`` says for each whether it is met at the chosen tau and, when none
+    qualifies, why.
+    """
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if alpha is None and epsilon is None:
+        raise ValueError("an LTT run needs a risk to control: alpha (exit error) and/or epsilon (accuracy loss)")
+    if epsilon is not None and s2_correct is None:
+        raise ValueError("epsilon (accuracy loss against always running Stage 2) needs Stage-2 outcomes")
+    if budget is not None and not 0.0 <= budget <= 1.0:
+        raise ValueError(f"budget (max Stage-2 fraction) must be in [0, 1], got {budget}")
+    margin = np.asarray(margin, np.float64)
+    s1_correct = np.asarray(s1_correct, bool)
+    n = int(margin.size)
+    taus = PRECISION_GRID if candidates is None else np.unique(np.asarray(candidates, np.float64))[::-1]
+    n_exits, n_errors = exit_counts_at(margin, s1_correct, taus)
+    split = budget is not None and budget_guarantee
+    delta_risk = delta / 2 if split else delta
+
+    risks, constraints = [], []
+    if alpha is not None:
+        risks.append(_Risk("exit_error", alpha, n_errors, n_exits, "errors among exits"))
+    if epsilon is not None:
+        lost = cascade_loss_counts(margin, s1_correct, s2_correct, taus)
+        risks.append(_Risk("accuracy_loss", epsilon, lost, np.full(taus.size, n), "losses among samples"))
+    for r in risks:
+        constraints.append(Constraint(r.name, r.level, "binomial test (LTT, fixed sequence)"))
+    p_max = np.max([r.p for r in risks], axis=0)
+
+    start = 0
+    need = None
+    if alpha is not None:  # as precision mode: the exit-error test is run only on thresholds with enough exits
+        need = max(int(min_exits), min_testable_exits(alpha, delta_risk))
+        testable = np.flatnonzero(n_exits >= need)
+        start = int(testable[0]) if testable.size else taus.size
+    certified = fixed_sequence_rejections(p_max[start:], delta_risk) if start < taus.size else 0
+    stop = start + certified  # first failing index (== taus.size when none fails)
+    details = {"candidates": int(taus.size), "tested": int(min(certified + 1, taus.size - start)),
+               "certified": certified, "stopped_at": float(taus[stop]) if stop < taus.size else None,
+               "delta_risks": delta_risk}  # fmt: skip
+    if need is not None:
+        details["min_exits"] = need
+
+    ok = np.zeros(taus.size, bool)
+    ok[start:stop] = True
+    budget_constraint = None
+    if budget is not None:
+        frac2 = (n - n_exits) / max(n, 1)
+        if split:
+            if 0.0 < budget < 1.0:
+                p_budget = binomial_tail_pvalue(n - n_exits, np.full(taus.size, n), budget)
+            else:  # nothing can certify "fraction <= 0"; "fraction <= 1" always holds
+                p_budget = np.full(taus.size, 0.0 if budget >= 1.0 else 1.0)
+            lax_first = fixed_sequence_rejections(p_budget[::-1], delta / 2)
+            within = np.zeros(taus.size, bool)
+            within[taus.size - lax_first:] = True
+            handled = "binomial test (own fixed sequence from the laxest tau, delta/2)"
+        else:
+            within = frac2 <= budget + 1e-12
+            handled = "deterministic on the selection split"
+        budget_constraint = Constraint("stage2_fraction", budget, handled)
+        constraints.append(budget_constraint)
+        feasible = ok & within
+    else:
+        feasible = ok
+
+    def blocking_risks() -> None:  # the reason of each risk that stopped the sequence
+        if start >= taus.size:
+            constraints[0].reason = (f"no candidate threshold has {need} or more exits in the selection split "
+                                     f"({n} samples)")  # fmt: skip
+            return
+        for c, r in zip(constraints, risks):
+            if stop < taus.size and r.p[stop] > delta_risk:
+                ub = float(clopper_pearson_upper(r.k[stop], r.n[stop], delta_risk))
+                c.reason = (f"at tau = {taus[stop]:.6g} (the strictest threshold the sequence could not certify) "
+                            f"{int(r.k[stop])} {r.what} of {int(r.n[stop])}: upper bound {ub:.3g} > {r.level}")
+
+    for c in constraints[: len(risks)]:
+        c.met = certified > 0  # an exit set meeting every risk was certified
+    if certified == 0:
+        blocking_risks()
+    elif stop < taus.size:
+        details["stopped_by"] = [r.name for r in risks if r.p[stop] > delta_risk]
+    if not feasible.any():
+        if certified > 0 and budget_constraint is not None:
+            lax = stop - 1
+            frac = (n - n_exits[lax]) / max(n, 1)
+            budget_constraint.reason = (
+                f"the laxest tau the risks allow ({taus[lax]:.6g}) sends {frac:.3f} of the selection split to Stage "
+                f"2 > budget {budget}" + (", or the budget's own bound is not certified there" if split else ""))
+        elif budget_constraint is not None:
+            budget_constraint.reason = "no exit set is certified, so every sample goes to Stage 2"
+        details["constraints"] = [c.as_dict() for c in constraints]
+        details["unmet"] = [c.name for c in constraints if c.reason]
+        details["reason"] = "; ".join(f"{c.name}: {c.reason}" for c in constraints if c.reason)
+        return TauSelection(NO_EXIT_TAU, mode, True, details)
+
+    chosen = int(np.flatnonzero(feasible)[-1])  # the laxest: most exits, least cost
+    for c, r in zip(constraints, risks):
+        c.value = float(r.k[chosen] / max(r.n[chosen], 1))
+        c.upper_bound = float(clopper_pearson_upper(r.k[chosen], r.n[chosen], delta_risk))
+    if budget_constraint is not None:
+        budget_constraint.met, budget_constraint.value = True, float((n - n_exits[chosen]) / max(n, 1))
+    details["constraints"] = [c.as_dict() for c in constraints]
+    details["unmet"] = []
+    return TauSelection(float(taus[chosen]), mode, False, details)
+
+
+# ---- the verifier threshold (CADER, Local Evidence Verification: accept iff P_yes >= delta_v, paper 0.60) ----------
+
+VERIFIER_GRID = np.unique(np.r_[np.round(np.arange(0, 100) * 0.01, 2), 0.995, 0.999])[::-1]
+
+
+def select_verifier_threshold(
+    p_yes: np.ndarray, miss: np.ndarray, alpha_v: float, delta: float, min_accepted: int = 0,
+    candidates: np.ndarray | None = None,
+) -> dict:  # fmt: skip
+    """The lowest verifier threshold on a fixed grid whose accepted crops miss the evidence with rate <= alpha_v,
+    certified with probability >= 1 - delta (fixed sequence from the strictest threshold; conditional binomial test
+    on the accepted crops, as the exit error). ``threshold`` is None when none is certified."""
+    if not (0.0 < alpha_v < 1.0 and 0.0 < delta < 1.0):
+        raise ValueError(f"alpha_v and delta must be in (0, 1), got {alpha_v}, {delta}")
+    p_yes = np.asarray(p_yes, np.float64)
+    miss = np.asarray(miss, bool)
+    grid = VERIFIER_GRID if candidates is None else np.unique(np.asarray(candidates, np.float64))[::-1]
+    n_acc, n_miss = exit_counts_at(p_yes, ~miss, grid)  # "exits" = accepted, "errors" = misses
+    need = max(int(min_accepted), min_testable_exits(alpha_v, delta))
+    testable = np.flatnonzero(n_acc >= need)
+    out = {"alpha_v": alpha_v, "delta": delta, "n": int(p_yes.size), "n_miss": int(miss.sum()), "min_accepted": need,
+           "threshold": None, "certified": 0}  # fmt: skip
+    if testable.size == 0:
+        out["reason"] = f"no threshold accepts {need} or more crops ({p_yes.size} verified crops with evidence)"
+        return out
+    start = int(testable[0])
+    pv = binomial_tail_pvalue(n_miss, n_acc, alpha_v)
+    certified = fixed_sequence_rejections(pv[start:], delta)
+    out["certified"] = certified
+    if certified == 0:
+        ub = float(clopper_pearson_upper(n_miss[start], n_acc[start], delta))
+        out["reason"] = (f"the strictest testable threshold ({grid[start]:.3g}) accepts {int(n_acc[start])} crops, "
+                         f"{int(n_miss[start])} missing the evidence: upper bound {ub:.3g} > alpha_v = {alpha_v}")
+        return out
+    i = start + certified - 1
+    out.update(threshold=float(grid[i]), n_accepted=int(n_acc[i]), miss_rate=float(n_miss[i] / n_acc[i]),
+               upper_bound_miss=float(clopper_pearson_upper(n_miss[i], n_acc[i], delta)))  # fmt: skip
+    return out
+
+
+# ---- how many samples a guarantee needs --------------------------------------------------------------------------
+
+
+def certifiable_errors(n: int, level: float, delta: float) -> int:
+    """The most errors among n that still pass (P(Binomial(n, level) <= k) <= delta); -1 when even 0 fails."""
+    if n <= 0:
+        return -1
+    k = int(binom.ppf(delta, n, level))  # smallest k with cdf >= delta
+    while k >= 0 and binom.cdf(k, n, level) > delta:
+        k -= 1
+    return k
+
+
+def certification_power(n: int, true_rate: float, level: float, delta: float) -> float:
+    """P(a set of n whose true error rate is ``true_rate`` passes the level-``level`` test)."""
+    k = certifiable_errors(n, level, delta)
+    return float(binom.cdf(k, n, true_rate)) if k >= 0 else 0.0
+
+
+def exits_needed(true_rate: float, level: float, delta: float, power: float = 0.8, n_max: int = 200_000) -> int | None:
+    """Smallest n (exits, or samples for the accuracy loss) certified with probability >= ``power``; None when
+    ``true_rate >= level`` (no n is enough) or beyond ``n_max``."""
+    if true_rate >= level:
+        return None
+    lo = max(1, math.ceil(math.log(delta) / math.log1p(-level) - 1e-12))
+    n = lo
+    while n <= n_max:  # doubling, then a linear scan of the last octave (the power saw-tooths in n)
+        if certification_power(n, true_rate, level, delta) >= power:
+            for m in range(max(lo, n // 2), n + 1):
+                if certification_power(m, true_rate, level, delta) >= power:
+                    return m
+        n *= 2
+    return None
