@@ -6,12 +6,15 @@ as soon as it exists, so a killed run loses at most the line in flight. A rerun 
 complete to skip work already done, then appends (`JsonlAppender`).
 
 Readers come in three strengths, all over the same line loop (`iter_lines`):
-- `iter_lines`: (line number, parsed value) with a `LineProblem` in place of a line that is not JSON, for readers
-  that name file and line in their own errors (benchmark releases, calibration inputs, judge inputs);
+- `iter_lines`: (line number, parsed value) with a `LineProblem` in place of a line that is not JSON or not UTF-8,
+  for readers that name file and line in their own errors (benchmark releases, calibration inputs, judge inputs);
 - `read_jsonl`: the complete JSON objects of a results file, torn or non-object lines left out (only a torn final
   line can be partial when every line is one flushed write);
 - `read_validated`: the objects that satisfy a contract model (`cader.contracts.records`), and a `LineProblem`
   naming file, line and field for every other non-blank line.
+
+Lines are decoded one at a time, so one byte that is not UTF-8 (a Latin-1 export, a cut multi-byte character)
+costs that line alone, named by file and line, never the whole read.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from typing_extensions import Self
 
 @dataclass(frozen=True)
 class LineProblem:
-    """One unusable line: `reason` is a short code ("bad_json", "empty_line", "not_an_object", "invalid_record"),
-    `detail` the parser's or validator's own words."""
+    """One unusable line: `reason` is a short code ("bad_json", "bad_encoding", "empty_line", "not_an_object",
+    "invalid_record"), `detail` the parser's, decoder's or validator's own words."""
 
     path: str
     line: int
@@ -43,6 +46,7 @@ class LineProblem:
     def message(self) -> str:
         return {
             "bad_json": f"not valid JSON ({self.detail})",
+            "bad_encoding": f"not valid UTF-8 ({self.detail})",
             "empty_line": "empty line",
             "not_an_object": f"expected a JSON object, got {self.detail}",
         }.get(self.reason, self.detail)
@@ -51,11 +55,28 @@ class LineProblem:
         return f"{self.path}:{self.line}: {self.message}"
 
 
+def decode_line(raw: bytes, first: bool = False) -> str:
+    """One line's bytes as text; UnicodeDecodeError when they are not UTF-8. The first line may open with a byte
+    order mark (editors on Windows write one), which is not part of the JSON."""
+    return raw.decode("utf-8-sig" if first else "utf-8")
+
+
+def encoding_problem(exc: UnicodeDecodeError) -> str:
+    """'byte 0xff at column 13': the first offending byte and where it sits in its line (columns from 1)."""
+    return f"byte 0x{exc.object[exc.start]:02x} at column {exc.start + 1}"
+
+
 def iter_lines(path: str | Path, keep_blank: bool = False) -> Iterator[tuple[int, Any]]:
-    """(line number from 1, parsed JSON value) per line; a line that is not JSON yields a LineProblem instead of the
-    value. Blank lines are skipped, or yielded as LineProblem("empty_line") with `keep_blank`."""
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
+    """(line number from 1, parsed JSON value) per line; a line that is not UTF-8 or not JSON yields a LineProblem
+    ("bad_encoding", "bad_json") instead of the value. Blank lines are skipped, or yielded as
+    LineProblem("empty_line") with `keep_blank`. Lines end at "\\n" (a "\\r" before it is whitespace to JSON)."""
+    with Path(path).open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = decode_line(raw, first=number == 1)
+            except UnicodeDecodeError as exc:
+                yield number, LineProblem(str(path), number, "bad_encoding", encoding_problem(exc))
+                continue
             if not text.strip():
                 if keep_blank:
                     yield number, LineProblem(str(path), number, "empty_line", "")

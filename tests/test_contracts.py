@@ -221,6 +221,37 @@ def test_validated_reading_names_file_line_and_field(tmp_path):
     assert file_problems(path) == [str(p) for p in read.problems]
 
 
+def test_a_non_utf8_byte_costs_its_line_in_every_reader_named_by_file_and_line(tmp_path, caplog):
+    from cader.calibrate.records import read_prediction_file
+    from cader.evaluate.judge.questions import load_predictions
+    from cader.evaluate.runner import read_records
+
+    second = {**prediction(), "sample_id": "s2", "question": "caf\u00e9 au lait?"}
+    lines = [prediction(), json.dumps(second, ensure_ascii=False), {**prediction(), "sample_id": "s3"}]
+    path = write_lines(tmp_path / "predictions.jsonl", lines)
+    # the second line as a Latin-1 editor would save it: one byte 0xe9 where UTF-8 has two
+    path.write_bytes(path.read_bytes().replace("\u00e9".encode(), b"\xe9"))
+    column = path.read_bytes().splitlines()[1].index(b"\xe9") + 1
+    read = read_validated(path, PredictionRecord)
+    assert read.lines == [1, 3]
+    assert [(p.line, p.reason) for p in read.problems] == [(2, "bad_encoding")]
+    assert str(read.problems[0]) == f"{path}:2: not valid UTF-8 (byte 0xe9 at column {column})"
+    assert file_problems(path) == [str(read.problems[0])]
+    with caplog.at_level(logging.WARNING):  # a resumed run: the sample counts as not done and runs again
+        assert [r["sample_id"] for r in read_records(path)] == [prediction()["sample_id"], "s3"]
+    assert f"{path}:2: not valid UTF-8" in caplog.text
+    loaded = read_prediction_file(path)  # calibrate: counted by reason
+    assert len(loaded.records) == 2 and dict(loaded.skipped) == {"bad_encoding": 1}
+    rows, errors = load_predictions(path)  # the judge's predictions reader
+    assert rows and len(errors) == 1 and f"{path}:2" in str(errors[0]) and "0xe9" in str(errors[0])
+
+
+def test_a_byte_order_mark_opening_a_file_is_not_a_bad_line(tmp_path):
+    path = write_lines(tmp_path / "predictions.jsonl", [prediction()])
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert read_validated(path, PredictionRecord).records == [prediction()]
+
+
 def test_readers_report_and_skip_a_record_that_breaks_the_contract(tmp_path, caplog):
     from cader.calibrate.calibration_file import CalibrationFileError, read_calibration
     from cader.calibrate.records import read_prediction_file

@@ -178,15 +178,54 @@ def evidence_window(row: dict) -> list[float] | None:
     return None
 
 
+# Bytes that are not UTF-8 decode (errors="surrogateescape") to the lone surrogates U+DC80..U+DCFF, one per byte.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
 def read_json_rows(path: Path) -> list[Any]:
-    """A JSON file holding a list of rows (ValueError on bad JSON, TypeError on a non-list; both name the file)."""
+    """A JSON file holding a list of rows (ValueError on bad JSON, TypeError on a non-list; both name the file).
+
+    A row holding bytes that are not UTF-8 comes back as a RowError naming the byte and its line, in place of the
+    row: one bad byte costs its row alone, as a JSONL line costs its line, not the whole task file.
+    """
+    text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, list):
         raise TypeError(f"{path}: expected a JSON list of rows, got {type(data).__name__}")
-    return data
+    # The parser keeps strings (and object keys) in file order, so the k-th escaped byte met walking the rows in
+    # order is the k-th in the text: that gives each bad row the line of its first bad byte.
+    lines = iter(text.count("\n", 0, match.start()) + 1 for match in _ESCAPED_BYTE.finditer(text))
+    return [_undecodable_row(row, lines) for row in data]
+
+
+def _escaped_strings(value: Any) -> Iterator[str]:
+    """Every string inside a parsed JSON value (keys before their values), in file order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _escaped_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _escaped_strings(item)
+
+
+def _undecodable_row(row: Any, lines: Iterator[int]) -> Any:
+    """`row` itself, or a RowError when one of its strings holds escaped (non-UTF-8) bytes; consumes from `lines`
+    the line of every escaped byte the row holds."""
+    first = None
+    for text in _escaped_strings(row):
+        for match in _ESCAPED_BYTE.finditer(text):
+            line = next(lines, None)  # None: a "\\udcff" escape written in the JSON text, not a raw byte
+            first = first or (line, ord(match.group()) - 0xDC00)
+    if first is None:
+        return row
+    where = "" if first[0] is None else f" at line {first[0]}"
+    return RowError(f"not valid UTF-8 (byte 0x{first[1]:02x}{where})")
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:

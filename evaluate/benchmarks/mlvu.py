@@ -20,6 +20,12 @@ task file is scored and counted in that task's denominator; the task is the file
 * ``meta["answer_not_in_options"]``: no candidate equals ``answer``. The official scorer's gold index is then -1,
   rendered as the character before "A", so no prediction can match it; ``Sample.answer`` is that character
   (``NO_MATCH``), the row counts as wrong for every system, exactly as in the official M-Avg.
+* ``meta["empty_question"]``: the question text is blank; ``meta["empty_options"]``: the letters whose candidate
+  text is blank. The official scorer formats them into its prompt as they are ("Question: \\n", "(B) ") and scores
+  the row, so they are asked as they are here too (other loaders reject such rows: their scorers are not this one).
+
+What still makes a row error: a missing field, or a question, candidate or answer that is not text at all (the
+official scorer would print ``None`` into its prompt: a broken row, not a release quirk), and more than 26 candidates.
 """
 
 from __future__ import annotations
@@ -30,13 +36,12 @@ from cader.evaluate.benchmarks.base import (
     LETTERS,
     BenchmarkError,
     Collector,
+    RowError,
     RowMapping,
     RowPlace,
     Sample,
     add_rows,
     as_float,
-    as_options,
-    as_text,
     find_root,
     read_json_rows,
     with_evidence_window,
@@ -60,8 +65,27 @@ def task_of(stem: str) -> str:
     return tail if head.isdigit() and tail else stem
 
 
+def release_text(value, what: str) -> str:
+    """Text as released, blank allowed (the official scorer asks blank text as it is); not text is a row error."""
+    if not isinstance(value, str):
+        raise RowError(f"{what} must be text, got {value!r}")
+    return value
+
+
+def release_options(value) -> list[str]:
+    """The candidates as released: a list of texts, blank ones allowed (flagged in meta)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RowError(f"candidates must be a list of strings, got {value!r}")
+    return list(value)
+
+
 def _meta(row: dict, place: RowPlace, options: list[str]) -> dict:
     meta = {"task_type": task_of(place.file.stem), "question_type": row.get("question_type")}
+    if not row["question"].strip():
+        meta["empty_question"] = True
+    blank = [LETTERS[i] for i, option in enumerate(options) if not option.strip()]
+    if blank:
+        meta["empty_options"] = blank
     if len(set(options)) < len(options):
         meta["duplicate_options"] = True
     if official_gold(row["answer"], options) == NO_MATCH:
@@ -72,9 +96,9 @@ def _meta(row: dict, place: RowPlace, options: list[str]) -> dict:
 ROW = RowMapping(
     required=("video", "question", "candidates", "answer"),
     sample_id=lambda row, place: f"{place.file.stem}-{place.row}",
-    question=lambda row, place: as_text(row["question"], "question"),
-    options=lambda row, place: as_options(row["candidates"]),
-    answer=lambda row, options, letters: official_gold(as_text(row["answer"], "answer"), options),
+    question=lambda row, place: release_text(row["question"], "question"),
+    options=lambda row, place: release_options(row["candidates"]),
+    answer=lambda row, options, letters: official_gold(release_text(row["answer"], "answer"), options),
     video=lambda row, place: place.out.inside(
         place.root / "MLVU" / "video" / place.file.stem, row["video"], "video"
     ),
