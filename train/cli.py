@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "configs" / "train"
 
 USAGE = ("%(prog)s [--config CONFIG] [--print_config] [--plan_only true] [--ckpt_path PATH|last] [--export false]\n"
+         "       [--num_threads INT]\n"
          "       [--trainer.NAME VALUE] [--model.NAME VALUE] [--data.NAME VALUE] ...")
 
 
@@ -63,6 +64,11 @@ class SFTCLI(LightningCLI):
         parser.add_argument("--export", type=bool, default=True, help="write <default_root_dir>/export at the end")
         parser.add_argument("--make_missing", type=dict | None, default=None,
                             help="{path: command}: inputs this config needs and the command that creates each")
+        parser.add_argument("--num_threads", type=int | None, default=None,
+                            help="torch's intra-op CPU threads (torch.set_num_threads), set before any torch work "
+                                 "and recorded in the export's cader_export.json; null keeps torch's default "
+                                 "(OMP_NUM_THREADS, else the cores). Fix it for runs that must give the same losses "
+                                 "on machines or environments with different thread counts.")
         parser.add_argument("--plan_only", type=bool, default=False,
                             help="read, filter and budget the mix, fill the plan cache, write data_report.json, and "
                                  "stop (no model, no Trainer: run it on a CPU node before the GPU job)")
@@ -98,6 +104,21 @@ def make_cli(argv: list[str] | None = None) -> SFTCLI:
 def parse_sft_args(argv: list[str]):
     """sft.py's configuration for `argv`, without instantiating anything (config checks)."""
     return make_cli(argv).config
+
+
+def apply_num_threads(num_threads: int | None) -> int:
+    """Set torch's intra-op thread count (None: leave torch's default); returns the count torch now uses.
+
+    Float sums split over a different number of threads add in a different order, so the same run gives losses
+    that differ in the last bits between OMP_NUM_THREADS=1 and =2; one fixed count makes them equal.
+    """
+    import torch
+
+    if num_threads is not None:
+        if num_threads < 1:
+            raise ValueError(f"--num_threads must be a positive integer or null, got {num_threads}")
+        torch.set_num_threads(num_threads)
+    return torch.get_num_threads()
 
 
 def missing_inputs_message(make_missing: dict | None) -> str | None:
@@ -168,8 +189,9 @@ def plan_data(config) -> int:
     return 0
 
 
-def run_export(trainer, module) -> Path | None:
-    """Consolidate (ZeRO-3 collective on all ranks), then rank 0 writes <default_root_dir>/export."""
+def run_export(trainer, module, metadata: dict | None = None) -> Path | None:
+    """Consolidate (ZeRO-3 collective on all ranks), then rank 0 writes <default_root_dir>/export with
+    `metadata` (e.g. the run's thread setting) in its cader_export.json."""
     from cader.train.export import export_hf, gather_state_dict
 
     state = gather_state_dict(trainer, module)
@@ -180,4 +202,5 @@ def run_export(trainer, module) -> Path | None:
     if hp.lora_r > 0:
         lora = {"r": hp.lora_r, "lora_alpha": hp.lora_alpha, "lora_dropout": hp.lora_dropout,
                 "target_modules": hp.lora_targets, "bias": "none"}
-    return export_hf(state, hp.model_path, Path(trainer.default_root_dir) / "export", lora=lora)
+    meta = {"global_step": int(trainer.global_step), **(metadata or {})}
+    return export_hf(state, hp.model_path, Path(trainer.default_root_dir) / "export", lora=lora, metadata=meta)

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import lightning as L
+import torch
 from cader.train.budget import BudgetConfig
 from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
 from cader.train.formats import FORMATS
@@ -343,7 +344,10 @@ class SFTDataModule(L.LightningDataModule):
                                             rank=rank, world_size=world)
         self._loader = ResumableLoader(PlannedDataset(self.items, self.encoder), batch_sampler=sampler,
                                        collate_fn=BatchCollator(self.encoder.pad_id), num_workers=self.num_workers,
-                                       persistent_workers=False)
+                                       persistent_workers=False,
+                                       # the workers' seeds come from this generator: seeded, a rerun's workers
+                                       # draw the same random numbers (torch's default takes a fresh seed)
+                                       generator=torch.Generator().manual_seed(self.seed + rank))
         return self._loader
 
 

@@ -4,6 +4,7 @@ template saved beside them).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -12,6 +13,8 @@ from pathlib import Path
 import torch
 
 log = logging.getLogger(__name__)
+
+EXPORT_METADATA = "cader_export.json"   # what made the export; inside the folder, so it moves with the weights
 
 
 def gather_state_dict(trainer, module) -> dict[str, torch.Tensor] | None:
@@ -77,14 +80,24 @@ def _assign(model, weights: dict[str, torch.Tensor]) -> tuple[list[str], list[st
     return list(missing), list(unexpected)
 
 
+def export_metadata(model_path: str, lora: dict | None, extra: dict | None = None) -> dict:
+    """The cader_export.json block: base model, LoRA settings, torch's thread count at export time, the caller's
+    `extra` (global step, the --num_threads asked for) and the provenance block (code, packages, command)."""
+    from cader.contracts.provenance import collect_provenance
+
+    return {"base_model": model_path, "lora": lora, "torch_num_threads": torch.get_num_threads(),
+            **(extra or {}), "provenance": collect_provenance()}
+
+
 def export_hf(state: dict[str, torch.Tensor], model_path: str, out_dir: str | Path, *, lora: dict | None = None,
-              processor_path: str | None = None) -> Path:
+              processor_path: str | None = None, metadata: dict | None = None) -> Path:
     """Write the HF folder from a SFTModule state dict (keys "model.*").
 
     The weights are assigned into the base model's architecture built on the meta device, so the export holds one
     copy of the weights (the state dict's, cast to the base dtype) and never reads the base checkpoint; config,
     generation config and dtype are the base model's. With `lora` (LoraConfig kwargs) the adapters are applied and
-    merged first.
+    merged first. `cader_export.json` in the folder records `metadata` with the provenance block
+    (`export_metadata`).
     """
     from cader.vlm.loading import load_processor
 
@@ -117,6 +130,7 @@ def export_hf(state: dict[str, torch.Tensor], model_path: str, out_dir: str | Pa
     template = processor.chat_template
     if not (tmp / "chat_template.jinja").exists() and not (tmp / "chat_template.json").exists():
         (tmp / "chat_template.jinja").write_text(template)
+    (tmp / EXPORT_METADATA).write_text(json.dumps(export_metadata(model_path, lora, metadata), indent=1))
     shutil.rmtree(out_dir, ignore_errors=True)
     os.replace(tmp, out_dir)
     log.info("exported HF model to %s", out_dir)

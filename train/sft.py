@@ -5,19 +5,33 @@
 
 Every option can be overridden with a dotted flag (e.g. `--trainer.max_steps 5 --model.lora_r 8`); a bare config name
 is looked up in configs/train/. `--ckpt_path PATH|last` resumes exactly (optimizer, scheduler, data position).
-The export lands in `<trainer.default_root_dir>/export/`. `--plan_only true` stops after planning the data (counts per
+The export lands in `<trainer.default_root_dir>/export/` (with cader_export.json: what made it).
+`--num_threads N` fixes torch's CPU threads so that runs under different OMP_NUM_THREADS give the same losses. `--plan_only true` stops after planning the data (counts per
 source, data_report.json, plan cache): check a mix and fill its cache on a CPU node before a GPU job.
 """
 import logging
 import sys
 
-from cader.train.cli import local_processor_problem, make_cli, missing_inputs_message, plan_data, run_export
+from cader.train.cli import (
+    apply_num_threads,
+    local_processor_problem,
+    make_cli,
+    missing_inputs_message,
+    plan_data,
+    run_export,
+)
 from cader.train.datamodule import SourceError
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     cli = make_cli(argv)   # parses the command line once; builds nothing yet
+    try:   # before any torch work: the thread count fixes the order of float sums, hence the exact losses
+        threads = apply_num_threads(cli.config.num_threads)
+    except ValueError as err:
+        print(f"sft: {err}", file=sys.stderr)
+        return 2
+    logging.getLogger("cader.train.sft").info("torch intra-op threads: %d", threads)
     message = missing_inputs_message(cli.config.make_missing)
     if message:
         print(message, file=sys.stderr)
@@ -36,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sft: {err}", file=sys.stderr)
         return 2
     if cli.config.export:
-        out = run_export(cli.trainer, cli.model)
+        out = run_export(cli.trainer, cli.model, metadata={"num_threads": cli.config.num_threads})
         if out is not None:
             print(f"export: {out}")
     return 0
