@@ -3,7 +3,7 @@ import math
 
 import pytest
 from cader.train.budget import BudgetConfig, ImageSpec, VideoSpec, image_tokens, plan_budget
-from cader.train.schedule import lr_factor, optimizer_steps, warmup_steps
+from cader.train.schedule import lr_factors, optimizer_steps, warmup_steps
 
 # factor 32, temporal patch 2, timestamp 8 tokens: a 256x256 frame pair costs 8*8 + 2 + 8 = 74 tokens
 SQUARE = {"height": 256, "width": 256}
@@ -65,7 +65,7 @@ def test_images_cost_and_shrink():
                                            (10, 0.0)])
 def test_cosine_with_warmup(step, expected):
     assert warmup_steps(10, 0.1) == 1
-    assert lr_factor(step, 10, 1) == pytest.approx(expected)
+    assert lr_factors("cosine", 10, 1)[step] == pytest.approx(expected)
 
 
 def test_paper_schedule_lengths():
@@ -73,4 +73,4 @@ def test_paper_schedule_lengths():
     steps = optimizer_steps(228_835, accumulate=2, world_size=8)
     assert steps == math.ceil(math.ceil(228_835 / 8) / 2) == 14_303
     assert warmup_steps(steps, 0.1) == 1_431
-    assert lr_factor(715, steps, 1_431) == pytest.approx(0.5, abs=1e-3)   # half way through warmup
+    assert lr_factors("cosine", steps, 1_431, steps=716)[715] == pytest.approx(0.5, abs=1e-3)   # half way up

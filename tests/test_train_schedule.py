@@ -1,11 +1,11 @@
-"""The learning-rate schedule: hand-computed factors for each selectable decay, the module's optimizer using the
-configured one, and `--print_config` showing it as part of the recipe."""
+"""The learning-rate schedule: transformers' get_scheduler gives, at every step, the factors the recipe's own
+formula gave (hand-computed here), the module's optimizer uses the configured one, and `--print_config` shows it."""
 import importlib.util
 import math
 from pathlib import Path
 
 import pytest
-from cader.train.schedule import SCHEDULERS, lr_factor, optimizer_steps, warmup_steps
+from cader.train.schedule import SCHEDULERS, lr_factors, optimizer_steps, warmup_steps
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,17 +18,38 @@ EXPECTED = {
 }
 
 
+def old_formula(step: int, total: int, warmup: int, kind: str) -> float:
+    """The schedule train/schedule.py computed itself before it used transformers.get_scheduler."""
+    if step < warmup:
+        return step / max(1, warmup)
+    if kind == "constant_with_warmup":
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    if kind == "linear":
+        return max(0.0, 1.0 - progress)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
 @pytest.mark.parametrize("kind", SCHEDULERS)
 def test_lr_factor_by_hand(kind):
+    got = lr_factors(kind, 10, 2)
+    assert len(got) == 11
     for step, want in enumerate(EXPECTED[kind]):
         if want is not None:
-            assert lr_factor(step, 10, 2, kind) == pytest.approx(want), (kind, step)
+            assert got[step] == pytest.approx(want, abs=1e-12), (kind, step)
 
 
-def test_cosine_is_the_default_and_unknown_names_fail():
-    assert [lr_factor(s, 10, 2) for s in range(11)] == [lr_factor(s, 10, 2, "cosine") for s in range(11)]
+@pytest.mark.parametrize("kind", SCHEDULERS)
+@pytest.mark.parametrize("total,warmup", [(10, 1), (37, 4), (1_000, 100)])
+def test_every_step_matches_the_old_formula(kind, total, warmup):
+    got = lr_factors(kind, total, warmup)
+    want = [old_formula(step, total, warmup, kind) for step in range(total + 1)]
+    assert got == pytest.approx(want, abs=1e-12)
+
+
+def test_unknown_names_fail_naming_the_setting():
     with pytest.raises(ValueError, match="lr_scheduler_type"):
-        lr_factor(3, 10, 2, "polynomial")
+        lr_factors("polynomial", 10, 2)
 
 
 def test_warmup_and_step_counts():

@@ -325,10 +325,13 @@ class SFTDataModule(L.LightningDataModule):
         out_dir = self._out_dir()
         if out_dir is None or (self.trainer is not None and self.trainer.global_rank != 0):
             return
+        from cader.contracts.provenance import collect_provenance
+
         warnings = loss_warnings(self.report, self.max_source_loss)
         write_atomic(Path(out_dir) / "data_report.json",
                      json.dumps({"sources": self.report, "budget": asdict(self.budget), "warnings": warnings,
-                                 "max_source_loss": self.max_source_loss}, indent=1))
+                                 "max_source_loss": self.max_source_loss, "provenance": collect_provenance()},
+                                indent=1))
 
     @property
     def lengths(self):

@@ -7,7 +7,7 @@ from typing import Literal
 
 import lightning as L
 import torch
-from cader.train.schedule import lr_factor, optimizer_steps, warmup_steps
+from cader.train.schedule import make_scheduler, optimizer_steps, warmup_steps
 
 log = logging.getLogger(__name__)
 
@@ -226,5 +226,5 @@ class SFTModule(L.LightningModule):
         warm = warmup_steps(total, self.hparams.warmup_ratio)
         kind = self.hparams.get("lr_scheduler_type", "cosine")   # checkpoints from before the setting: cosine
         log.info("optimizer steps %d, warmup %d, %s decay", total, warm, kind)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total, warm, kind))
+        scheduler = make_scheduler(optimizer, kind, total, warm)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -1,36 +1,45 @@
 """Learning-rate schedule of the SFT recipe: linear warmup over ceil(warmup_ratio * total) optimizer steps, then
-the decay named by `lr_scheduler_type` (paper Table 6: warmup ratio 0.1, cosine). The names and shapes are those of
-transformers' get_scheduler, which LLaMA-Factory's `lr_scheduler_type` selects: "cosine" (half a cosine to zero),
-"linear" (straight line to zero), "constant_with_warmup" (flat after warmup). Pure functions; module.py wraps them in
-LambdaLR.
+the decay named by `lr_scheduler_type` (paper Table 6: warmup ratio 0.1, cosine). The schedules are transformers'
+own `get_scheduler`, the one LLaMA-Factory's `lr_scheduler_type` selects: "cosine" (half a cosine to zero),
+"linear" (straight line to zero), "constant_with_warmup" (flat after warmup). Here: the step counts they need.
 """
 from __future__ import annotations
 
 import math
+
+import torch
+
+SCHEDULERS = ("cosine", "linear", "constant_with_warmup")
 
 
 def warmup_steps(total_steps: int, warmup_ratio: float) -> int:
     return math.ceil(total_steps * warmup_ratio)
 
 
-SCHEDULERS = ("cosine", "linear", "constant_with_warmup")
-
-
-def lr_factor(step: int, total_steps: int, warmup: int, kind: str = "cosine") -> float:
-    """Multiplier of the base lr at optimizer step `step` (0-based: the lr used by the (step+1)-th update)."""
-    if kind not in SCHEDULERS:
-        raise ValueError(f"unknown lr_scheduler_type {kind!r}; expected one of {SCHEDULERS}")
-    if step < warmup:
-        return step / max(1, warmup)
-    if kind == "constant_with_warmup":
-        return 1.0
-    progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
-    if kind == "linear":
-        return max(0.0, 1.0 - progress)
-    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
-
-
 def optimizer_steps(num_batches: int, accumulate: int, epochs: int = 1, world_size: int = 1) -> int:
     """Real optimizer steps: per-rank batches per epoch / accumulation (a partial last window still steps)."""
     per_rank = math.ceil(num_batches / world_size)
     return max(1, math.ceil(per_rank / accumulate) * epochs)
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, total_steps: int, warmup: int):
+    """transformers' `kind` schedule (a LambdaLR stepped once per optimizer step) over `total_steps` with
+    `warmup` linear warmup steps. Raises ValueError naming the setting for a kind outside SCHEDULERS."""
+    from transformers import get_scheduler
+
+    if kind not in SCHEDULERS:
+        raise ValueError(f"unknown lr_scheduler_type {kind!r}; expected one of {SCHEDULERS}")
+    return get_scheduler(kind, optimizer, num_warmup_steps=warmup, num_training_steps=total_steps)
+
+
+def lr_factors(kind: str, total_steps: int, warmup: int, steps: int | None = None) -> list[float]:
+    """The multiplier of the base lr used by each of the first `steps` (default total_steps + 1) updates, read
+    off the real scheduler on a one-parameter optimizer: what a run's optimizer sees, step by step."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = make_scheduler(optimizer, kind, total_steps, warmup)
+    out = []
+    for _ in range(total_steps + 1 if steps is None else steps):
+        out.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return out
