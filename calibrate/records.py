@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from cader.calibrate.margin import InvalidLogits, validate_logits
@@ -57,10 +58,16 @@ class Stage1Record:
     logits: np.ndarray  # raw option logits, float64, same order as letters
     gold: int  # index of the answer letter
     stage2_correct: bool | None = None  # outcome had this sample gone to Stage 2 (None = unknown)
+    video: str | None = None  # the row's video path; questions on one video share its difficulty
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.benchmark, self.sample_id)
+
+    @property
+    def cluster(self) -> tuple[str, str]:
+        """(benchmark, video); a row without a video is a cluster of its own (it cannot be matched to others)."""
+        return (self.benchmark, self.video) if self.video else (self.benchmark, "\0sample:" + self.sample_id)
 
 
 @dataclass
@@ -71,6 +78,7 @@ class LoadedPredictions:
         default_factory=Counter
     )  # reason -> count (row_error, non_finite, duplicate, ...)
     rows_read: int = 0
+    rows_without_video: int = 0  # usable rows with no video path: each is split as a video of its own
 
 
 def _row_to_record(row, path: str, line: int) -> Stage1Record:
@@ -126,6 +134,7 @@ def _row_to_record(row, path: str, line: int) -> Stage1Record:
         logits=logits,
         gold=gold,
         stage2_correct=stage2_correct,
+        video=row["video"] if isinstance(row.get("video"), str) and row["video"] else None,
     )
 
 
@@ -144,6 +153,7 @@ def read_prediction_file(path: str | Path, strict: bool = False) -> LoadedPredic
                 out.skipped["row_error"] += 1  # a failed sample, already reported by the run that wrote it
                 continue
             out.records.append(_row_to_record(row, path_s, line_no))
+            out.rows_without_video += out.records[-1].video is None
         except PredictionRowError as exc:
             if strict:
                 raise
@@ -172,6 +182,7 @@ def read_predictions(paths: Sequence[str | Path], strict: bool = False) -> Loade
         merged.problems += loaded.problems
         merged.skipped.update(loaded.skipped)
         merged.rows_read += loaded.rows_read
+        merged.rows_without_video += loaded.rows_without_video
         for rec in loaded.records:
             seen = by_key.get(rec.key)
             if seen is None:
@@ -184,26 +195,54 @@ def read_predictions(paths: Sequence[str | Path], strict: bool = False) -> Loade
     return merged
 
 
+SPLIT_UNITS = ("video", "question")
+
+
 def split_fit_select(
-    records: Iterable[Stage1Record], seed: int = 0, fit_fraction: float = 0.5
+    records: Iterable[Stage1Record],
+    seed: int = 0,
+    fit_fraction: float = 0.5,
+    *,
+    by: Literal["video", "question"] = "video",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint index arrays (fit, select) into ``records``, stratified by benchmark, reproducible for a seed.
 
-    Records are ordered by (benchmark, sample_id) before shuffling, so the split does not depend on file order.
-    A benchmark with a single sample goes to the selection split.
+    Args:
+        records: the usable Stage-1 records
+        seed: seed of the shuffle
+        fit_fraction: share of each benchmark's videos (or questions) that fits T; the rest selects tau
+        by: "video" (default) keeps every video's questions on one side: questions on one video share its
+            difficulty, so a question-level split would let the temperature fit see the very videos tau is
+            selected on, and the selection split would not be a fresh sample of videos; "question" splits
+            questions independently (kept for comparison)
+
+    Units (videos or questions) are ordered by their first record's key before shuffling, so the split does not
+    depend on file order, and with one question per video both units give the same split;
+    each benchmark sends floor(units * fit_fraction) of its units to the fit part, so a benchmark with a single
+    unit goes to the selection split. Raises ValueError when the fit part would be empty (every benchmark has a
+    single video, say): fitting T on nothing must not look like success.
     """
     if not 0.0 < fit_fraction < 1.0:
         raise ValueError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
+    if by not in SPLIT_UNITS:
+        raise ValueError(f"split unit must be one of {SPLIT_UNITS}, got {by!r}")
     records = list(records)
     rng = np.random.default_rng(seed)
-    groups: dict[str, list[int]] = {}
+    units: dict[str, dict[tuple, list[int]]] = {}  # benchmark -> unit key -> record indices
     for i in sorted(range(len(records)), key=lambda i: records[i].key):
-        groups.setdefault(records[i].benchmark, []).append(i)
+        rec = records[i]
+        unit = rec.cluster if by == "video" else rec.key
+        units.setdefault(rec.benchmark, {}).setdefault(unit, []).append(i)
     fit, select = [], []
-    for bench in sorted(groups):
-        idx = np.asarray(groups[bench])
-        idx = idx[rng.permutation(idx.size)]
-        n_fit = int(np.floor(idx.size * fit_fraction))
-        fit.extend(idx[:n_fit].tolist())
-        select.extend(idx[n_fit:].tolist())
+    for bench in sorted(units):
+        keys = list(units[bench])  # in order of each unit's first record key, so one question per video splits
+        order = rng.permutation(len(keys))
+        n_fit = int(np.floor(len(keys) * fit_fraction))
+        for rank, k in enumerate(order):
+            (fit if rank < n_fit else select).extend(units[bench][keys[k]])
+    if records and not fit:
+        raise ValueError(
+            f"the {by}-level split leaves nothing to fit the temperature on: no benchmark has two or more "
+            f"{by}s ({len(records)} records); pass more videos, or fix the temperature"
+        )
     return np.asarray(sorted(fit), dtype=np.int64), np.asarray(sorted(select), dtype=np.int64)

@@ -127,3 +127,51 @@ def test_split_is_disjoint_stratified_and_reproducible(tmp_path):
     reversed_records = read_predictions(paths[::-1]).records
     rev_fit, _ = split_fit_select(reversed_records, seed=3)
     assert {records[i].key for i in fit} == {reversed_records[i].key for i in rev_fit}
+
+
+def _clustered_rows(bench, videos, per_video, seed=0):
+    rows = synthetic_prediction_rows(bench, videos * per_video, seed=seed)
+    for i, row in enumerate(rows):
+        row["video"] = f"videos/{bench}-{i // per_video}.mp4"
+    return rows
+
+
+def test_video_split_keeps_each_video_on_one_side_stratified_by_benchmark(tmp_path):
+    path = _write(tmp_path / "p.jsonl", _clustered_rows("bench_a", 10, 4) + _clustered_rows("bench_b", 5, 3, seed=1))
+    records = read_predictions([path]).records
+    assert records[5].video == "videos/bench_a-1.mp4" and records[5].cluster == ("bench_a", "videos/bench_a-1.mp4")
+    fit, sel = split_fit_select(records, seed=3)  # by video is the default
+    assert set(fit).isdisjoint(sel) and len(fit) + len(sel) == len(records)
+    fit_videos = {records[i].cluster for i in fit}
+    assert fit_videos.isdisjoint({records[i].cluster for i in sel})
+    # floor(videos * fraction) videos of each benchmark: 5 of bench_a (20 questions), 2 of bench_b (6 questions)
+    assert sum(v[0] == "bench_a" for v in fit_videos) == 5 and sum(v[0] == "bench_b" for v in fit_videos) == 2
+    assert len(fit) == 5 * 4 + 2 * 3
+    np.testing.assert_array_equal(fit, split_fit_select(records, seed=3)[0])
+    # the question-level option mixes a video's questions across both sides
+    q_fit, q_sel = split_fit_select(records, seed=3, by="question")
+    assert {records[i].cluster for i in q_fit} & {records[i].cluster for i in q_sel}
+
+
+def test_one_question_per_video_splits_as_the_question_level_option(tmp_path):
+    _, records = _records(tmp_path, [("bench_a", 40), ("bench_b", 21)])
+    for seed in range(3):
+        by_video, by_question = split_fit_select(records, seed=seed), split_fit_select(records, seed=seed, by="question")
+        np.testing.assert_array_equal(by_video[0], by_question[0])
+
+
+def test_rows_without_video_are_counted_and_split_alone(tmp_path):
+    rows = _clustered_rows("bench_a", 3, 2)
+    rows[0].pop("video")
+    loaded = read_predictions([_write(tmp_path / "p.jsonl", rows)])
+    assert loaded.rows_without_video == 1 and loaded.records[0].video is None
+    assert loaded.records[0].cluster != loaded.records[1].cluster  # its video-mate cannot be known
+
+
+def test_video_split_refuses_to_leave_nothing_to_fit(tmp_path):
+    records = read_predictions([_write(tmp_path / "p.jsonl", _clustered_rows("bench_a", 1, 6))]).records
+    with pytest.raises(ValueError, match="nothing to fit the temperature on"):
+        split_fit_select(records)
+    assert len(split_fit_select(records, by="question")[0]) == 3
+    with pytest.raises(ValueError, match="split unit"):
+        split_fit_select(records, by="frame")
