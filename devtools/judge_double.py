@@ -3,13 +3,15 @@
 It answers POST /v1/chat/completions (OpenAI shape) and POST /v1/messages (Anthropic shape: top-level `system`,
 content blocks, errors in Anthropic's {"type": "error", "error": {...}} envelope) with a judgment that is valid for
 the prompt it receives: the question id, SWEEP_REQUIRED flag and milestone ids are parsed from the user prompt
-(prompt.USER_TEMPLATE). Both APIs share one server, one script and one set of counters. Faults are scripted
+(the paper's prompt.USER_TEMPLATE or the official harness's layout; prediction text is fenced as "| " lines, so
+it is never parsed as the template's own). Both APIs share one server, one script and one set of counters. Faults are scripted
 per question: `script` is a list of actions consumed one per request for that question, the last repeating, e.g.
 ["malformed", "valid"] answers garbage once and then a valid judgment; ["500"] fails forever. "400" is a
 non-retryable bad request, "overloaded" is Anthropic's HTTP 529, "empty" is a reply with no text, "two_objects" a
 reply text holding two JSON objects, "truncated_body" a 200 whose JSON body is cut short, "text_body" a 200 with a
 text/plain body, "out_of_tokens" an empty reply stopped by the token limit (a reasoning model that spent its
-whole budget thinking). Error replies carry `Retry-After: <retry_after>` when the server is given one.
+whole budget thinking), "drip" a valid reply whose body is sent one byte every `drip_seconds` (a slow body that
+no per-read timeout catches), "huge_invalid" an invalid reply of `huge_chars` characters (5 MB by default). Error replies carry `Retry-After: <retry_after>` when the server is given one.
 
 Its identity is fixed: it answers only requests for its own model name (providers.LOOPBACK_MODEL; 404
 model_not_found otherwise, as the real APIs do) and names itself in every reply's `model` field, so its made-up
@@ -47,7 +49,8 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 ACTIONS = ("valid", "fenced", "prose", "malformed", "wrong_milestones", "bad_score", "unknown_tag", "p4_null",
-           "two_objects", "empty", "out_of_tokens", "truncated_body", "text_body", "400", "429", "500", "overloaded", "hang")
+           "two_objects", "empty", "out_of_tokens", "truncated_body", "text_body", "400", "429", "500", "overloaded",
+           "hang", "drip", "huge_invalid")
 JSON = "application/json"
 ERROR_STATUS = {"400": 400, "429": 429, "500": 500, "overloaded": 529}
 # Anthropic's error `type` per HTTP status (https://docs.anthropic.com/en/api/errors).
@@ -57,16 +60,17 @@ ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_erro
 REASONING_MODELS = ("gpt-5*", "o1*", "o3*", "o4*")
 _QID = re.compile(r"^QUESTION_ID: (.*)$", re.MULTILINE)
 _SWEEP = re.compile(r"^SWEEP_REQUIRED: (\w+)$", re.MULTILINE)
-_IDS = re.compile(r"entries with IDs (.*) in this order\.", re.MULTILINE)
+# A milestone line: "M1 [type]: ..." (the paper's layout) or "  M1 type=...: ..." (the official harness's).
+_MILESTONE = re.compile(r"^ {0,2}(\S+) (?:\[[^\]\n]*\]|type=[^:\n]*):", re.MULTILINE)
 
 
 def parse_prompt(user_text: str) -> tuple[str, str, list[str]]:
-    """(question id, sweep flag, milestone ids) from a judge user prompt."""
+    """(question id, sweep flag, milestone ids) from a judge user prompt: the first QUESTION_ID and SWEEP_REQUIRED
+    lines, and the milestone lines (all of them start a line; a fenced prediction's lines start with "| ")."""
     qid = _QID.search(user_text)
     sweep = _SWEEP.search(user_text)
-    ids = _IDS.findall(user_text)
     return (qid.group(1).strip() if qid else "?", sweep.group(1) if sweep else "unknown",
-            [i.strip() for i in ids[0].split(",") if i.strip()] if ids else [])
+            list(dict.fromkeys(_MILESTONE.findall(user_text))))
 
 
 def synthetic_judgment(qid: str, milestone_ids: Sequence[str], sweep: str) -> dict:
@@ -90,10 +94,15 @@ def synthetic_judgment(qid: str, milestone_ids: Sequence[str], sweep: str) -> di
             "summary": f"loopback judgment for question {qid}"}
 
 
-def reply_text(action: str, qid: str, ids: list[str], sweep: str, judgment_fn: Callable) -> str:
+def reply_text(action: str, qid: str, ids: list[str], sweep: str, judgment_fn: Callable,
+               huge_chars: int = 5_000_000) -> str:
     judgment = judgment_fn(qid, ids, sweep)
     if action in ("empty", "out_of_tokens"):
         return ""
+    if action == "huge_invalid":  # a runaway reply: prose, then a JSON object cut off
+        prose = ("The trajectory is long. " * (huge_chars // 24 + 1))[:max(0, huge_chars - 30)]
+        return prose + '{"process_scores": {"P1": 2'
+
     if action == "fenced":
         return "```json\n" + json.dumps(judgment, indent=1) + "\n```"
     if action == "prose":
@@ -170,11 +179,12 @@ class LoopbackJudgeServer:
     def __init__(self, *, delay: float = 0.0, script: Sequence[str] = ("valid",),
                  per_question: dict[str, Sequence[str]] | None = None, hang_seconds: float = 5.0,
                  judgment_fn: Callable = synthetic_judgment, port: int = 0, retry_after: str | None = None,
-                 also_answers_as: Sequence[str] = ()):
+                 also_answers_as: Sequence[str] = (), drip_seconds: float = 1.0, huge_chars: int = 5_000_000):
         for action in [*script, *(a for s in (per_question or {}).values() for a in s)]:
             if action not in ACTIONS:
                 raise ValueError(f"unknown loopback action {action!r}; choose from {ACTIONS}")
         self.delay, self.hang_seconds, self.judgment_fn = delay, hang_seconds, judgment_fn
+        self.drip_seconds, self.huge_chars = drip_seconds, huge_chars
         self.retry_after = retry_after           # Retry-After header value sent with every error reply
         self.model_names = {LOOPBACK_MODEL, *also_answers_as}
         self.script, self.per_question = list(script), {str(k): list(v) for k, v in (per_question or {}).items()}
@@ -224,28 +234,29 @@ class LoopbackJudgeServer:
         script = self.per_question.get(qid, self.script)
         return script[min(index, len(script) - 1)]
 
-    def _respond(self, body: dict, api: str, headers) -> tuple[int, dict | bytes, str]:
-        """(status, JSON payload or raw body bytes, content type)."""
+    def _respond(self, body: dict, api: str, headers) -> tuple[int, dict | bytes, str, str]:
+        """(status, JSON payload or raw body bytes, content type, the action taken)."""
         first_user = next((m.get("content", "") for m in body.get("messages") or [] if m.get("role") == "user"), "")
         first_user = content_text(first_user)
         if api == "anthropic" and (problem := anthropic_request_problem(body, headers)):
-            return 400, error_payload(api, 400, problem), JSON  # a request the real API would reject; no action used
+            # a request the real API would reject; no action used
+            return 400, error_payload(api, 400, problem), JSON, "rejected"
         if body.get("model") not in self.model_names:
             message = f"The model `{body.get('model')}` does not exist (this is the loopback test double)"
-            return 404, error_payload(api, 404, message, "model_not_found"), JSON
+            return 404, error_payload(api, 404, message, "model_not_found"), JSON, "rejected"
         if api == "openai" and (problem := openai_request_problem(body)):
-            return 400, error_payload(api, 400, problem, "unsupported_parameter"), JSON
+            return 400, error_payload(api, 400, problem, "unsupported_parameter"), JSON, "rejected"
         qid, sweep, ids = parse_prompt(first_user)
         action = self._next_action(qid)
         time.sleep(self.delay)
         if action in ERROR_STATUS:
             status = ERROR_STATUS[action]
-            return status, error_payload(api, status, f"loopback injected {action}"), JSON
+            return status, error_payload(api, status, f"loopback injected {action}"), JSON, action
         if action == "text_body":
-            return 200, b"upstream proxy error: try again later", "text/plain"
+            return 200, b"upstream proxy error: try again later", "text/plain", action
         if action == "hang":
             time.sleep(self.hang_seconds)
-        text = reply_text(action, qid, ids, sweep, self.judgment_fn)
+        text = reply_text(action, qid, ids, sweep, self.judgment_fn, self.huge_chars)
         tokens_in, tokens_out = len(first_user) // 4, len(text) // 4
         if api == "anthropic":
             payload = {"id": f"msg_loopback_{qid}", "type": "message", "role": "assistant", "model": LOOPBACK_MODEL,
@@ -261,8 +272,8 @@ class LoopbackJudgeServer:
                                  "total_tokens": tokens_in + tokens_out}}
         if action == "truncated_body":  # a complete HTTP reply whose JSON stops half-way
             data = json.dumps(payload).encode()
-            return 200, data[: len(data) // 2], JSON
-        return 200, payload, JSON
+            return 200, data[: len(data) // 2], JSON, action
+        return 200, payload, JSON, action
 
     def _handler_class(self):
         server = self
@@ -274,7 +285,7 @@ class LoopbackJudgeServer:
             def log_message(self, *args) -> None:  # keep test output clean
                 pass
 
-            def _send(self, status: int, payload: dict | bytes, content_type: str = JSON) -> None:
+            def _send(self, status: int, payload: dict | bytes, content_type: str = JSON, drip: bool = False) -> None:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
@@ -283,9 +294,16 @@ class LoopbackJudgeServer:
                     if status >= 400 and server.retry_after is not None:
                         self.send_header("Retry-After", server.retry_after)
                     self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
+                    if not drip:
+                        self.wfile.write(data)
+                        return
+                    self.wfile.flush()
+                    for index in range(len(data)):  # a byte at a time: every read of the client gets something
+                        self.wfile.write(data[index:index + 1])
+                        self.wfile.flush()
+                        time.sleep(server.drip_seconds)
+                except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+                    self.close_connection = True  # the client gave up (timeout tests)
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
@@ -317,11 +335,11 @@ class LoopbackJudgeServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    status, payload, content_type = server._respond(body, api, self.headers)
+                    status, payload, content_type, action = server._respond(body, api, self.headers)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
-                self._send(status, payload, content_type)
+                self._send(status, payload, content_type, drip=action == "drip")
 
         return Handler
 

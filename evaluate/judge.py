@@ -8,6 +8,8 @@ Judge a predictions file:
     configuration); `--force true` re-judges everything. Request parameters per model family come from `families`
     (configs/judge/default.yaml). Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY only.
     Another framework's output goes through an adapter: --prediction_format agentvidbench_run --predictions RUN_DIR
+    The official harness's judge prompt and denominators instead of the paper's: --protocol official
+        --harness_root DIR (your checkout of github.com/krafton-ai/agentvidbench); the report names the protocol.
 Compare systems on the same questions (the `compare` subcommand):
     python evaluate/judge.py compare A/predictions.jsonl B/predictions.jsonl [...] [--questions questions.jsonl]
 
@@ -19,9 +21,11 @@ The flags are the parameters of `judge` and `compare` below, with their help tak
 
 import json
 import sys
+from pathlib import Path
 from typing import Literal
 
 from cader.cli.docstrings import argument_help
+from cader.contracts.provenance import collect_provenance
 from cader.evaluate.judge.adapters import load_prediction_source
 from cader.evaluate.judge.aggregate import build_report, write_report
 from cader.evaluate.judge.client import RetryPolicy
@@ -34,14 +38,16 @@ from cader.evaluate.judge.pipeline import (
     judge_predictions,
     read_judgments,
 )
+from cader.evaluate.judge.protocol import make_protocol
 from cader.evaluate.judge.providers import make_provider
-from cader.evaluate.judge.questions import load_questions
+from cader.evaluate.judge.questions import InputFileError, load_questions
 from jsonargparse import ActionConfigFile, ArgumentParser
 
 # The names of cader.evaluate.judge.adapters.PREDICTION_FORMATS and cader.evaluate.judge.providers.PROVIDERS
 PredictionFormat = Literal["agentvidbench_run", "cader"]
 Provider = Literal["anthropic", "hf-local", "openai", "openai-compatible"]
 Metric = Literal["accuracy", "traj"]
+Protocol = Literal["paper", "official"]  # cader.evaluate.judge.protocol.PROTOCOLS
 
 # What judging needs and `compare` does not: optional to the parser (argparse would demand them of `compare` too),
 # checked in main.
@@ -54,6 +60,8 @@ def judge(
     out: str,
     model: str,
     prediction_format: PredictionFormat = "cader",
+    protocol: Protocol = "paper",
+    harness_root: str | None = None,
     provider: Provider = "openai",
     base_url: str | None = None,
     system: str = "cader",
@@ -80,6 +88,12 @@ def judge(
         model: judge model name as the API serves it (a local path for hf-local)
         prediction_format: how to read --predictions: cader's predictions.jsonl, or another framework's output
             through its adapter
+        protocol: what the judge is sent and how accuracy is counted: paper (App. D.5 text; every question in the
+            denominator) or official (the official harness's prompt files read from --harness_root, a run
+            folder's trajectories/question<N>.txt verbatim, unanswered and errored questions left out of the
+            denominator as its evaluate.py does)
+        harness_root: a checkout of the official AgentVidBench harness (needed by --protocol official; its
+            evaluation/prompts/judge_system.md and evaluation/judge.py USER_TEMPLATE are read, never shipped)
         provider: judge API: anthropic (Messages API), openai or openai-compatible (Chat Completions), or hf-local
             (a local HF checkpoint)
         base_url: the API's address: an OpenAI-compatible .../v1, or the Anthropic root (null: the provider's own)
@@ -102,25 +116,35 @@ def judge(
     Returns:
         The judge report (also written as judge_report.json).
     """
+    judge_protocol = make_protocol(protocol, harness_root)
     judge_model = make_provider(provider, model, base_url, timeout=timeout, max_tokens=max_tokens, families=families)
+    for path in (questions, predictions):  # a path that is not there ends the run in one line naming it
+        if not Path(path).exists():
+            raise InputFileError(path)
     question_rows, question_errors = load_questions(questions)
     prediction_rows, prediction_errors = load_prediction_source(predictions, prediction_format)
     input_errors = [*question_errors, *prediction_errors]
     for error in input_errors:
         print(f"input error: {error}", file=sys.stderr)
+    # The official evaluate.py judges only the run's results that did not error; the paper judges every one.
+    to_judge = prediction_rows if not judge_protocol.drops_unanswered else \
+        {k: r for k, r in prediction_rows.items() if not r.get("error")}
     policy = RetryPolicy(max_replies=max_replies, max_api_retries=max_api_retries, backoff_base=backoff_base,
                          backoff_max=backoff_max, retry_after_max=retry_after_max, time_budget=time_budget)
-    counts = judge_predictions(judge_model, question_rows, prediction_rows, out, framework=system,
-                               concurrency=concurrency, policy=policy, use_cache=cache, progress=progress, force=force)
+    counts = judge_predictions(judge_model, question_rows, to_judge, out, framework=system,
+                               concurrency=concurrency, policy=policy, use_cache=cache, progress=progress, force=force,
+                               protocol=judge_protocol)
     judgments = read_judgments(f"{out}/{JUDGMENTS_FILE}")
     report = build_report(question_rows, prediction_rows, judgments, input_errors=input_errors,
-                          prompt_hashes=current_prompt_hashes(question_rows, prediction_rows, system),
-                          run_counts=counts)
+                          prompt_hashes=current_prompt_hashes(question_rows, to_judge, system, judge_protocol),
+                          run_counts=counts, protocol=judge_protocol.name, protocol_source=judge_protocol.source,
+                          provenance=collect_provenance())
     json_path, md_path = write_report(out, report)
     if report["warning"]:
         print(f"WARNING: {report['warning']}", file=sys.stderr)
     print(f"judged {counts['judged']} (cached {counts['cached']}), failed {counts['failed']}: "
-          f"{describe_rejudging(counts)}; accuracy {report['accuracy']}, traj {report['traj']}, "
+          f"{describe_rejudging(counts)}; {judge_protocol.name} protocol: accuracy {report['accuracy']} "
+          f"over {report['n']}, traj {report['traj']}, "
           f"mc_rate {report['mc_rate']}; wrote {json_path} and {md_path}")
     return report
 
@@ -183,7 +207,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "compare":
         options = args.compare.as_dict()
         options.pop("config", None)
-        compare(**options)
+        try:
+            compare(**options)
+        except InputFileError as error:
+            sys.exit(f"input error: {error}")
         return
     options = {key: value for key, value in args.as_dict().items() if key not in ("config", "command", "compare")}
     missing = [f"--{name}" for name in JUDGE_INPUTS if options[name] is None]
@@ -193,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
         judge(**options)
     except JudgeConfigError as error:
         sys.exit(f"config error: {error}")
+    except InputFileError as error:
+        sys.exit(f"input error: {error}")
 
 
 if __name__ == "__main__":

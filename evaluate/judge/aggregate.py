@@ -2,7 +2,9 @@
 
 Shapes follow the AgentVidBench paper: Table 1 (Acc., Traj.), Table 17 (MC-rate), Table 18 (failure tags per
 100 questions), Table 19 (coverage by milestone type). Accuracy never comes from the judge: the judge does not
-see the gold answer; a question with no prediction or an errored prediction counts as wrong and is listed.
+see the gold answer. Under the paper protocol a question with no prediction or an errored prediction counts as
+wrong; under the official one it is left out of the denominators, as the official evaluate.py leaves it out
+(protocol.py). Either way it is listed, and the report says which protocol produced its numbers.
 A judgment whose prompt no longer matches the current prediction is stale and not counted. Judgments served by
 the loopback test double are flagged in every place their numbers appear: they are not from a real judge.
 """
@@ -74,13 +76,24 @@ NOT_A_REAL_JUDGE = (f"NOT A REAL JUDGE: these trajectory scores come from the lo
                     f"(`{LOOPBACK_MODEL}`), which returns made-up judgments; they measure nothing")
 
 
+def counted_questions(questions: dict[str, Question], predictions: dict[str, dict], protocol: str) -> list[str]:
+    """The questions in the denominators: all of them (paper), or those with a prediction that did not error
+    (official: evaluate.py judges and aggregates only the run's results without an "error")."""
+    if protocol == "official":
+        return [k for k in questions if k in predictions and not predictions[k].get("error")]
+    return list(questions)
+
+
 def build_report(questions: dict[str, Question], predictions: dict[str, dict], judgments: dict[str, dict],
                  *, input_errors: list[str] = (), prompt_hashes: dict[str, str] | None = None,
-                 run_counts: dict | None = None) -> dict:
+                 run_counts: dict | None = None, protocol: str = "paper", protocol_source: str | None = None,
+                 provenance: dict | None = None) -> dict:
     """The report over `questions`. With `prompt_hashes` (pipeline.current_prompt_hashes), a judgment of another
     prompt than the current one is stale: listed, not scored. `run_counts` (pipeline.judge_predictions) says what
-    this run judged and why."""
-    keys = list(questions)
+    this run judged and why. `protocol` ("paper" or "official") sets the denominators (counted_questions) and the
+    slicing; `provenance` (contracts.provenance.collect_provenance) is carried as given."""
+    keys = counted_questions(questions, predictions, protocol)
+    left_out = [questions[k].question_id for k in questions if k not in set(keys)]
     correct = {k: is_correct(questions[k], predictions.get(k)) for k in keys}
     stale = [k for k in keys if k in judgments and prompt_hashes is not None and k in prompt_hashes
              and judgments[k].get("prompt_hash") != prompt_hashes[k]]
@@ -88,12 +101,15 @@ def build_report(questions: dict[str, Question], predictions: dict[str, dict], j
               and judgments[k].get("scores") and k not in stale}
     slices: dict[str, dict] = {"difficulty": {}, "category": {}, "skill": {}}
     groups: dict[str, dict[str, list[str]]] = {name: defaultdict(list) for name in slices}
+    # A question without the field is in an "unknown" slice (paper), or in none (official: `_slice` skips it).
+    unknown = [] if protocol == "official" else ["unknown"]
     for k in keys:
         q = questions[k]
-        groups["difficulty"][q.difficulty or "unknown"].append(k)
-        for category in q.categories or ["unknown"]:  # the official aggregate counts a question in each category
+        for difficulty in [q.difficulty] if q.difficulty else unknown:
+            groups["difficulty"][difficulty].append(k)
+        for category in q.categories or unknown:  # the official aggregate counts a question in each category
             groups["category"][category].append(k)
-        for skill in q.skills or ["unknown"]:
+        for skill in q.skills or unknown:
             groups["skill"][skill].append(k)
     for name, members in groups.items():
         slices[name] = {value: summarize(ks, correct, judged) for value, ks in sorted(members.items())}
@@ -103,6 +119,11 @@ def build_report(questions: dict[str, Question], predictions: dict[str, dict], j
     rows = [judgments[k] for k in keys if k in judgments]
     loopback = any(from_loopback(r) for r in rows)
     return {
+        "protocol": protocol,
+        "protocol_source": protocol_source,
+        "accuracy_denominator": ("questions with a prediction that did not error (official evaluate.py)"
+                                 if protocol == "official" else "every question of questions.jsonl (paper)"),
+        "left_out_of_accuracy": left_out,
         "system": next((r.get("system") for r in rows), None),
         "judge_model": next((r.get("judge_model") for r in rows), None),
         "judge_models": sorted({str(r.get("judge_model")) for r in judged.values()}),
@@ -126,6 +147,7 @@ def build_report(questions: dict[str, Question], predictions: dict[str, dict], j
         "failure_tags_per_100": tag_rates_per_100(list(judged.values())),
         "coverage_by_milestone_type": coverage_by_type(questions, judged),
         "input_errors": [str(e) for e in input_errors],
+        "provenance": provenance,
     }
 
 
@@ -148,11 +170,20 @@ def render_markdown(report: dict) -> str:
     lines = [f"# AgentVidBench judge report: {report['system']} (judge: {judge})", ""]
     if report.get("warning"):
         lines += [f"> **{report['warning']}**", ""]
+    protocol = report.get("protocol", "paper")
+    lines += [(f"- protocol: {protocol} ({report.get('protocol_source') or 'AgentVidBench paper, App. D.5'}); "
+              f"accuracy over {report.get('accuracy_denominator') or 'every question'}")]
     if report.get("rerun"):
-        lines += [f"- this run: {report['rerun']['summary']}", ""]
+        lines += [f"- this run: {report['rerun']['summary']}"]
+    provenance = report.get("provenance") or {}
+    if provenance:
+        lines += [(f"- provenance: commit {provenance.get('git_commit')}"
+                  f"{' (dirty)' if provenance.get('git_dirty') else ''}, {provenance.get('date')}")]
+    lines += [""]
     lines += _table("Overall", {"all": report})
-    lines += [(f"- accuracy counts {len(report['missing_predictions'])} missing and "
-               f"{len(report['failed_predictions'])} failed predictions as wrong"),
+    counted_as = "left out of" if protocol == "official" else "counted wrong in"
+    lines += [(f"- {len(report['missing_predictions'])} missing and {len(report['failed_predictions'])} failed "
+               f"predictions are {counted_as} accuracy"),
               (f"- trajectory metrics over {report['n_judged']} judged questions; "
                f"{len(report['failed_judgments'])} judgments failed, {len(report['unjudged'])} never judged; "
                f"Traj with those as 0: {_fmt(report['traj_unjudged_as_zero'])}"), ""]

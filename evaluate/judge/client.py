@@ -4,8 +4,10 @@ Two bounded loops share one budget of calls: replies that fail validation (inclu
 one JSON object) are sent back with the validation error (up to `max_replies` replies), and transient API failures
 (429/5xx/timeouts, a 200 whose body is not the API's JSON) are retried (up to `max_api_retries` retries). The wait
 before a retry is exponential backoff with jitter, or the server's Retry-After when it asks for longer (capped at
-`retry_after_max`); every wait counts against `time_budget`, the seconds one question may take in all. When a
-budget is spent the row is returned with `error` set and no scores: never a made-up score.
+`retry_after_max`); every wait counts against `time_budget`, the seconds one question may take in all, and so does
+every call: each runs under a deadline at the end of the budget (providers.CALL_DEADLINE), which holds against a
+reply whose body arrives a byte at a time. When a budget is spent the row is returned with `error` set and no
+scores: never a made-up score. A rejected reply goes back in the repair turn as a bounded excerpt.
 """
 
 from __future__ import annotations
@@ -18,16 +20,10 @@ from dataclasses import dataclass
 
 from cader.evaluate.judge.cache import JudgeCache
 from cader.evaluate.judge.params import config_hash
-from cader.evaluate.judge.prompt import (
-    SYSTEM_PROMPT_WITH_SCHEMA,
-    build_repair_prompt,
-    build_user_prompt,
-    prompt_hash,
-    sweep_required,
-)
-from cader.evaluate.judge.providers import Completion, Provider, ProviderError
+from cader.evaluate.judge.prompt import build_repair_prompt, excerpt, prompt_hash, sweep_required
+from cader.evaluate.judge.protocol import PAPER, JudgeProtocol
+from cader.evaluate.judge.providers import CALL_DEADLINE, Completion, Provider, ProviderError
 from cader.evaluate.judge.questions import Question
-from cader.evaluate.judge.render import render_prediction
 from cader.evaluate.judge.schema import JudgeOutput, JudgeOutputError, applied_sweep, p_scores, parse_judgment
 from cader.evaluate.judge.scoring import mc_rate, traj_score
 
@@ -61,21 +57,16 @@ def cache_key(prompt_key: str, config: dict) -> str:
     return hashlib.sha256(f"{prompt_key}:{config_hash(config)}".encode()).hexdigest()
 
 
-def build_prompt(question: Question, record: dict, framework: str) -> tuple[str, str]:
-    user = build_user_prompt(qid=question.question_id, framework=framework, ecom_required=question.ecom_required,
-                             question=question.question, options=question.options, milestones=question.milestones,
-                             trajectory=render_prediction(record), letters=_letters(record))
-    return SYSTEM_PROMPT_WITH_SCHEMA, user
+def build_prompt(question: Question, record: dict, framework: str,
+                 protocol: JudgeProtocol = PAPER) -> tuple[str, str]:
+    """(system, user) the judge is sent for this prediction under `protocol`."""
+    return protocol.prompt(question, record, framework)
 
 
-def _letters(record: dict) -> list[str] | None:
-    letters = record.get("letters")
-    return letters if isinstance(letters, list) and all(isinstance(x, str) for x in letters) and letters else None
-
-
-def trajectory_hash(record: dict) -> str:
-    """The rendered trajectory alone, so a rerun can tell a changed prediction from a changed question."""
-    return hashlib.sha256(render_prediction(record).encode("utf-8")).hexdigest()
+def trajectory_hash(record: dict, protocol: JudgeProtocol = PAPER) -> str:
+    """The prediction text the judge reads, alone, so a rerun can tell a changed prediction from a changed
+    question."""
+    return hashlib.sha256(protocol.prediction_text(record).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _row(question: Question, framework: str, provider: Provider, key: str, sweep: str) -> dict:
@@ -100,7 +91,7 @@ def _fill(row: dict, out: JudgeOutput) -> dict:
 def judge_one(provider: Provider, question: Question, record: dict, framework: str, *,
               policy: RetryPolicy | None = None, cache: JudgeCache | None = None, read_cache: bool = True,
               sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-              rng: random.Random | None = None) -> dict:
+              rng: random.Random | None = None, protocol: JudgeProtocol = PAPER) -> dict:
     """Judge one prediction; always returns a judgments.jsonl row (with `error` set if no valid judgment came).
 
     `read_cache=False` asks the judge again even when a valid reply is cached (a forced re-judge); the new reply
@@ -108,13 +99,13 @@ def judge_one(provider: Provider, question: Question, record: dict, framework: s
     policy = policy or RetryPolicy()
     rng = rng or random.Random()
     started = clock()
-    system, user = build_prompt(question, record, framework)
+    system, user = build_prompt(question, record, framework, protocol)
     milestone_ids = [m["id"] for m in question.milestones]
     sweep = sweep_required(question.ecom_required)
     key = prompt_hash(system, user)
     stored = cache_key(key, provider.config)
     row = _row(question, framework, provider, key, sweep)
-    row["trajectory_hash"] = trajectory_hash(record)
+    row["trajectory_hash"] = trajectory_hash(record, protocol)
 
     if cache is not None and read_cache and (hit := cache.get(stored)) is not None:
         try:
@@ -127,7 +118,13 @@ def judge_one(provider: Provider, question: Question, record: dict, framework: s
     replies = api_retries = 0
     last_error = "no call made"
     while replies < policy.max_replies:
+        remaining = policy.time_budget - (clock() - started)
+        if remaining <= 0:
+            last_error += f"; the {policy.time_budget:g} s time budget is spent"
+            break
         row["attempts"] += 1
+        # the budget, on the real clock the HTTP transport reads (`clock` may be a test's)
+        deadline = CALL_DEADLINE.set(time.monotonic() + remaining)
         try:
             reply = provider.complete(system, messages)
         except ProviderError as error:
@@ -143,6 +140,8 @@ def judge_one(provider: Provider, question: Question, record: dict, framework: s
             row["waited_s"] = round(row["waited_s"] + delay, 3)
             api_retries += 1
             continue
+        finally:
+            CALL_DEADLINE.reset(deadline)
         replies += 1
         text = reply.text if isinstance(reply, Completion) else str(reply)
         row["served_model"] = reply.served_model if isinstance(reply, Completion) else None
@@ -150,7 +149,8 @@ def judge_one(provider: Provider, question: Question, record: dict, framework: s
             out = parse_judgment(text, milestone_ids, sweep)
         except JudgeOutputError as error:
             last_error = f"invalid judge output: {error}"
-            messages += [{"role": "assistant", "content": text},
+            shown = excerpt(text)  # the APIs reject a blank assistant turn
+            messages += [{"role": "assistant", "content": shown if shown.strip() else "(a blank reply)"},
                          {"role": "user", "content": build_repair_prompt(str(error), milestone_ids)}]
             continue
         if cache is not None:

@@ -22,6 +22,7 @@ from cader.evaluate.judge.cache import JudgeCache
 from cader.evaluate.judge.client import RetryPolicy, build_prompt, judge_one, trajectory_hash
 from cader.evaluate.judge.params import config_hash
 from cader.evaluate.judge.prompt import prompt_hash
+from cader.evaluate.judge.protocol import PAPER, JudgeProtocol
 from cader.evaluate.judge.providers import Provider
 from cader.evaluate.judge.questions import Question
 from pydantic import ValidationError
@@ -46,9 +47,9 @@ def read_judgments(path: str | Path) -> dict[str, dict]:
 
 
 def current_prompt_hashes(questions: dict[str, Question], predictions: dict[str, dict],
-                          framework: str) -> dict[str, str]:
+                          framework: str, protocol: JudgeProtocol = PAPER) -> dict[str, str]:
     """question id -> hash of the prompt the judge would read now, for every prediction with a known question."""
-    return {key: prompt_hash(*build_prompt(questions[key], predictions[key], framework))
+    return {key: prompt_hash(*build_prompt(questions[key], predictions[key], framework, protocol))
             for key in predictions if key in questions}
 
 
@@ -69,15 +70,16 @@ def rejudge_reason(row: dict | None, prompt_key: str, trajectory_key: str, confi
 
 
 def plan_judging(provider: Provider, questions: dict[str, Question], predictions: dict[str, dict],
-                 done: dict[str, dict], framework: str, force: bool = False) -> dict[str, str]:
+                 done: dict[str, dict], framework: str, force: bool = False,
+                 protocol: JudgeProtocol = PAPER) -> dict[str, str]:
     """question id -> reason, for every prediction with a known question that needs judging."""
     config_key = config_hash(provider.config)
     todo = {}
     for key, record in predictions.items():
         if key not in questions:
             continue
-        prompt_key = prompt_hash(*build_prompt(questions[key], record, framework))
-        reason = rejudge_reason(done.get(key), prompt_key, trajectory_hash(record), config_key, force)
+        prompt_key = prompt_hash(*build_prompt(questions[key], record, framework, protocol))
+        reason = rejudge_reason(done.get(key), prompt_key, trajectory_hash(record, protocol), config_key, force)
         if reason is not None:
             todo[key] = reason
     return todo
@@ -109,7 +111,7 @@ def judgment_row(future, question: Question, framework: str, model: str, reason:
 def judge_predictions(provider: Provider, questions: dict[str, Question], predictions: dict[str, dict],
                       out_dir: str | Path, *, framework: str, concurrency: int = 16,
                       policy: RetryPolicy | None = None, use_cache: bool = True, progress: bool = False,
-                      force: bool = False, **judge_kwargs) -> dict:
+                      force: bool = False, protocol: JudgeProtocol = PAPER, **judge_kwargs) -> dict:
     """Judge every prediction that needs it, appending to <out_dir>/judgments.jsonl as each finishes.
 
     Returns counts: {"pending", "judged", "failed", "cached", "up_to_date", "reasons": {reason: n}}; `reasons`
@@ -118,7 +120,7 @@ def judge_predictions(provider: Provider, questions: dict[str, Question], predic
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / JUDGMENTS_FILE
-    todo = plan_judging(provider, questions, predictions, read_judgments(path), framework, force)
+    todo = plan_judging(provider, questions, predictions, read_judgments(path), framework, force, protocol)
     cache = JudgeCache(out_dir / CACHE_DIR) if use_cache else None
     counts = {"pending": len(todo), "judged": 0, "failed": 0, "cached": 0,
               "up_to_date": sum(1 for k in predictions if k in questions) - len(todo),
@@ -133,7 +135,8 @@ def judge_predictions(provider: Provider, questions: dict[str, Question], predic
     try:
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             futures = {pool.submit(judge_one, provider, questions[key], predictions[key], framework,
-                                   policy=policy, cache=cache, read_cache=not force, **judge_kwargs): key
+                                   policy=policy, cache=cache, read_cache=not force, protocol=protocol,
+                                   **judge_kwargs): key
                        for key in todo}
             for future in as_completed(futures):
                 key = futures[future]

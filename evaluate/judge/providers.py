@@ -8,6 +8,10 @@ Every provider turns a chat (system text + alternating user/assistant messages) 
 and the model name the server says answered). Transport failures, including a 200 whose body is not the API's JSON
 (truncated, text/plain), are normalised to ProviderError(transient=..., retry_after=...) so the retry logic in
 client.py is provider-agnostic. Keys come from the environment only and are never logged.
+
+The HTTP clients' timeouts are per read, so a reply that drips one byte a second never trips them; every request
+of the openai and anthropic providers therefore runs under a deadline on the whole exchange (DeadlineTransport):
+`timeout` seconds per call, or the question's remaining time budget (CALL_DEADLINE, set by client.py) if sooner.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Protocol
@@ -26,6 +31,59 @@ from cader.evaluate.judge.params import ModelFamily, family_for, judge_config, p
 LOOPBACK_MODEL = "loopback-judge"
 # A placeholder key for keyless local servers (vLLM/SGLang and the loopback test double accept any key).
 PLACEHOLDER_KEY = "EMPTY"
+
+
+# time.monotonic() by which the current judge call must be over (the question's time budget); None: no budget.
+CALL_DEADLINE: ContextVar[float | None] = ContextVar("judge_call_deadline", default=None)
+
+
+def _httpx():
+    """The HTTP library the installed SDKs are built on (httpx2 in the SDK versions that replaced httpx)."""
+    try:
+        import httpx2 as httpx
+    except ImportError:  # pragma: no cover - older SDKs
+        import httpx
+    return httpx
+
+
+def deadline_http_client(sdk, timeout: float):
+    """The SDK's default HTTP client with a transport that holds each request to a deadline on the whole exchange."""
+    httpx = _httpx()
+
+    class DeadlineStream(httpx.SyncByteStream):
+        def __init__(self, inner, deadline: float, request):
+            self._inner, self._deadline, self._request = inner, deadline, request
+
+        def __iter__(self):
+            for chunk in self._inner:
+                if time.monotonic() > self._deadline:
+                    raise httpx.ReadTimeout("the reply was still arriving at the call's deadline",
+                                            request=self._request)
+                yield chunk
+
+        def close(self) -> None:
+            self._inner.close()
+
+    class DeadlineTransport(httpx.HTTPTransport):
+        def handle_request(self, request):
+            deadline = time.monotonic() + timeout
+            budget = CALL_DEADLINE.get()
+            if budget is not None:
+                deadline = min(deadline, budget)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise httpx.ConnectTimeout("no time left for the call", request=request)
+            # and no single wait (connect, a read of the headers) may outlast the deadline either
+            waits = dict(request.extensions.get("timeout") or {})
+            request.extensions["timeout"] = {name: remaining if waits.get(name) is None else min(waits[name], remaining)
+                                             for name in ("connect", "read", "write", "pool")}
+            response = super().handle_request(request)
+            response.stream = DeadlineStream(response.stream, deadline, request)
+            return response
+
+    # the SDKs' own default connection limits (their default client's, which a custom transport replaces)
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+    return sdk.DefaultHttpxClient(transport=DeadlineTransport(limits=limits), timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -132,7 +190,8 @@ class OpenAICompatibleProvider:
         self.config = judge_config("openai", model, max_tokens, self.family)
         # SDK retries are off: client.py owns retry, backoff and the attempt count.
         self._client = openai.OpenAI(api_key=_api_key(api_key_env, base_url), base_url=base_url or None,
-                                     timeout=timeout, max_retries=0)
+                                     timeout=timeout, max_retries=0,
+                                     http_client=deadline_http_client(openai, timeout))
 
     def request_kwargs(self) -> dict:
         """The family's parameters: reasoning models take max_completion_tokens and no temperature."""
@@ -190,7 +249,8 @@ class AnthropicProvider:
         headers = {"anthropic-beta": ",".join(self.family.anthropic_beta)} if self.family.anthropic_beta else None
         # SDK retries are off: client.py owns retry, backoff and the attempt count.
         self._client = anthropic.Anthropic(api_key=_api_key(api_key_env, base_url), base_url=anthropic_root(base_url),
-                                           timeout=timeout, max_retries=0, default_headers=headers)
+                                           timeout=timeout, max_retries=0, default_headers=headers,
+                                           http_client=deadline_http_client(anthropic, timeout))
 
     def request_kwargs(self) -> dict:
         kwargs = {"max_tokens": self.max_tokens}

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cader.contracts.jsonl import LineProblem, iter_lines
 from cader.contracts.records import PredictionRecord, describe_errors, present_field_errors
 from cader.evaluate.benchmarks.agentvidbench import parse_question, read_video_table
 from cader.evaluate.benchmarks.base import RowError
@@ -14,6 +14,16 @@ from cader.evaluate.benchmarks.base import RowError
 
 class InputRowError(ValueError):
     """A malformed input row; the message names the file and 1-based line."""
+
+
+class InputFileError(OSError):
+    """An input file that is missing or unreadable as a whole; the one-line message names the path."""
+
+    def __init__(self, path: str | Path, error: OSError | None = None):
+        why = "no such file" if error is None or isinstance(error, FileNotFoundError) else \
+            (error.strerror or type(error).__name__).lower()
+        super().__init__(f"{path}: {why}")
+        self.path = Path(path)
 
 
 @dataclass
@@ -41,12 +51,41 @@ class Question:
         return str(self.question_id)
 
 
+def _decode_line(raw: bytes) -> str:
+    """One line as UTF-8 text; a byte that is not UTF-8 is a ValueError naming its column (1-based)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        bad = raw[error.start:error.start + 1].hex()
+        raise ValueError(f"not UTF-8 (byte 0x{bad} at column {error.start + 1})") from None
+
+
 def _read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[InputRowError]]:
+    """(line number, object) per JSON line. The file is read as bytes and each line decoded on its own, so one
+    line that is not UTF-8 (or not JSON, or not an object) is an error naming file and line, never the end of
+    the run. A file that cannot be opened at all raises InputFileError."""
     rows, errors = [], []
-    for line_no, value in iter_lines(path):
-        if isinstance(value, LineProblem):
-            errors.append(InputRowError(f"{path}:{line_no}: invalid JSON ({value.detail})"))
-        elif not isinstance(value, dict):
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InputFileError(path, error) from None
+    # b"\n" only: the JSON Lines separator (a U+2028 inside a string is part of that line)
+    for line_no, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            text = _decode_line(raw.rstrip(b"\r"))
+        except ValueError as error:
+            errors.append(InputRowError(f"{path}:{line_no}: {error}"))
+            continue
+        if line_no == 1:
+            text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
+        if not text.strip():
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            errors.append(InputRowError(f"{path}:{line_no}: invalid JSON ({error.msg} at column {error.colno})"))
+            continue
+        if not isinstance(value, dict):
             errors.append(InputRowError(f"{path}:{line_no}: expected a JSON object, got {type(value).__name__}"))
         else:
             rows.append((line_no, value))

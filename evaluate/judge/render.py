@@ -52,6 +52,8 @@ AGENT_STEP_FIELDS: dict[str, tuple[str, ...]] = {
 # A step of a phase the protocol does not name still shows its text, under its phase name, and nothing else.
 UNKNOWN_PHASE_FIELDS = ("text",)
 LONG_TEXT = 80
+# What str.splitlines() breaks a line at (and so may a model reading the text).
+LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
 def _inline(value) -> str:
@@ -131,7 +133,17 @@ def render_prediction(record: Mapping) -> str:
     if not parts:
         parts.append("(no intermediate steps recorded)")
     if record.get("error"):
-        parts.append(f"RUN ERROR: {_inline(record['error'])}")
+        parts.append(f"RUN ERROR: {one_line(record['error'])}")
     pred = record.get("pred")
-    parts.append(f"FINAL ANSWER: {_inline(pred) if pred not in (None, '') else '(none)'}")
+    parts.append(f"FINAL ANSWER: {one_line(pred) if pred not in (None, '') else '(none)'}")
     return "\n".join(parts)
+
+
+def one_line(value) -> str:
+    """A value for a one-line slot (the answer, the run error): as is when it is one line, else JSON-escaped, so
+    a prediction cannot start a line of its own there (a second "FINAL ANSWER:", a "STEP" header)."""
+    text = _inline(value)
+    if not any(c in LINE_BREAKS for c in text):
+        return text
+    # json.dumps escapes the control characters but leaves U+0085, U+2028 and U+2029 as they are
+    return "".join(f"\\u{ord(c):04x}" if c in LINE_BREAKS else c for c in json.dumps(text, ensure_ascii=False))

@@ -61,6 +61,13 @@ class MilestoneCoverage(BaseModel):
     status: Status
     evidence_in_prediction: str = ""
 
+    @field_validator("status", mode="before")
+    @classmethod
+    def _lower_case(cls, status):
+        # The official harness lower-cases the label before scoring it (evaluation/judge.py,
+        # `_process_to_canonical`), so "Covered" is the label covered in both protocols.
+        return status.strip().lower() if isinstance(status, str) else status
+
 
 class JudgeOutput(BaseModel):
     model_config = ConfigDict(extra="ignore")
