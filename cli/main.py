@@ -7,6 +7,7 @@
     cader calibrate --predictions P --out DIR       # python calibrate/fit.py --predictions P --out DIR
     cader judge --predictions P ...                 # python evaluate/judge.py --predictions P ...
     cader compare A B                               # python evaluate/judge.py compare A B
+    cader view RUN [--out FILE]                     # python evaluate/view.py RUN [--out FILE]
 
 A subcommand runs the main() of its stage's script with the same flags, so `cader <sub> --help` is that script's
 help. `cader` itself reads only the subcommand name: each stage parses its own flags, and building every stage's
@@ -55,13 +56,20 @@ STAGES = {
                      before=("compare",), prog="cader judge"),
 }
 
+# Tools over the stages' outputs, dispatched like the stages (kept apart: they are not steps of the pipeline)
+TOOLS = {
+    "view": Stage("cader.evaluate", "view.py",
+                  "write a self-contained HTML viewer of a run's trajectories, reports and judgments "
+                  "(evaluate/view.py)"),
+}
+
 
 def overview_parser() -> ArgumentParser:
     """`cader --help`: the subcommands, each with its one line."""
     parser = ArgumentParser(prog="cader", description="One command for the cader toolkit, a subcommand per stage; "
                                                       "`cader SUBCOMMAND --help` shows the flags of that stage.")
     subcommands = parser.add_subcommands(dest="stage")
-    for name, stage in STAGES.items():
+    for name, stage in {**STAGES, **TOOLS}.items():
         subcommands.add_subcommand(name, ArgumentParser(description=stage.summary), help=stage.summary)
     return parser
 
@@ -81,7 +89,7 @@ def load_script(stage: Stage):
 
 def run_stage(name: str, args: list[str]) -> int:
     """Run one stage as its script would run with `args`: the script parses sys.argv, as from the shell."""
-    stage = STAGES[name]
+    stage = {**STAGES, **TOOLS}[name]
     script = load_script(stage)
     program_args = sys.argv
     sys.argv = [stage.prog or f"cader {name}", *stage.before, *args, *stage.after]
@@ -93,7 +101,7 @@ def run_stage(name: str, args: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in STAGES:
+    if argv and (argv[0] in STAGES or argv[0] in TOOLS):
         return run_stage(argv[0], argv[1:])
     overview_parser().parse_args(argv)   # --help, or an error naming the subcommands
     return 2

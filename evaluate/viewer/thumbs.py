@@ -1,0 +1,60 @@
+"""Thumbnails of the frames a sample was answered on, for the viewer (optional: only when the videos are reachable).
+
+The frames come from the project's video reader (`cader.vlm.video.VideoReader`), a few per sample, shrunk to
+about 64 px high and inlined as base64 JPEG, so a page of 2,000 samples with four thumbnails each stays a few MB.
+A video that cannot be read costs that sample its thumbnails only: the reason is returned, never raised.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+from PIL import Image
+
+THUMB_HEIGHT = 64
+DECODE_PIXELS = 128 * 128  # decode small already: the reader resizes each frame as soon as it is decoded
+
+
+def video_file(video: str | None, video_root: Path | None) -> Path | None:
+    """Where a record's video is: an absolute path as written, else under `video_root` (the run's --data_root)."""
+    if not video:
+        return None
+    path = Path(video)
+    if path.is_absolute():
+        return path
+    return video_root / path if video_root is not None else None
+
+
+def thumb_window(card: dict) -> tuple[float | None, float | None]:
+    """The span the thumbnails show: the crop the final answer was given on, else the last crop verified, else the
+    whole video (a Stage-1 exit)."""
+    stage2 = card.get("s2") or {}
+    answer = stage2.get("ans") or {}
+    crops = [r["crop"] for r in stage2.get("rounds") or [] if r.get("crop")]
+    window = answer.get("win") or (crops[-1] if crops else None)
+    return (float(window[0]), float(window[1])) if window else (None, None)
+
+
+def jpeg_data_uri(frame, height: int = THUMB_HEIGHT, quality: int = 70) -> str:
+    """One RGB frame (H, W, 3 uint8) as a data: URI of a JPEG `height` px high (aspect kept)."""
+    picture = Image.fromarray(frame)
+    width = max(1, round(picture.width * height / max(1, picture.height)))
+    picture = picture.resize((width, height), Image.BILINEAR)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="JPEG", quality=quality)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def thumbnails(path: Path, start: float | None, end: float | None, count: int) -> tuple[list[dict], str | None]:
+    """`count` frames spread over [start, end] of the video at `path` as [{"t": seconds, "src": data URI}], and
+    None; or no frames and the reason the video could not be read."""
+    from cader.vlm.video import VideoReader, VideoReadError
+
+    try:
+        reader = VideoReader(path, decode_workers=1)  # one decoder: the viewer shares the machine with runs
+        frames = reader.sample_count(count, start, end, max_pixels=DECODE_PIXELS)
+    except (VideoReadError, OSError, ValueError, RuntimeError) as exc:
+        return [], f"{type(exc).__name__}: {exc}"
+    return [{"t": round(float(t), 2), "src": jpeg_data_uri(f)} for f, t in zip(frames.frames, frames.timestamps)], None

@@ -1,0 +1,170 @@
+"""`cader view` without a browser: records digested into cards, filter counts against report.json, the inlined JSON,
+broken input listed (never dropped), thumbnails from a real video, judgments by question id, the CLI."""
+
+import base64
+import io
+import json
+import math
+import re
+
+import pytest
+from cader.contracts.records import JudgmentRecord, build_record
+from cader.dev.viewer_records import synthetic_records
+from cader.evaluate.report import write_report
+from cader.evaluate.viewer.build import write_viewer
+from cader.evaluate.viewer.collect import card_of, filter_counts, iterations, resamples, softmax
+from cader.evaluate.viewer.page import table_html
+from cader.evaluate.viewer.thumbs import thumb_window, thumbnails
+from PIL import Image
+
+
+def write_run(folder, records, report=True):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    if report:
+        write_report(folder, records)
+    return folder
+
+
+def page_data(path) -> dict:
+    text = path.read_text(encoding="utf-8")
+    inlined = re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.DOTALL).group(1)
+    return json.loads(inlined)
+
+
+STEPS = [
+    {"phase": "propose", "iteration": 0, "context": "F1", "n_frames": 8, "tried": [], "raw_output": "[[20, 30]]",
+     "parsed": {"window": [20.0, 30.0], "how": "bracket"}, "window": [20.0, 30.0], "too_broad": False},
+    {"phase": "verify", "iteration": 0, "window": [20.0, 30.0], "crop": [19.0, 31.0], "r2": 2.0, "n_frames": 24,
+     "p_yes": 0.2, "f": 0.3, "accepted": False},
+    {"phase": "resample", "iteration": 1, "mode": "rgr", "fps_map": [[19.0, 31.0, 0.3]],
+     "unexplored": [[0.0, 19.0], [31.0, 60.0]], "n_frames": 50},
+    {"phase": "propose", "iteration": 1, "context": "rgr", "n_frames": 50, "tried": [[20.0, 30.0]],
+     "raw_output": "[[40, 50]]", "parsed": {"window": [40.0, 50.0], "how": "bracket"}, "window": [40.0, 50.0],
+     "too_broad": False},
+    {"phase": "verify", "iteration": 1, "window": [40.0, 50.0], "crop": [40.0, 50.0], "r2": 2.4, "n_frames": 24,
+     "p_yes": 0.9, "f": 1.0, "accepted": True},
+    {"phase": "answer", "window": [40.0, 50.0], "n_frames": 24, "raw_output": "<answer>C</answer>",
+     "parsed": {"letter": "C", "how": "answer_tag/alone"}, "pred": "C", "fallback_to_stage1": False},
+]  # fmt: skip
+
+
+def test_each_proposal_is_paired_with_the_verification_of_its_iteration():
+    rounds = iterations(STEPS)
+    assert [(r["i"], r["win"], r["crop"], r["p"], r["ok"], r["ctx"]) for r in rounds] == [
+        (0, [20.0, 30.0], [19.0, 31.0], 0.2, False, "F1"),
+        (1, [40.0, 50.0], [40.0, 50.0], 0.9, True, "rgr"),
+    ]
+    assert rounds[1]["tried"] == [[20.0, 30.0]]
+    (rgr,) = resamples(STEPS)
+    assert rgr["i"] == 1 and rgr["map"] == [[19.0, 31.0, 0.3]] and rgr["unexplored"] == [[0.0, 19.0], [31.0, 60.0]]
+    # the thumbnails show the crop the answer was given on
+    card = card_of({"stage2": {"pred": "C", "accepted": [40.0, 50.0], "cycles": 2, "fallback": None,
+                               "steps": STEPS}}, "run")  # fmt: skip
+    assert thumb_window(card) == (40.0, 50.0)
+
+
+def test_stage1_probabilities_are_the_temperature_softmax():
+    # softmax([0, ln 3] / 1) = [1/4, 3/4]; at T = 2 the logits halve: [0, ln 3 / 2] -> [1/(1+sqrt 3), sqrt 3/(1+sqrt 3)]
+    assert softmax([0.0, math.log(3)], 1.0) == pytest.approx([0.25, 0.75])
+    assert softmax([0.0, math.log(3)], 2.0) == pytest.approx([1 / (1 + 3**0.5), 3**0.5 / (1 + 3**0.5)])
+    assert softmax([1000.0, 0.0], 1.0) == pytest.approx([1.0, 0.0])  # no overflow
+    card = card_of({"stage1": {"logits": [0.0, math.log(3)], "temperature": 1.0, "pred": "B", "margin": 0.5}}, "r")
+    assert card["s1"]["probs"] == [0.25, 0.75]
+    assert card_of({"stage1": {"logits": ["x"], "temperature": 1.0}}, "r")["s1"]["probs"] == []  # bad logits
+
+
+def test_filter_counts_are_the_reports_numbers(tmp_path):
+    records = synthetic_records(300, seed=3)
+    report = write_report(tmp_path, records)
+    counts = filter_counts([card_of(r, "run") for r in records])
+    assert counts["benchmark"] == {b: s["n"] for b, s in report["benchmarks"].items()}
+    finished_stage2 = {k: v for k, v in counts["fallback"].items() if not k.startswith("(")}
+    assert finished_stage2 == report["fallbacks"]
+    overall = report["overall"]
+    assert counts["correct"]["failed"] == report["failures"]["count"] == overall["failures"]
+    assert counts["correct"]["correct"] == round(overall["accuracy"] * overall["n_scored"] / 100)
+    ok = overall["n"] - overall["failures"]
+    assert counts["route"]["stage2"] == round(overall["stage2_trigger_rate"] * ok / 100)
+    assert counts["route"]["exit"] == round(overall["stage1_exit_rate"] * ok / 100)
+
+
+def test_inlined_json_cannot_close_its_script_element(tmp_path):
+    record = synthetic_records(1)[0] | {"question": "</script><script>window.bad = 1</script><!-- \u2028"}
+    path, _ = write_viewer(write_run(tmp_path / "run", [record]))
+    text = path.read_text(encoding="utf-8")
+    assert text.count("</script>") == 2  # the data element's and the viewer script's own
+    assert page_data(path)["cards"][0]["q"] == record["question"]
+
+
+def test_broken_lines_are_listed_and_broken_records_still_shown(tmp_path):
+    good = synthetic_records(3)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    lines = [json.dumps(good[0]), "{not json", "[1, 2]", json.dumps({"sample_id": "half", "benchmark": "b"}),
+             json.dumps(good[1])]  # fmt: skip
+    (folder / "predictions.jsonl").write_text("\n".join(lines) + "\n")
+    path, built = write_viewer(folder)
+    messages = built.problems.messages
+    assert any(":2: not valid JSON" in m for m in messages) and any(":3: expected a JSON object" in m for m in messages)
+    assert any(":4: shown flagged" in m for m in messages)
+    assert "no report.json" in path.read_text()
+    cards = page_data(path)["cards"]
+    assert [c["id"] for c in cards] == [good[0]["sample_id"], "half", good[1]["sample_id"]]
+    assert cards[1]["bad"] and cards[0]["bad"] is None
+    assert f'data-count="{len(messages)}"' in path.read_text()
+
+
+def test_thumbnails_are_small_frames_of_the_window(barcode_video):
+    from conftest import read_barcode
+
+    frames, why = thumbnails(barcode_video, 20.0, 30.0, 3)
+    assert why is None and len(frames) == 3
+    assert all(20.0 <= f["t"] <= 30.0 for f in frames)
+    for frame in frames:
+        picture = Image.open(io.BytesIO(base64.b64decode(frame["src"].split(",", 1)[1])))
+        assert picture.format == "JPEG" and picture.height == 64
+        # the barcode video shows its own frame index: the thumbnail is the frame at that time (10 fps)
+        import numpy as np
+
+        assert abs(read_barcode(np.asarray(picture.convert("RGB"))) - round(frame["t"] * 10)) <= 1
+    frames, why = thumbnails(barcode_video.parent / "nope.mp4", None, None, 3)
+    assert frames == [] and "does not exist" in why
+
+
+def test_judgments_attach_by_question_id_to_the_judged_benchmark(tmp_path):
+    records = synthetic_records(2)
+    records[0] |= {"benchmark": "agentvidbench", "question_id": 7}
+    records[1] |= {"question_id": 7}  # another benchmark: not the judged one
+    write_run(tmp_path / "eval" / "run", records)
+    judgment = build_record(JudgmentRecord, {
+        "question_id": 7, "system": "cader", "judge_model": "j", "scores": {"P1": 2, "P2": 1, "P3": 0, "P4": None,
+        "P5": 2}, "traj": 0.625, "mc_rate": 0.5, "milestones": [{"id": "M1", "status": "partial", "evidence": "e"}],
+        "failure_tags": ["counting_error"], "summary": "s", "attempts": 1, "error": None})  # fmt: skip
+    (tmp_path / "judge").mkdir()
+    (tmp_path / "judge" / "judgments.jsonl").write_text(json.dumps(judgment) + "\n{broken\n")
+    path, built = write_viewer(tmp_path)
+    cards = page_data(path)["cards"]
+    assert cards[0]["judge"][0]["scores"]["P1"] == 2 and cards[0]["judge"][0]["tags"] == ["counting_error"]
+    assert "judge" not in cards[1]
+    assert any("judgments.jsonl:2" in m for m in built.problems.messages)
+
+
+def test_report_sections_become_tables():
+    html = table_html({"videomme_long": {"n": 3, "accuracy": 66.67}, "lvbench": {"n": 1, "accuracy": None}})
+    assert html.count("<tr>") == 3 and "videomme_long" in html and "66.67" in html and "<td>-</td>" in html
+    per_bench = table_html({"lvbench": [{"bin": ">=0.995", "n": 2}], "mlvu_dev": [{"bin": "<0.90", "n": 0}]})
+    assert per_bench.count("<table>") == 2
+
+
+def test_cli_view_writes_the_page_and_refuses_a_folder_without_runs(tmp_path, capsys):
+    from cader.cli.main import main
+
+    folder = write_run(tmp_path / "run", synthetic_records(5))
+    out = tmp_path / "page.html"
+    assert main(["view", str(folder), "--out", str(out)]) == 0
+    assert len(page_data(out)["cards"]) == 5
+    assert "5 samples in 1 runs" in capsys.readouterr().out
+    (tmp_path / "empty").mkdir()
+    assert main(["view", str(tmp_path / "empty")]) == 2
+    assert "no predictions.jsonl" in capsys.readouterr().err
