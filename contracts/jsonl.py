@@ -3,7 +3,8 @@
 Results files (predictions.jsonl, judgments.jsonl) are append-only: every record is one line, written and flushed
 as soon as it exists, so a killed run loses at most the line in flight. A rerun first repairs the end of the file
 (`repair_torn_tail`: a torn line is cut, a complete record that only lacks its newline is kept), then reads what is
-complete to skip work already done, then appends (`JsonlAppender`).
+complete to skip work already done, then appends (`JsonlAppender`). One process at a time writes a results file:
+`exclusive_writer` holds an advisory lock beside it and refuses a second writer, naming the holder's pid.
 
 Readers come in three strengths, all over the same line loop (`iter_lines`):
 - `iter_lines`: (line number, parsed value) with a `LineProblem` in place of a line that is not JSON or not UTF-8,
@@ -19,10 +20,12 @@ costs that line alone, named by file and line, never the whole read.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,3 +197,58 @@ class JsonlAppender:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class FileInUse(RuntimeError):
+    """Another process holds the writer lock of a results file; the message names the file and the holder's pid."""
+
+
+# Locks this process holds: (path, count). flock conflicts between two descriptors of one process too, so a
+# caller that already holds a file's lock (run.py before it loads a model) lets the runner take it again.
+_held: dict[str, list] = {}
+_held_guard = threading.Lock()
+
+
+def lock_path(path: str | Path) -> Path:
+    return Path(f"{path}.lock")
+
+
+@contextmanager
+def exclusive_writer(path: str | Path) -> Iterator[Path]:
+    """Hold the advisory writer lock of results file `path` (`<path>.lock`, `fcntl.flock`) for the block.
+
+    Two runs appending to one file at once would write every record twice; the second is refused with FileInUse
+    naming the holder's pid. The kernel releases the lock when its holder exits, killed or not, so a stale lock file
+    never blocks a rerun (the file itself stays, holding the last holder's pid). Re-entrant within a process.
+    """
+    key, where = os.path.abspath(path), lock_path(path)
+    with _held_guard:
+        if key in _held:
+            _held[key][1] += 1
+        else:
+            _held[key] = [_acquire(path, where), 1]
+    try:
+        yield where
+    finally:
+        with _held_guard:
+            _held[key][1] -= 1
+            if _held[key][1] == 0:
+                os.close(_held.pop(key)[0])  # closing the descriptor releases the flock
+
+
+def _acquire(path: str | Path, where: Path) -> int:
+    """The descriptor of `where`, flocked, with this process's pid written in it; FileInUse when it is taken."""
+    where.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(where, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise FileInUse(
+            f"{path} is being written by another run (pid {holder}, lock {where}); wait for it to end, "
+            f"or write to another --out"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd

@@ -27,7 +27,8 @@ class ScriptedBackend(Backend):
     """Stage-1 logits by question; every proposal, final answer and verifier reply fixed.
 
     A logits value that is an exception is raised by that question's Stage-1 call, and a verifier call on a question
-    in `fail_on` raises RuntimeError, so a run meets a failure in either stage where a test places one. The final
+    in `fail_on` raises RuntimeError, so a run meets a failure in either stage where a test places one; a prompt
+    whose video has no frames raises ValueError, as a real backend's does. The final
     answer is told from the proposal by its prompt (only the answer prompt names "the most relevant segment").
     """
 
@@ -36,7 +37,15 @@ class ScriptedBackend(Backend):
         self.logits_by_question, self.proposal, self.answer, self.p_yes = logits_by_question, proposal, answer, p_yes
         self.fail_on = set(fail_on)
 
+    @staticmethod
+    def _check_frames(prompts) -> None:
+        """A prompt whose video has no frames is refused, as the real backends refuse it (`cader.vlm.messages`)."""
+        for prompt in prompts:
+            if prompt.video is not None and len(prompt.video) == 0:
+                raise ValueError("cannot encode a video with no frames")
+
     def letter_logits(self, prompts, letters):
+        self._check_frames(prompts)
         out = []
         for prompt in prompts:
             value = self.logits_by_question[question_of(prompt)]
@@ -46,11 +55,13 @@ class ScriptedBackend(Backend):
         return out
 
     def yes_no(self, prompts):
+        self._check_frames(prompts)
         if self.fail_on and any(question_of(p) in self.fail_on for p in prompts):
             raise RuntimeError("verifier down")
         return [YesNo(self.p_yes, 1 - self.p_yes, 5) for _ in prompts]
 
     def generate(self, prompts, max_new_tokens):
+        self._check_frames(prompts)
         return [Generation(self.answer if "most relevant segment" in p.user else self.proposal, 5, 3)
                 for p in prompts]
 

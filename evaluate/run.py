@@ -15,13 +15,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
+import re
 import sys
 import typing
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Literal
 
 from cader.cli.docstrings import argument_help
+from cader.contracts.calibration import NO_EXIT_TAU
+from cader.contracts.jsonl import FileInUse, exclusive_writer
 from cader.evaluate.backends.vllm import VERIFIER_ENGINE, VLLMEngineConfig
 from cader.evaluate.benchmarks import available as available_benchmarks
 from cader.evaluate.launch import done_marker, launch, launched_rank, rank_device, wait_for_shards
@@ -139,13 +144,97 @@ def variant_configs(variants: str | None, values: dict) -> dict[str, CaderConfig
     return {v: CaderConfig(**{**values, "variant": v}) for v in names}
 
 
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def argument_problems(args) -> list[str]:
+    """Every flag value that cannot mean what it says, one line each (empty when all can). Checked before anything
+    is loaded, so a typo costs no model load and no partial run: `--limit -3` would run all but the last 3."""
+    problems = []
+    if args.limit is not None and args.limit < 0:
+        problems.append(f"--limit must be >= 0 (run the first N samples), got {args.limit}")
+    for name in ("concurrency", "devices", "num_nodes"):
+        if getattr(args, name) < 1:
+            problems.append(f"--{name} must be >= 1, got {getattr(args, name)}")
+    try:
+        parse_shard(args.shard)
+    except ValueError as err:
+        problems.append(str(err))
+    # tau: the rule calibration.json's tau follows (cader.contracts.calibration), so a flag cannot set what a
+    # calibration file may not: M is in [0, 1], and NO_EXIT_TAU (just above 1) means "no sample exits".
+    if not _finite(args.tau) or not 0.0 <= args.tau <= NO_EXIT_TAU:
+        problems.append(f"--tau must be in [0, 1] (or {NO_EXIT_TAU!r}: no early exit), got {args.tau!r}")
+    if not _finite(args.temperature) or args.temperature <= 0:
+        problems.append(f"--temperature must be a finite number > 0, got {args.temperature!r}")
+    if not _finite(args.delta) or not 0.0 <= args.delta <= 1.0:  # compared with P_yes, a probability
+        problems.append(f"--delta must be in [0, 1], got {args.delta!r}")
+    return problems
+
+
+def path_problems(args) -> list[str]:
+    """The input paths that do not exist, one line each naming the flag and the path."""
+    problems = []
+    if not args.merge and args.data_root and not Path(args.data_root).is_dir():
+        problems.append(f"--data_root {args.data_root}: no such folder")
+    for flag in ("calibration", "compare", "stage1_from"):
+        value = getattr(args, flag)
+        if value and not Path(value).is_file():
+            problems.append(f"--{flag} {value}: no such file")
+    if not args.merge:
+        for flag in ("model", "verifier"):
+            problem = model_problem(getattr(args, flag))
+            if problem:
+                problems.append(f"--{flag} {problem}")
+    return problems
+
+
+# A hub id is "name" or "namespace/name" of letters, digits and ._- (huggingface_hub's rule); anything else given as
+# --model is a path, and a missing path would otherwise go to the hub client and come back as a bad hub id.
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+
+
+def model_problem(path: str | None) -> str | None:
+    """Why --model/--verifier `path` is certainly not loadable (None when it may be): a path-like value naming no
+    folder, or a folder without config.json. A hub id is left to the loader (it may be downloaded), unless its first
+    part is a local folder (`runs/export` when `runs/` exists): then it is a local path that is missing."""
+    if not path:
+        return None
+    local = Path(path).expanduser()
+    if local.is_dir():
+        return None if (local / "config.json").is_file() else f"{path}: folder has no config.json (not a model folder)"
+    first = path.split("/", 1)[0]
+    if not HUB_ID.fullmatch(path) or path.startswith((".", "~")) or (first != path and Path(first).is_dir()):
+        return f"{path}: no such folder"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit 0 on success; 2, with one line on stderr naming the flag or file, for a bad flag value, a missing input,
+    a model that cannot be loaded or an output another run is writing. A bad sample never ends the run."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     # jsonargparse keeps dataclass-typed groups as namespaces until instantiated
     args.vllm_main, args.vllm_verifier = (VLLMEngineConfig(**dict(vars(ns))) if not isinstance(ns, VLLMEngineConfig)
                                           else ns for ns in (args.vllm_main, args.vllm_verifier))
+    problems = argument_problems(args) + path_problems(args)
+    if problems:
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return _main(args, argv)
+    except RunError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+class RunError(Exception):
+    """A whole-run problem (an unreadable input, a model that does not load, an output in use): one line, exit 2."""
+
+
+def _main(args, argv: list[str]) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     world = args.devices * args.num_nodes
@@ -164,11 +253,17 @@ def main(argv: list[str] | None = None) -> int:
         done_marker(predictions_path(out, parse_shard(args.shard))).unlink(missing_ok=True)  # a rerun's old marker
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(CaderConfig)}
     if args.calibration:
-        from cader.calibrate.calibration_file import load_calibration
+        from cader.calibrate.calibration_file import CalibrationFileError, load_calibration
 
-        values["temperature"], values["tau"] = load_calibration(args.calibration)
+        try:
+            values["temperature"], values["tau"] = load_calibration(args.calibration)
+        except CalibrationFileError as err:
+            raise RunError(f"--calibration {err}") from None
         log.info("calibration %s: T = %s, tau = %s", args.calibration, values["temperature"], values["tau"])
-    cfg = CaderConfig(**values)
+    try:
+        cfg = CaderConfig(**values)
+    except ValueError as err:  # CaderConfig's own checks (r_min <= r_max, counts >= 1, ...)
+        raise RunError(str(err)) from None
     config_record = {
         **cfg.to_dict(),
         "model": args.model,
@@ -180,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     load_errors_file = out / "load_errors.json"
 
     if args.merge:
-        target, n = merge_shards(out)
+        try:
+            target, n = merge_shards(out)
+        except FileInUse as err:
+            raise RunError(str(err)) from None
         log.info("merged %d records into %s", n, target)
         errors = json.loads(load_errors_file.read_text()) if load_errors_file.exists() else []
         write_report(out, read_records(target), errors, config_record, compare)
@@ -190,35 +288,63 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, name):
             print(f"error: --{name} is required (unless --merge)", file=sys.stderr)
             return 2
-    from cader.evaluate.benchmarks import load_benchmark
+    shard = parse_shard(args.shard)
+    variant_cfgs = variant_configs(args.variants, values)
+    if variant_cfgs and shard is not None:
+        print("error: --variants runs in one process; drop --shard", file=sys.stderr)
+        return 2
+    # The output files are claimed before anything is read or loaded: a second run on this --out is refused at once
+    # (it would append every record a second time), naming the pid of the run that writes them.
+    files = [out / v / "predictions.jsonl" for v in variant_cfgs] if variant_cfgs else [predictions_path(out, shard)]
+    with ExitStack() as locks:
+        try:
+            for file in files:
+                locks.enter_context(exclusive_writer(file))
+        except FileInUse as err:
+            raise RunError(str(err)) from None
+        samples, load_errors = _load_samples(args, load_errors_file)
+        chosen = select_samples(samples, args.limit, shard)
+        log.info("%s: %d samples loaded, %d selected, %d rows unusable", args.benchmark, len(samples), len(chosen),
+                 len(load_errors))
+        code = _run(args, out, cfg, variant_cfgs, chosen, shard, rank, load_errors, config_record, compare)
+    if code == 0 and rank is not None:  # after the lock is released: node 0's launcher then merges the shards
+        done_marker(predictions_path(out, shard)).write_text("done\n")
+    return code
 
-    samples, errors = load_benchmark(args.benchmark, args.data_root)
+
+def _load_samples(args, load_errors_file: Path) -> tuple[list, list[str]]:
+    """The benchmark's samples and its unusable rows (as lines, also written to load_errors.json)."""
+    from cader.evaluate.benchmarks import UnknownBenchmarkError, load_benchmark
+
+    try:
+        samples, errors = load_benchmark(args.benchmark, args.data_root)
+    except (FileNotFoundError, UnknownBenchmarkError) as err:  # no release layout there, or a misspelt name
+        raise RunError(f"--benchmark {args.benchmark} --data_root {args.data_root}: {err}") from None
     load_errors = [str(e) for e in errors]
     for message in load_errors:
         log.warning("skipped benchmark row: %s", message)
     write_json_atomic(load_errors_file, load_errors)
-    shard = parse_shard(args.shard)
-    chosen = select_samples(samples, args.limit, shard)
-    log.info(
-        "%s: %d samples loaded, %d selected, %d rows unusable",
-        args.benchmark,
-        len(samples),
-        len(chosen),
-        len(load_errors),
-    )
+    return samples, load_errors
 
-    main_backend = make_backend(
-        args.backend, args.model, args.device, args.dtype, args.attn_implementation, engine=args.vllm_main
-    )
+
+def _load_backend(args, flag: str, path: str, engine):
+    """The backend of `path`; RunError (one line) when it does not load: a hub id that is not there, no network."""
+    try:
+        return make_backend(args.backend, path, args.device, args.dtype, args.attn_implementation, engine=engine)
+    except (OSError, ValueError) as err:
+        log.debug("loading %s failed", path, exc_info=True)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise RunError(f"--{flag} {path}: cannot load it ({first})") from None
+
+
+def _run(args, out, cfg, variant_cfgs, chosen, shard, rank, load_errors, config_record, compare) -> int:
+    main_backend = _load_backend(args, "model", args.model, args.vllm_main)
     verifier_path = args.verifier or args.model
-    variant_cfgs = variant_configs(args.variants, values)
     needs_verifier = any(c.uses_verifier and c.runs_stage2 for c in (variant_cfgs or {"": cfg}).values())
     if verifier_path == args.model or not needs_verifier:
         verifier_backend = main_backend  # one copy when they are the same model (or the verifier is unused)
     else:
-        verifier_backend = make_backend(
-            args.backend, verifier_path, args.device, args.dtype, args.attn_implementation, engine=args.vllm_verifier
-        )
+        verifier_backend = _load_backend(args, "verifier", verifier_path, args.vllm_verifier)
 
     # Whether each model's template honours enable_thinking, and so whether the backend adds the think block itself.
     config_record["chat_template"] = {
@@ -232,9 +358,6 @@ def main(argv: list[str] | None = None) -> int:
                 "from cader (recorded in report.json config.chat_template)", role
             )
     if variant_cfgs:  # several Table 2 rows in one pass, sharing frames and repeated model calls
-        if shard is not None:
-            print("error: --variants runs in one process; drop --shard", file=sys.stderr)
-            return 2
         counts, work = run_variants(chosen, args.data_root, out, main_backend, verifier_backend, variant_cfgs,
                                     progress=args.progress)
         full = read_records(out / "full" / "predictions.jsonl") if "full" in variant_cfgs else None
@@ -266,13 +389,13 @@ def main(argv: list[str] | None = None) -> int:
         counts["stage1_reused"],
     )
     if shard is None:
-        report = write_report(out, read_records(target), load_errors, config_record, compare)
+        records = read_records(target)
+        report = write_report(out, records, load_errors, config_record, compare)
         log.info(
-            "accuracy %s%% over %d samples; report in %s", report["overall"]["accuracy"], report["n"], out
+            "accuracy %s%% over %d samples (%d failed, %d flagged); report in %s", report["overall"]["accuracy"],
+            report["n"], sum(bool(r.get("error")) for r in records), sum(bool(r.get("flags")) for r in records), out,
         )
-    elif rank is not None:
-        done_marker(target).write_text("done\n")  # node 0's launcher merges once every rank wrote its marker
-    else:
+    elif rank is None:
         log.info("shard done; run with --merge true --out %s once every shard has finished", out)
     return 0
 

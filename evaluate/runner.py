@@ -8,7 +8,13 @@
 - Each video is opened once per sample (one VideoReader) and reused by Stage 1, the crops and RGR.
 - Records are built through `cader.contracts.records.PredictionRecord` and read back through it: a line that
   breaks the contract is logged with file, line and field and skipped like a torn line (its sample counts as
-  not done, so a resumed run runs it again).
+  not done, so a resumed run runs it again). A sample never counts twice: a second record of one
+  (benchmark, sample_id) is logged and left out, and one run at a time writes a predictions file
+  (`cader.contracts.jsonl.exclusive_writer`; a second run on the same file is refused, naming the first's pid).
+- The video is checked against the benchmark before it is asked about: a decoded duration that differs from the
+  stated one by more than `duration_tolerance` fails the sample ("duration_mismatch": the file is not the video the
+  question is about, e.g. a truncated download or another video under its name); a container with one frame (an
+  image renamed .mp4, say) is run but flagged (`flags`: ["single_frame: ..."]).
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 from cader.calibrate.margin import InvalidLogits
-from cader.contracts.jsonl import JsonlAppender, jsonl_line, read_validated
+from cader.contracts.jsonl import JsonlAppender, exclusive_writer, jsonl_line, read_validated
 from cader.contracts.records import PredictionRecord, build_record
 from cader.evaluate.backends.base import Backend
 from cader.evaluate.method.config import CaderConfig
@@ -36,6 +43,42 @@ log = logging.getLogger(__name__)
 
 class SampleError(ValueError):
     """A sample that cannot be asked (bad options/letters, bad duration)."""
+
+
+class DurationMismatch(ValueError):
+    """The decoded video is not as long as the benchmark says it is."""
+
+
+# Released durations are rounded (whole seconds, minutes in LVBench, "~17:00" estimates in AgentVidBench's table) and
+# re-encoded downloads gain or lose a few frames or a trailer; a wrong file (a truncated download, a clip saved
+# under the long video's name) is off by far more. 5 s absorbs rounding on short clips, 10 % the rest.
+DURATION_TOLERANCE_S = 5.0
+DURATION_TOLERANCE_FRACTION = 0.10
+
+
+def duration_tolerance(declared: float) -> float:
+    """How far (seconds) a decoded duration may be from the benchmark's `declared` one: max(5 s, 10 %)."""
+    return max(DURATION_TOLERANCE_S, DURATION_TOLERANCE_FRACTION * declared)
+
+
+def check_duration(declared: float | None, decoded: float) -> None:
+    """DurationMismatch when the benchmark states a duration and the decoded one is beyond the tolerance of it."""
+    if declared is None:
+        return
+    tolerance = duration_tolerance(declared)
+    if abs(decoded - declared) > tolerance:
+        raise DurationMismatch(
+            f"the video decodes to {decoded:.2f} s, the benchmark says {declared:g} s (tolerance {tolerance:g} s)"
+        )
+
+
+def video_flags(reader) -> list[str]:
+    """Odd but runnable videos, as "<code>: <detail>": a single frame (an image container, or a still)."""
+    flags = []
+    if reader.num_frames == 1:
+        fmt = getattr(reader, "container_format", None)
+        flags.append(f"single_frame: 1 frame of {reader.duration:.3f} s" + (f" ({fmt} container)" if fmt else ""))
+    return flags
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -67,11 +110,21 @@ def select_samples(samples: Sequence, limit: int | None = None, shard: tuple[int
 
 def read_records(path: str | Path) -> list[dict]:
     """The predictions records of `path` that satisfy the contract, in order (a missing file is empty); every other
-    line (torn, not JSON, breaking the contract) is logged with file, line and field, and skipped."""
+    line (torn, not UTF-8, not JSON, breaking the contract) is logged with file, line and field, and skipped. A
+    second record of a sample (two runs that once wrote one file) is logged and left out: the first one counts."""
     read = read_validated(path, PredictionRecord)
     for problem in read.problems:
         log.warning("skipped a predictions line: %s", problem)
-    return read.records
+    seen, records = {}, []
+    for line, record in zip(read.lines, read.records):
+        key = record_key(record)
+        if key in seen:
+            log.warning("skipped a predictions line: %s:%d: a second record of %s/%s (line %d counts)", path, line,
+                        *key, seen[key])
+            continue
+        seen[key] = line
+        records.append(record)
+    return records
 
 
 def record_key(record: dict) -> tuple[str, str]:
@@ -154,6 +207,11 @@ def process_sample(
         if not reader.duration > 0:
             raise VideoReadError(video_file, f"zero duration ({reader.duration})")
         record["duration"] = round(float(reader.duration), 3)
+        check_duration(sample.duration, float(reader.duration))
+        flags = video_flags(reader)
+        if flags:
+            record["flags"] = flags
+            log.warning("%s/%s: %s: %s", sample.benchmark, sample.sample_id, video_file, "; ".join(flags))
         if prior is not None:
             f1, s1 = None, reuse_stage1(prior, sample.letters, cfg)
         else:
@@ -187,6 +245,8 @@ def process_sample(
         error = f"invalid_logits: {err.reason}: {err}"
     except SampleError as err:
         error = f"bad_sample: {err}"
+    except DurationMismatch as err:
+        error = f"duration_mismatch: {video_file}: {err}"
     except Stage2Failure as err:
         record["stage2"] = err.partial
         error = f"stage2_failed: {err}"
@@ -221,9 +281,15 @@ def run_samples(
     `concurrency`: samples in flight; their model calls are merged into batched calls (`BatchingBackend`). Records
     are still written in sample order, each as soon as it and every sample before it are done.
     """
+    with exclusive_writer(out_file):  # before the first read: a second run on this file is refused, not doubled
+        return _run_samples(samples, data_root, Path(out_file), main, verifier, cfg, video_path, progress,
+                            retry_failed, stage1_priors, concurrency)
+
+
+def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_path, progress, retry_failed,
+                 stage1_priors, concurrency) -> dict:
     if video_path is None:
         from cader.evaluate.benchmarks import video_path
-    out_file = Path(out_file)
     records = read_records(out_file)  # a torn last line is skipped here, cut by the appender
     retried = 0
     if retry_failed and any(r.get("error") for r in records):
@@ -300,12 +366,21 @@ def run_variants(
     """Every variant of `cfgs` on every sample, sample by sample, sharing decoded frames and repeated model calls
     (`cader.evaluate.variants`); writes `<out_dir>/<variant>/predictions.jsonl` (resumable per variant).
     Returns ({variant: counts}, SharedWork)."""
-    from cader.evaluate.variants import MemoBackend, MemoReader, SharedWork
+    from cader.evaluate.variants import SharedWork
 
     if video_path is None:
         from cader.evaluate.benchmarks import video_path
     out_dir, work = Path(out_dir), SharedWork()
     files = {v: out_dir / v / PREDICTIONS for v in cfgs}
+    with ExitStack() as locks:
+        for file in files.values():
+            locks.enter_context(exclusive_writer(file))
+        return _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, progress, work)
+
+
+def _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, progress, work):
+    from cader.evaluate.variants import MemoBackend, MemoReader
+
     done = {v: {record_key(r) for r in read_records(f)} for v, f in files.items()}
     counts = {v: {"done_before": len(done[v]), "ran": 0, "failed": 0} for v in cfgs}
     appenders = {v: JsonlAppender(f, fsync=True) for v, f in files.items()}
@@ -343,10 +418,13 @@ def merge_shards(out_dir: str | Path) -> tuple[Path, int]:
     target = out_dir / PREDICTIONS
     sources = ([target] if target.exists() else []) + sorted(out_dir.glob("predictions.shard-*-of-*.jsonl"))
     seen, merged = set(), []
-    for source in sources:
-        for record in read_records(source):
-            if record_key(record) not in seen:
-                seen.add(record_key(record))
-                merged.append(record)
-    write_atomic(target, (jsonl_line(record) for record in merged))
+    with ExitStack() as locks:  # no shard still being written, no second merge rewriting the target
+        for source in dict.fromkeys([target, *sources]):
+            locks.enter_context(exclusive_writer(source))
+        for source in sources:
+            for record in read_records(source):
+                if record_key(record) not in seen:
+                    seen.add(record_key(record))
+                    merged.append(record)
+        write_atomic(target, (jsonl_line(record) for record in merged))
     return target, len(merged)

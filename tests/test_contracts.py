@@ -327,7 +327,11 @@ def run_pipeline(root: Path, video: Path) -> None:
     from cader.evaluate.runner import load_stage1_priors, merge_shards, run_samples
 
     logits = {f"q{i}": [0.0, 40.0, 0.0, 0.0] if i % 2 == 0 else [0.0, 0.1, 0.0, 0.0] for i in range(8)}
-    samples = [Sample("bench", f"s{i}", video.name, f"q{i}", ["a", "b", "c", "d"], LETTERS, "B", 60.0,
+    # four videos (one file under four names): calibration splits fit/select by video, so it needs several
+    names = [f"v{k}_{video.name}" for k in range(4)]
+    for name in names:
+        (video.parent / name).symlink_to(video)
+    samples = [Sample("bench", f"s{i}", names[i % 4], f"q{i}", ["a", "b", "c", "d"], LETTERS, "B", 60.0,
                       {"question_id": i}) for i in range(8)]  # fmt: skip
     samples += [Sample("bench", "missing", "missing.mp4", "q0", ["a", "b"], ["A", "B"], "A", 10, {}),
                 Sample("bench", "bad", video.name, "q0", ["a"], ["A", "B"], None, None, {})]  # fmt: skip

@@ -196,6 +196,7 @@ class VideoReader:
             raise VideoReadError(self.path, f"invalid frame rate {self.native_fps}")
         first = self._probe_first_frame()
         self._frame0_pts, self._coded_size, self.rotation = first.pts, first.coded_size, first.rotation
+        self.container_format = first.container_format  # "image2" or "jpeg_pipe" for a picture renamed .mp4
         # Frames come back as a viewer shows them: a phone held upright stores landscape pictures plus a rotation.
         quarter_turn = self.rotation in (90, 270)
         self.height, self.width = self._coded_size[::-1] if quarter_turn else self._coded_size
@@ -228,7 +229,7 @@ class VideoReader:
         if self.planned:
             try:
                 batch = self._scan(indices, max_pixels)
-            except Exception as err:  # timestamps that do not describe the display order, say
+            except Exception as err:  # noqa: BLE001 - timestamps that do not describe the display order, say
                 self.planned = False  # a property of the file: later samplings go straight to the fallback
                 log.warning("%s: planned decode failed (%s); decoding this video sequentially from now on",
                             self.path, str(err).splitlines()[0][:200])

@@ -13,6 +13,8 @@ again on F1. Frame budgets: the crop (F2) and the RGR context are capped at `max
 as Stage 1 is (the paper states the cap for Stage 1 only; F2 is reused for the final answer, F1 for proposals, so
 nothing is decoded twice). The final prompt names the crop bounds (the frames it shows), the record's `accepted`
 the proposed window. Every step is appended to `steps` as it happens, so a failure mid-way keeps the partial trajectory.
+A rejected crop whose RGR context would hold no frames (a video shorter than a frame interval at those rates) ends the
+search as the last reflection does: A1, fallback "not_accepted", the resample step marked `no_frames`.
 """
 
 from __future__ import annotations
@@ -173,6 +175,12 @@ class Stage2Run:
             if iteration == cfg.reflections:
                 break  # line 33: reflection budget exhausted
             f_cur, context = self._resample(scored, iteration + 1)
+            if len(f_cur) == 0:
+                # A video shorter than one frame interval at the RGR rates (a one-frame container, say) leaves the
+                # next proposal nothing to look at, and a model cannot be asked about no frames: no segment can be
+                # accepted any more, so A1 stands, as after the last reflection.
+                self.steps[-1]["no_frames"] = True
+                break
         return self.record(self.a1, None, "not_accepted")  # line 40: no extra model call
 
     def _resample(self, scored, iteration: int) -> tuple[Frames, str]:
