@@ -9,7 +9,7 @@ import numpy as np
 from cader.contracts.jsonl import read_jsonl
 from cader.evaluate.judge.aggregate import is_correct
 from cader.evaluate.judge.pipeline import read_judgments
-from cader.evaluate.judge.questions import load_predictions, load_questions, prediction_key
+from cader.evaluate.judge.questions import InputFileError, load_predictions, load_questions, prediction_key
 from cader.evaluate.stats import mcnemar_exact, paired_bootstrap_diff, rank_stability
 
 
@@ -44,6 +44,9 @@ def compare_files(files: Sequence[str], *, questions_path: str | None = None, me
     each system against the first."""
     if len(files) < 2:
         raise ValueError("compare needs at least two files")
+    for path in [*files, *([questions_path] if questions_path else [])]:
+        if not Path(path).is_file():
+            raise InputFileError(path)
     questions = load_questions(questions_path)[0] if questions_path else None
     names, per_system = [], []
     for path in files:

@@ -1,0 +1,136 @@
+"""--protocol paper|official: the official harness's prompt files read from a checkout (the fixture stands in for
+it), its trajectories/question<N>.txt judged verbatim, its denominators, and the report naming the protocol."""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cader.dev.judge_double import LoopbackJudgeServer, synthetic_judgment
+from cader.evaluate.judge.aggregate import build_report, render_markdown
+from cader.evaluate.judge.params import JudgeConfigError
+from cader.evaluate.judge.prompt import SYSTEM_PROMPT_WITH_SCHEMA
+from cader.evaluate.judge.protocol import PAPER, make_protocol, official_protocol
+from cader.evaluate.judge.providers import LOOPBACK_MODEL
+from cader.evaluate.judge.questions import Question, load_questions
+from cader.evaluate.judge.schema import parse_judgment
+
+REPO = Path(__file__).resolve().parents[1]
+HARNESS = REPO / "tests" / "fixtures" / "agentvidbench_harness"
+RUN = HARNESS / "exp" / "singleturn_loopback-vlm_run1"
+QUESTIONS = REPO / "tests" / "fixtures" / "agentvidbench" / "questions.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "loopback-dummy")
+
+
+def entry_module():
+    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    return entry
+
+
+def run_cli(out: Path, *extra: str) -> tuple[list[dict], dict, str]:
+    with LoopbackJudgeServer() as server:
+        entry_module().main(["--predictions", str(RUN), "--prediction_format", "agentvidbench_run",
+                             "--questions", str(QUESTIONS), "--out", str(out), "--model", LOOPBACK_MODEL,
+                             "--base_url", server.base_url, "--progress", "false", *extra])
+    return server.requests, json.loads((out / "judge_report.json").read_text()), (out / "judge_report.md").read_text()
+
+
+def test_official_prompt_comes_from_the_checkout_with_its_layout():
+    protocol = official_protocol(HARNESS)
+    assert protocol.system == (HARNESS / "evaluation" / "prompts" / "judge_system.md").read_text().strip()
+    questions, _ = load_questions(QUESTIONS)
+    text = (RUN / "inference" / "trajectories" / "question1.txt").read_text()
+    system, user = protocol.prompt(questions["1"], {"question_id": 1, "trajectory_text": text, "pred": "E"}, "st")
+    assert system == protocol.system and system != SYSTEM_PROMPT_WITH_SCHEMA
+    assert user.startswith("QUESTION_ID: 1\nFRAMEWORK: st\nSWEEP_REQUIRED: no\n\nQUESTION:\nAt the second bus stop")
+    assert "\n  A. red\n" in user and "\n  Z. ivory\n" in user
+    assert "\n  M1 type=temporal_localization: Finds the second stop.\n" in user
+    assert user.endswith("Check: milestone_coverage holds 2 entries, ids M1, M2, in this order.")
+    # the harness's own judge text, verbatim line for line, inside the fence
+    assert all(f"\n| {line}\n" in user for line in text.splitlines())
+    assert make_protocol("paper") is PAPER
+
+
+def test_missing_or_foreign_harness_files_are_clear_errors(tmp_path):
+    with pytest.raises(JudgeConfigError, match="needs --harness_root"):
+        make_protocol("official")
+    with pytest.raises(JudgeConfigError, match="no such folder"):
+        official_protocol(tmp_path / "nowhere")
+    shutil.copytree(HARNESS / "evaluation", tmp_path / "evaluation")
+    (tmp_path / "evaluation" / "prompts" / "judge_system.md").unlink()
+    with pytest.raises(JudgeConfigError, match=r"lacks .*judge_system\.md"):
+        official_protocol(tmp_path)
+    shutil.copy(HARNESS / "evaluation" / "prompts" / "judge_system.md", tmp_path / "evaluation" / "prompts")
+    module = tmp_path / "evaluation" / "judge.py"
+    module.write_text('USER_TEMPLATE = "{qid} {gold_answer} {prediction}"\n')
+    with pytest.raises(JudgeConfigError, match="gold_answer"):
+        official_protocol(tmp_path)
+    module.write_text('PROMPT = "{prediction}"\n')
+    with pytest.raises(JudgeConfigError, match="no top-level USER_TEMPLATE"):
+        official_protocol(tmp_path)
+    with pytest.raises(SystemExit) as caught:
+        entry_module().main(["--protocol", "official", "--harness_root", str(tmp_path), "--predictions", str(RUN),
+                             "--questions", str(QUESTIONS), "--out", str(tmp_path / "out"), "--model", "m"])
+    assert str(caught.value).startswith("config error:") and "USER_TEMPLATE" in str(caught.value)
+
+
+def _judgment(qid: str) -> dict:
+    return {"question_id": int(qid), "system": "cader", "judge_model": "j", "error": None, "traj": 0.5,
+            "mc_rate": 0.5, "scores": {"P1": 1, "P2": 1, "P3": 1, "P4": None, "P5": 1}, "milestones": [],
+            "failure_tags": []}
+
+
+def test_both_protocols_on_the_same_judgments_differ_only_in_the_denominators():
+    # The issue's case: 60 questions, 27 right, one never answered and one errored: 27/60 vs 27/58.
+    questions = {str(i): Question(question_id=i, question="q", options=["x", "y"], answer="A",
+                                  milestones=[{"id": "M1"}], difficulty="easy" if i % 2 else None)
+                 for i in range(1, 61)}
+    predictions = {str(i): {"question_id": i, "pred": "A" if i <= 27 else "B", "error": None} for i in range(1, 60)}
+    predictions["59"]["error"] = "decode failed"
+    judgments = {k: _judgment(k) for k in predictions if k != "59"}
+    paper = build_report(questions, predictions, judgments)
+    official = build_report(questions, predictions, judgments, protocol="official")
+    assert (paper["n"], paper["n_correct"], paper["accuracy"]) == (60, 27, 0.45)
+    assert (official["n"], official["n_correct"]) == (58, 27)
+    assert official["accuracy"] == pytest.approx(27 / 58) and round(official["accuracy"], 3) == 0.466
+    assert official["left_out_of_accuracy"] == [59, 60] and paper["left_out_of_accuracy"] == []
+    assert paper["traj"] == official["traj"] == 0.5 and paper["n_judged"] == official["n_judged"] == 58
+    # a question without a difficulty is its own "unknown" slice (paper) or in none (official `_slice`)
+    assert "unknown" in paper["slices"]["difficulty"] and set(official["slices"]["difficulty"]) == {"easy"}
+    assert "- protocol: official" in render_markdown(official) and "left out of accuracy" in render_markdown(official)
+    assert "- protocol: paper" in render_markdown(paper) and "counted wrong in accuracy" in render_markdown(paper)
+
+
+def test_a_harness_run_under_both_protocols(tmp_path):
+    bodies, report, md = run_cli(tmp_path / "official", "--protocol", "official", "--harness_root", str(HARNESS))
+    system = (HARNESS / "evaluation" / "prompts" / "judge_system.md").read_text().strip()
+    assert sorted(b["messages"][1]["content"].split("\n")[0] for b in bodies) == ["QUESTION_ID: 1", "QUESTION_ID: 3"]
+    assert all(b["messages"][0]["content"] == system for b in bodies)  # question 2 errored: not judged
+    assert (report["protocol"], report["n"], report["n_correct"], report["accuracy"]) == ("official", 2, 1, 0.5)
+    assert report["left_out_of_accuracy"] == [2, 4] and report["n_judged"] == 2
+    assert str(HARNESS.resolve()) in report["protocol_source"] and "- protocol: official" in md
+    assert report["provenance"]["git_commit"] and "- provenance: commit" in md
+
+    bodies, report, md = run_cli(tmp_path / "paper")
+    assert all(b["messages"][0]["content"] == SYSTEM_PROMPT_WITH_SCHEMA for b in bodies) and len(bodies) == 3
+    assert (report["protocol"], report["n"], report["n_correct"], report["accuracy"]) == ("paper", 4, 1, 0.25)
+    assert report["failed_predictions"] == [{"question_id": 2, "error": "429 RESOURCE_EXHAUSTED after 3 retries"}]
+    assert report["missing_predictions"] == [4] and "- protocol: paper" in md
+
+
+def test_milestone_status_is_case_insensitive():
+    reply = synthetic_judgment("1", ["M1", "M2"], "no")
+    reply["milestone_coverage"][0]["status"] = "Covered"
+    reply["milestone_coverage"][1]["status"] = " PARTIAL "
+    out = parse_judgment(json.dumps(reply), ["M1", "M2"], "no")
+    assert [m.status for m in out.milestone_coverage] == ["covered", "partial"]
+    reply["milestone_coverage"][1]["status"] = "Kinda"
+    with pytest.raises(ValueError, match="milestone_coverage"):
+        parse_judgment(json.dumps(reply), ["M1", "M2"], "no")
