@@ -8,17 +8,34 @@ The flags are the parameters of `cader.calibrate.pipeline.calibrate_predictions`
 docstring.
 """
 
+import argparse
 import sys
 
 from cader.calibrate.calibration_file import CalibrationFileError
 from cader.calibrate.pipeline import CalibrationInputError, calibrate_predictions
 from cader.calibrate.records import PredictionFileError, PredictionRowError
 from cader.cli.docstrings import argument_help
-from jsonargparse import ActionConfigFile, ArgumentParser
+from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter
+
+# One line per mode: what it guarantees (each with probability >= 1 - delta over the selection split).
+MODES_HELP = """modes (--mode), each guarantee with probability >= 1 - delta:
+  precision  error among early exits <= alpha (exact Clopper-Pearson, fixed sequence over a fixed tau grid)
+  cascade    accuracy lost against always running Stage 2 <= epsilon (Learn-then-Test; a uniform_stage2 run)
+  joint      exit error <= alpha and accuracy loss <= epsilon (if given) together, within --budget (if given)
+  budget     share sent to Stage 2 <= budget on the selection split; no error guarantee
+  accuracy   best final accuracy on the selection split; no guarantee (a uniform_stage2 run)
+  --verifier_alpha A (any mode)  verifier threshold delta_v: accepted first crops miss the evidence <= A
+  --per_benchmark true (any mode)  also a tau per benchmark, each with its own guarantee
+Before applying calibration.json to another benchmark or model: python calibrate/transfer.py --calibration FILE
+--predictions TARGET.jsonl (two-sample KS test on the Stage-1 margins)."""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter):
+    """Keeps the modes table's lines as written."""
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n")[0], epilog=MODES_HELP, formatter_class=_HelpFormatter)
     parser.add_argument("--config", action=ActionConfigFile)
     # `--predictions A B` takes several files after one flag, which a list-typed signature parameter cannot
     parser.add_argument("--predictions", type=str, nargs="+", required=True,
@@ -41,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         f"T = {result['temperature']:.4g}, tau = {tau} ({result['mode']}); exit rate {sel['exit_rate']:.3f} "
         f"on {sel['n']} held-out samples -> {args['out']}/calibration.json"
     )
+    for c in sel.get("constraints") or []:
+        state = "met" if c["met"] else f"NOT met: {c['reason']}" if c.get("reason") else "not met"
+        print(f"  {c['name']} <= {c['level']} ({c['handled']}): {state}")
+    if result.get("verifier"):
+        v = result["verifier"]
+        got = f"{v['threshold']:.3g}" if v["threshold"] is not None else f"none certified ({v.get('reason')})"
+        print(f"  verifier threshold delta_v = {got} (alpha_v = {v['alpha_v']}, {v['n']} first crops with evidence)")
     return 0
 
 

@@ -217,7 +217,7 @@ VERIFIER_GRID = np.unique(np.r_[np.round(np.arange(0, 100) * 0.01, 2), 0.995, 0.
 
 
 def select_verifier_threshold(
-    p_yes: np.ndarray, miss: np.ndarray, alpha_v: float, delta: float, min_accepted: int = 0,
+    p_yes: np.ndarray, miss: np.ndarray, alpha_v: float, delta: float, min_accepted: int = 50,
     candidates: np.ndarray | None = None,
 ) -> dict:  # fmt: skip
     """The lowest verifier threshold on a fixed grid whose accepted crops miss the evidence with rate <= alpha_v,

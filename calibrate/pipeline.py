@@ -15,6 +15,7 @@ from typing import Literal
 
 import numpy as np
 from cader.calibrate.calibration_file import write_calibration
+from cader.calibrate.ltt import select_tau_ltt
 from cader.calibrate.margin import PAPER_TAU, PAPER_TEMPERATURE, margins, pad_logits, top1_indices, top1_probs
 from cader.calibrate.plots import (
     paper_bin_table,
@@ -26,6 +27,7 @@ from cader.calibrate.plots import (
 )
 from cader.calibrate.records import read_predictions, split_fit_select
 from cader.calibrate.tau import (
+    MODES,
     NO_EXIT_TAU,
     exit_stats,
     select_tau_accuracy,
@@ -33,6 +35,10 @@ from cader.calibrate.tau import (
     select_tau_precision,
 )
 from cader.calibrate.temperature import ECE_BINS, fit_temperature, nll_and_ece
+from cader.calibrate.transfer import margin_summary
+from cader.calibrate.validity import plot_validity, validity_runs, validity_summary
+from cader.calibrate.verifier import calibrate_verifier
+from cader.contracts.provenance import collect_provenance
 
 MIN_SAMPLES = 4
 
@@ -67,7 +73,8 @@ class Outcomes:
                    s2_correct=np.array([bool(r.stage2_correct) for r in records]))  # fmt: skip
 
 
-def load_outcomes(predictions: Sequence[str], strict: bool, mode: str, budget: float | None):
+def load_outcomes(predictions: Sequence[str], strict: bool, mode: str, budget: float | None,
+                  epsilon: float | None = None):
     """Read the predictions (reporting skipped rows on stderr) and check they can support the calibration."""
     loaded = read_predictions(list(predictions), strict=strict)
     for problem in loaded.problems[:20]:
@@ -80,6 +87,9 @@ def load_outcomes(predictions: Sequence[str], strict: bool, mode: str, budget: f
         )
     if mode == "budget" and budget is None:
         raise CalibrationInputError("--mode budget needs --budget (the largest allowed Stage-2 fraction)")
+    if mode == "cascade" and epsilon is None:
+        raise CalibrationInputError("--mode cascade needs --epsilon (the largest accuracy loss against always "
+                                    "running Stage 2)")
     return loaded, Outcomes.of(loaded.records)
 
 
@@ -100,20 +110,64 @@ def fit_or_fix_temperature(records, o: Outcomes, temperature: float | None, seed
     return t_hat, fit_block, np.zeros(0, np.int64), np.arange(len(o.gold))
 
 
-def select_threshold(mode: str, m_sel, c_sel, s2_known, s2_correct, alpha, delta, budget, min_exits):
-    """tau by the requested rule (calibrate/tau.py) on the select part's margins."""
-    if mode == "precision":
-        return select_tau_precision(m_sel, c_sel, alpha=alpha, delta=delta, min_exits=min_exits)
-    if mode == "budget":
-        return select_tau_budget(m_sel, budget)
-    if mode == "accuracy":
-        if not s2_known.any():
-            raise CalibrationInputError(
-                "--mode accuracy needs Stage-2 outcomes for the same samples: pass the predictions.jsonl of a "
-                "uniform_stage2 run (rows with route == 'stage2' and stage2.pred)"
-            )
-        return select_tau_accuracy(m_sel[s2_known], c_sel[s2_known], s2_correct[s2_known])
-    raise CalibrationInputError(f"unknown mode {mode!r}; choose precision, budget or accuracy")
+STAGE2_NEEDED = ("pass the predictions.jsonl of a uniform_stage2 run (rows with route == 'stage2' and "
+                 "stage2.pred); rows join the Stage-1 rows by benchmark and sample_id")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A mode with its settings: ``choose(margin, s1_correct, s2_correct)`` on one selection split."""
+
+    mode: str
+    alpha: float
+    delta: float
+    epsilon: float | None = None
+    budget: float | None = None
+    budget_guarantee: bool = False
+    min_exits: int = 50
+
+    @property
+    def needs_stage2(self) -> bool:
+        return self.mode in ("accuracy", "cascade") or (self.mode == "joint" and self.epsilon is not None)
+
+    @property
+    def guaranteed_risk(self) -> tuple[str, float] | None:
+        """The risk the mode bounds with probability >= 1 - delta, as (name, level)."""
+        if self.mode in ("precision", "joint"):
+            return "exit_error", self.alpha
+        if self.mode == "cascade":
+            return "accuracy_loss", self.epsilon
+        return None
+
+    def choose(self, margin, s1_correct, s2_correct=None):
+        if self.needs_stage2 and s2_correct is None:
+            raise CalibrationInputError(f"--mode {self.mode} needs Stage-2 outcomes for the same samples: "
+                                        + STAGE2_NEEDED)  # fmt: skip
+        if self.mode == "precision":
+            return select_tau_precision(margin, s1_correct, alpha=self.alpha, delta=self.delta,
+                                        min_exits=self.min_exits)  # fmt: skip
+        if self.mode == "budget":
+            return select_tau_budget(margin, self.budget)
+        if self.mode == "accuracy":
+            return select_tau_accuracy(margin, s1_correct, s2_correct)
+        if self.mode == "cascade":
+            return select_tau_ltt(margin, s1_correct, self.delta, epsilon=self.epsilon, s2_correct=s2_correct,
+                                  mode="cascade")  # fmt: skip
+        if self.mode == "joint":
+            return select_tau_ltt(margin, s1_correct, self.delta, alpha=self.alpha, epsilon=self.epsilon,
+                                  s2_correct=s2_correct, budget=self.budget, budget_guarantee=self.budget_guarantee,
+                                  min_exits=self.min_exits, mode="joint")  # fmt: skip
+        raise CalibrationInputError(f"unknown mode {self.mode!r}; choose one of {MODES}")
+
+
+def select_threshold(rule: Rule, m_sel, c_sel, s2_known, s2_correct):
+    """tau by the rule (calibrate/tau.py, calibrate/ltt.py) on the select part's margins; a mode that needs
+    Stage-2 outcomes selects on the samples that have one."""
+    if not rule.needs_stage2:
+        return rule.choose(m_sel, c_sel)
+    if not s2_known.any():
+        raise CalibrationInputError(f"--mode {rule.mode} needs Stage-2 outcomes for the same samples: " + STAGE2_NEEDED)
+    return rule.choose(m_sel[s2_known], c_sel[s2_known], s2_correct[s2_known])
 
 
 def write_figures(out_dir: Path, o: Outcomes, sel_idx, t_hat, tau, mode, stats, paper_stats, delta, alpha,
@@ -135,60 +189,124 @@ def write_figures(out_dir: Path, o: Outcomes, sel_idx, t_hat, tau, mode, stats, 
         n_bins=ECE_BINS,
     )  # fmt: skip
     paths += plot_risk_coverage(fig_dir, m_sel, c_sel, delta, alpha, chosen, paper)
-    s2_for_plot = o.s2_correct[sel_idx] if o.s2_known[sel_idx].all() else None
-    paths += plot_tau_sweep(fig_dir, m_sel, c_sel, chosen, paper, stage2_correct=s2_for_plot)
+    # the final-accuracy curve on the samples with a Stage-2 outcome (NaN rows mark the others in the sweep)
+    known = o.s2_known[sel_idx]
+    s2_for_plot = np.where(known, o.s2_correct[sel_idx], False)
+    paths += plot_tau_sweep(fig_dir, m_sel, c_sel, chosen, paper, stage2_correct=s2_for_plot if known.any() else None,
+                            stage2_known=known)  # fmt: skip
     if n_benchmarks > 1:
         paths += plot_per_benchmark(fig_dir, m_all, o.s1_correct, o.bench, tau)
     return paths
 
 
+def guarantee_validity(out_dir: Path, o: Outcomes, rule: Rule, temperature, seed, fit_fraction, n_splits):
+    """guarantee_validity.png/.csv and its summary (calibrate/validity.py); None when the data cannot show it."""
+    risk, level = rule.guaranteed_risk or ("exit_error", rule.alpha)
+    use = o.s2_known if (rule.needs_stage2 or risk == "accuracy_loss") else np.ones(len(o.gold), bool)
+    if use.sum() < 2 * MIN_SAMPLES:
+        return None, []
+    rows = validity_runs(o.logits[use], o.gold[use], o.s1_correct[use], o.s2_correct[use] if rule.needs_stage2 else None,
+                         rule.choose, risk, level, n_splits=n_splits, seed=seed, fit_fraction=fit_fraction,
+                         temperature=temperature)  # fmt: skip
+    if not rows:
+        return None, []
+    summary = validity_summary(rows, rule.delta, guaranteed=rule.guaranteed_risk is not None)
+    return summary, plot_validity(out_dir / "figures", rows, summary, rule.mode)
+
+
+def per_benchmark_taus(rule: Rule, o: Outcomes, sel_idx, m_sel, c_sel) -> dict:
+    """tau chosen by the same rule on each benchmark's part of the selection split (a guarantee per group, each
+    holding with probability >= 1 - delta; for all groups at once, run with delta / number of groups)."""
+    out = {}
+    for name in sorted(set(o.bench[sel_idx].tolist())):
+        g = o.bench[sel_idx] == name
+        try:
+            sel = select_threshold(rule, m_sel[g], c_sel[g], o.s2_known[sel_idx][g], o.s2_correct[sel_idx][g])
+        except (CalibrationInputError, ValueError) as exc:
+            out[name] = {"tau": NO_EXIT_TAU, "no_exit": True, "n": int(g.sum()), "reason": str(exc)}
+            continue
+        st = exit_stats(m_sel[g], c_sel[g], sel.tau, rule.delta)
+        out[name] = {**st.as_dict(), "no_exit": sel.no_exit,
+                     **{k: sel.details[k] for k in ("reason", "constraints") if sel.details.get(k)}}  # fmt: skip
+    return out
+
+
 def calibrate_predictions(
     predictions: Sequence[str],
     out: str,
-    mode: Literal["precision", "budget", "accuracy"] = "precision",
+    mode: Literal["precision", "budget", "accuracy", "cascade", "joint"] = "precision",
     alpha: float = 0.05,
     delta: float = 0.1,
     budget: float | None = None,
+    epsilon: float | None = None,
+    budget_guarantee: bool = False,
+    per_benchmark: bool = False,
+    verifier_alpha: float | None = None,
+    evidence_rule: Literal["contains", "overlaps"] = "contains",
     seed: int = 0,
     min_exits: int = 50,
     fit_fraction: float = 0.5,
     temperature: float | None = None,
     strict: bool = False,
     figures: bool = True,
+    validity_splits: int = 100,
 ) -> dict:
     """Fit T (CADER Eq. 2) and tau (Algorithm 1 line 10) and write calibration.json, figures/ and summary.md.
 
     The steps, in order: read the predictions, fit or fix T, select tau, measure the chosen and the paper's
     operating points, draw, write (calibration.json last: its presence means the run finished).
 
+    Modes (every guarantee holds with probability >= 1 - delta over the selection split):
+    precision: P(error among exits > alpha) <= delta (Clopper-Pearson, fixed sequence over a fixed tau grid);
+    cascade: P(accuracy lost against always running Stage 2 > epsilon) <= delta (Learn-then-Test; needs a
+    uniform_stage2 run); joint: exit error <= alpha, and accuracy loss <= epsilon when given, together
+    (Learn-then-Test, family-wise), within a Stage-2 fraction <= budget when given; budget: Stage-2 fraction
+    <= budget on the selection split, no error guarantee; accuracy: best final accuracy on the selection split,
+    no guarantee. When no tau qualifies, nothing exits and the reason is in calibration.json and on stderr.
+
     Args:
         predictions: predictions.jsonl files holding raw Stage-1 option logits, from a held-out split
         out: output folder for calibration.json, figures/ and summary.md
-        mode: how tau is chosen: precision bounds the error among early exits, budget caps the share sent to Stage 2,
-            accuracy maximises final accuracy (needs Stage-2 outcomes, i.e. a uniform_stage2 run)
-        alpha: precision mode: the largest error allowed among early exits
-        delta: precision mode: the allowed probability that the exit error exceeds alpha
-        budget: budget mode: the largest share of samples sent to Stage 2 (required in that mode)
+        mode: how tau is chosen: precision (error among exits <= alpha w.p. 1 - delta), cascade (accuracy lost
+            against always running Stage 2 <= epsilon w.p. 1 - delta), joint (exit error <= alpha and accuracy loss
+            <= epsilon together w.p. 1 - delta, within the Stage-2 budget), budget (Stage-2 share <= budget, no
+            guarantee), accuracy (best final accuracy, no guarantee); cascade, accuracy and joint with epsilon
+            need Stage-2 outcomes (a uniform_stage2 run)
+        alpha: precision and joint modes: the largest error allowed among early exits
+        delta: the allowed probability that a guaranteed bound fails
+        budget: budget mode: the largest share sent to Stage 2 (required); joint mode: the same as a constraint
+        epsilon: cascade mode (required) and joint mode: the largest accuracy loss against always running Stage 2
+        budget_guarantee: joint mode: bound the Stage-2 share with its own binomial test (delta split in half)
+            instead of holding it on the selection split only
+        per_benchmark: also choose a tau per benchmark on its own samples (a guarantee per group)
+        verifier_alpha: also choose the verifier threshold delta_v so that an accepted first crop misses the
+            evidence window with probability <= this, w.p. 1 - delta (needs verify steps and meta.evidence_window)
+        evidence_rule: what hitting the evidence means for verifier_alpha: the crop contains or overlaps it
         seed: seed of the split into the T-fit part and the tau-selection part
-        min_exits: precision mode: the fewest early exits a tau may have
+        min_exits: precision and joint modes: the fewest early exits a tau may have (verifier_alpha: the fewest
+            accepted crops a threshold may have)
         fit_fraction: share of the samples used to fit T; the rest selects tau
         temperature: fix T to this value instead of fitting it (every sample then selects tau)
         strict: stop at the first malformed row instead of skipping and counting it
         figures: also write figures/*.png and the CSV behind each
+        validity_splits: random fit/select/test splits behind figures/guarantee_validity.png (0: none)
 
     Returns:
         The calibration.json payload.
     """
     out_dir = Path(out)
-    loaded, o = load_outcomes(predictions, strict, mode, budget)
+    loaded, o = load_outcomes(predictions, strict, mode, budget, epsilon)
     t_hat, fit_block, _fit_idx, sel_idx = fit_or_fix_temperature(loaded.records, o, temperature, seed, fit_fraction)
+    rule = Rule(mode, alpha, delta, epsilon, budget, budget_guarantee, min_exits)
 
     m_sel, c_sel = margins(o.logits[sel_idx], t_hat), o.s1_correct[sel_idx]
     known_sel, s2_sel = o.s2_known[sel_idx], o.s2_correct[sel_idx]
-    selection = select_threshold(mode, m_sel, c_sel, known_sel, s2_sel, alpha, delta, budget, min_exits)
+    selection = select_threshold(rule, m_sel, c_sel, known_sel, s2_sel)
     tau = selection.tau
     stats = exit_stats(m_sel, c_sel, tau, delta)
     select_block = {**stats.as_dict(), "no_exit": selection.no_exit, **selection.details}
+    if selection.no_exit and selection.details.get("reason"):
+        print(f"calibrate: no exit ({mode} mode): {selection.details['reason']}", file=sys.stderr)
 
     # the paper's operating point (T = 2, tau = 0.97) on the same samples, for comparison
     m_paper = margins(o.logits[sel_idx], PAPER_TEMPERATURE)
@@ -200,6 +318,7 @@ def calibrate_predictions(
         select_block["final_accuracy"] = _final_accuracy(m_sel[known_sel], s1k, s2k, tau)
         paper_block["final_accuracy"] = _final_accuracy(m_paper[known_sel], s1k, s2k, PAPER_TAU)
         select_block["n_with_stage2"] = int(known_sel.sum())
+        select_block["accuracy_loss"] = float(np.mean((m_sel[known_sel] >= tau) & ~s1k & s2k))
 
     payload = {
         "temperature": t_hat,
@@ -213,6 +332,7 @@ def calibrate_predictions(
         "seed": seed,
         "paper_point": paper_block,
         "budget": budget,
+        "epsilon": epsilon,
         "min_exits": min_exits,
         "fit_fraction": fit_fraction,
         "n_samples": len(loaded.records),
@@ -222,14 +342,27 @@ def calibrate_predictions(
             "fitted_T": {r["bin"]: r["n"] for r in paper_bin_table(margins(o.logits, t_hat), o.s1_correct)},
             "paper_T": {r["bin"]: r["n"] for r in paper_bin_table(margins(o.logits, PAPER_TEMPERATURE), o.s1_correct)},
         },
+        "select_margins": margin_summary(m_sel, t_hat),
     }
+    if per_benchmark:
+        payload["per_benchmark"] = per_benchmark_taus(rule, o, sel_idx, m_sel, c_sel)
+    if verifier_alpha is not None:
+        payload["verifier"] = calibrate_verifier(predictions, verifier_alpha, delta, evidence_rule, min_exits)
+        if payload["verifier"]["threshold"] is None:
+            print(f"calibrate: no verifier threshold certified: {payload['verifier']['reason']}", file=sys.stderr)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     if loaded.problems:
         (out_dir / "problems.txt").write_text("".join(f"{p}\n" for p in loaded.problems), encoding="utf-8")
     figure_paths = (write_figures(out_dir, o, sel_idx, t_hat, tau, mode, stats, paper_stats, delta, alpha,
                                   payload["n_benchmarks"]) if figures else [])  # fmt: skip
+    if figures and validity_splits > 0:
+        summary, paths = guarantee_validity(out_dir, o, rule, temperature, seed, fit_fraction, validity_splits)
+        if summary is not None:
+            payload["guarantee_validity"] = summary
+        figure_paths += paths
     payload["figures"] = [str(p.relative_to(out_dir)) for p in figure_paths]
+    payload["provenance"] = collect_provenance()
     (out_dir / "summary.md").write_text(render_summary(payload), encoding="utf-8")
     write_calibration(out_dir / "calibration.json", payload)  # last: its presence means the run finished
     return payload

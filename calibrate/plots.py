@@ -1,12 +1,14 @@
 """Calibration figures (matplotlib, Agg backend): each figure is written as PNG next to the CSV behind it.
 
 - accuracy_vs_margin: Stage-1 accuracy per margin bin with 95% Clopper-Pearson bars, on the paper's Table 4 bins
-  and on equal-mass bins, counts under each bin (paper Fig. 5 / Table 4); one line per benchmark when several.
+  and on equal-mass bins, n beside each point and under each bin, bins under 10 samples hollow (paper Fig. 5 /
+  Table 4); one line per benchmark when several.
 - reliability: accuracy vs mean P_top1 in 15 equal-width bins at T = 1, the fitted T and the paper's T = 2, with
-  the histogram of P_top1 underneath.
+  95% Clopper-Pearson bars and the count of each bin, and the histogram of P_top1 underneath.
 - risk_coverage: error among exits vs exit rate, with its (1 - delta) upper bound, alpha, the chosen tau and the
   paper's (T = 2, tau = 0.97) point.
-- tau_sweep: exit rate and exit accuracy (and final accuracy in accuracy mode) vs tau.
+- tau_sweep: exit rate and exit accuracy vs tau, and the final accuracy wherever Stage-2 outcomes are known (the
+  figure says so when none are).
 - per_benchmark_tau: exit rate and exit accuracy vs tau per benchmark (only with several benchmarks).
 """
 
@@ -21,8 +23,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from cader.calibrate.margin import PAPER_TAU
 from cader.calibrate.binomial import clopper_pearson_interval, clopper_pearson_upper, wilson_interval
+from cader.calibrate.margin import PAPER_TAU
 from cader.calibrate.tau import exit_counts_at
 from cader.calibrate.temperature import calibration_bins
 
@@ -114,14 +116,27 @@ def equal_mass_table(
     return rows
 
 
-def _bars(ax, x, rows, **style):
+SMALL_BIN = 10  # a bin with fewer samples is drawn hollow: its accuracy is a handful of answers
+
+
+def _bars(ax, x, rows, annotate: bool = True, **style):
+    """Accuracy per bin with its 95 % Clopper-Pearson bar, and the bin's n written beside the point (an accuracy
+    of 1.0 from one sample must not read like one from 47)."""
     acc = np.array([r["accuracy"] for r in rows])
     lo = np.array([r["cp95_lo"] for r in rows])
     hi = np.array([r["cp95_hi"] for r in rows])
+    n = np.array([r["n"] for r in rows])
+    x = np.asarray(x, dtype=np.float64)
     ok = np.isfinite(acc)
-    ax.errorbar(
-        np.asarray(x)[ok], acc[ok], yerr=[acc[ok] - lo[ok], hi[ok] - acc[ok]], capsize=3, marker="o", **style
-    )
+    bars = ax.errorbar(x[ok], acc[ok], yerr=[acc[ok] - lo[ok], hi[ok] - acc[ok]], capsize=3, marker="o", **style)
+    colour = bars[0].get_color()
+    small = ok & (n < SMALL_BIN)
+    if small.any():
+        ax.plot(x[small], acc[small], "o", ms=9, mfc="white", mec=colour, ls="none")
+    if annotate:
+        for xi, yi, ni in zip(x[ok], acc[ok], n[ok]):
+            ax.annotate(f"n={ni}", (xi, yi), textcoords="offset points", xytext=(6, -12 if yi > 0.9 else 6),
+                        fontsize=7, color=colour)  # fmt: skip
 
 
 def plot_accuracy_vs_margin(out_dir, margin, correct, benchmarks, temperature: float) -> list[Path]:
@@ -136,12 +151,13 @@ def plot_accuracy_vs_margin(out_dir, margin, correct, benchmarks, temperature: f
             sel = benchmarks == name
             b_rows = paper_bin_table(margin[sel], correct[sel], group=name)
             rows += b_rows
-            _bars(ax1, x + 0.06 * (j + 1), b_rows, lw=1, alpha=0.8, label=f"{name} (n={int(sel.sum())})")
+            _bars(ax1, x + 0.06 * (j + 1), b_rows, lw=1, alpha=0.8, label=f"{name} (n={int(sel.sum())})",
+                  annotate=len(names) <= 3)
     ax1.set_xticks(x, [f"{lab}\nn={r['n']}" for (lab, _, _), r in zip(PAPER_MARGIN_BINS, rows)])
-    ax1.set_title(f"Paper bins (Table 4), T = {temperature:.3g}")
+    ax1.set_title(f"Paper bins (Table 4), T = {temperature:.3g}; hollow: n < {SMALL_BIN}")
     em_rows = equal_mass_table(margin, correct, group="all (equal-mass)")
     x2 = np.arange(len(em_rows))
-    _bars(ax2, x2, em_rows, color="tab:blue", lw=2)
+    _bars(ax2, x2, em_rows, color="tab:blue", lw=2, annotate=False)  # equal mass: n is in the tick labels
     ax2.set_xticks(x2, [f"{r['bin']}\nn={r['n']}" for r in em_rows], rotation=45, ha="right", fontsize=8)
     ax2.set_title(f"Equal-mass bins by margin, T = {temperature:.3g}")
     for ax in (ax1, ax2):
@@ -167,8 +183,14 @@ def plot_reliability(out_dir, confidences: dict[str, np.ndarray], correct, n_bin
         n_b = np.bincount(bins, minlength=n_bins)
         mean_conf = np.bincount(bins, weights=conf, minlength=n_bins) / np.maximum(n_b, 1)
         acc = np.bincount(bins, weights=correct, minlength=n_bins) / np.maximum(n_b, 1)
+        k_b = np.bincount(bins, weights=correct, minlength=n_bins).round().astype(np.int64)
+        cp_lo, cp_hi = clopper_pearson_interval(k_b, n_b)
         ok = n_b > 0
-        ax.plot(mean_conf[ok], acc[ok], marker="o", label=label)
+        line = ax.errorbar(mean_conf[ok], acc[ok], yerr=[acc[ok] - cp_lo[ok], cp_hi[ok] - acc[ok]], marker="o",
+                           capsize=3, label=f"{label} (95% Clopper–Pearson)")  # fmt: skip
+        for xb, yb, nb in zip(mean_conf[ok], acc[ok], n_b[ok]):
+            ax.annotate(f"{nb}", (xb, yb), textcoords="offset points", xytext=(4, 4), fontsize=7,
+                        color=line[0].get_color())  # fmt: skip
         axh.hist(conf, bins=edges, histtype="step", lw=1.5, label=label)
         for b in range(n_bins):
             rows.append(
@@ -177,12 +199,16 @@ def plot_reliability(out_dir, confidences: dict[str, np.ndarray], correct, n_bin
                     "bin_lo": edges[b],
                     "bin_hi": edges[b + 1],
                     "n": int(n_b[b]),
+                    "correct": int(k_b[b]),
                     "mean_confidence": float(mean_conf[b]) if n_b[b] else float("nan"),
                     "accuracy": float(acc[b]) if n_b[b] else float("nan"),
+                    "cp95_lo": float(cp_lo[b]),
+                    "cp95_hi": float(cp_hi[b]),
                 }
             )
     ax.set_ylabel("Stage-1 accuracy in bin")
-    ax.set_title(f"Reliability of P_top1 ({n_bins} equal-width bins, selection split)")
+    ax.set_title(f"Reliability of P_top1 ({n_bins} equal-width bins, selection split n = {correct.size}; "
+                 "numbers: samples per bin)", fontsize=10)
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
@@ -285,8 +311,11 @@ def plot_risk_coverage(
     return _save(fig, Path(out_dir), "risk_coverage", rows)
 
 
-def plot_tau_sweep(out_dir, margin, correct, chosen: dict, paper: dict, stage2_correct=None) -> list[Path]:
-    """Exit rate and exit accuracy over a tau grid (logit axis so 0.9 … 0.999999 stay readable)."""
+def plot_tau_sweep(out_dir, margin, correct, chosen: dict, paper: dict, stage2_correct=None,
+                   stage2_known=None) -> list[Path]:  # fmt: skip
+    """Exit rate and exit accuracy over a tau grid (logit axis so 0.9 … 0.999999 stay readable), and the final
+    accuracy (Stage-1 answer on exits, Stage-2 answer below tau) on the samples whose Stage-2 outcome is known
+    (``stage2_known``, default all); without Stage-2 outcomes the figure says the curve is missing and why."""
     margin, correct = np.asarray(margin, np.float64), np.asarray(correct, bool)
     grid = tau_grid(chosen["tau"])
     n_exit, n_err = _grid_stats(margin, correct, grid)
@@ -299,13 +328,21 @@ def plot_tau_sweep(out_dir, margin, correct, chosen: dict, paper: dict, stage2_c
     fig, ax = plt.subplots(figsize=(9, 5))
     ax.plot(grid, rate, label="exit rate", color="tab:blue")
     ax.plot(grid, acc, label="exit accuracy", color="tab:green")
-    if stage2_correct is not None:
-        s2 = np.asarray(stage2_correct, bool)
-        _, s2_correct_exit = _grid_stats(margin, ~s2, grid)  # counts s2 == True among exits
-        final = (s2.sum() - s2_correct_exit + (n_exit - n_err)) / max(margin.size, 1)
-        ax.plot(grid, final, label="final accuracy (Stage 2 below tau)", color="black")
+    known = np.ones(margin.size, bool) if stage2_known is None else np.asarray(stage2_known, bool)
+    if stage2_correct is not None and known.any():
+        s2, m_k, c_k = np.asarray(stage2_correct, bool)[known], margin[known], correct[known]
+        k_exit, k_err = _grid_stats(m_k, c_k, grid)
+        _, s2_correct_exit = _grid_stats(m_k, ~s2, grid)  # counts s2 == True among exits
+        final = (s2.sum() - s2_correct_exit + (k_exit - k_err)) / known.sum()
+        part = "" if known.all() else f", on the {int(known.sum())} of {margin.size} with a Stage-2 outcome"
+        ax.plot(grid, final, label=f"final accuracy (Stage 2 below tau{part})", color="black")
         for row, f in zip(rows, final):
             row["final_accuracy"] = f
+            row["n_final"] = int(known.sum())
+    else:
+        ax.text(0.02, 0.03, "no final-accuracy curve: these predictions carry no Stage-2 outcomes\n"
+                "(add a uniform_stage2 run's predictions.jsonl to draw it)", transform=ax.transAxes, fontsize=8,
+                color="dimgrey", bbox={"facecolor": "white", "edgecolor": "lightgrey", "alpha": 0.9})  # fmt: skip
     ax.axvline(shown_tau(chosen["tau"]), color="green", ls="--", label=_tau_label(chosen["label"], chosen["tau"]))
     if paper.get("exit_rate") is not None:
         ax.plot([PAPER_TAU], [paper["exit_rate"]], "s", color="purple", ms=9, label=paper["label"] + " exit rate")

@@ -2,6 +2,8 @@
 numbers behind the choice (CADER, Adaptive Routing via Confidence: Confidence calibration; Eq. 2-3).
 
 Only the nine keys a run needs to trust the file are required; a file written by calibrate/fit.py has them all.
+The guarantee modes (cascade, joint) are Learn-then-Test runs (calibrate/ltt.py): ``select.constraints`` says, for
+each constraint, how it is controlled and whether it is met.
 """
 
 from __future__ import annotations
@@ -9,10 +11,11 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
+from cader.contracts.provenance import ProvenanceRecord
 from cader.contracts.types import Number, Record
 from pydantic import Discriminator, Field, Tag, field_validator
 
-CALIBRATION_MODES = ("precision", "budget", "accuracy")
+CALIBRATION_MODES = ("precision", "budget", "accuracy", "cascade", "joint")
 # M <= 1 always, so M >= NO_EXIT_TAU never holds: with tau = NO_EXIT_TAU every sample goes to Stage 2
 NO_EXIT_TAU = math.nextafter(1.0, 2.0)
 
@@ -57,6 +60,23 @@ FitRecord = Annotated[
 ]
 
 
+class ConstraintRecord(Record):
+    """One constraint of a Learn-then-Test run (cascade, joint modes)."""
+
+    name: Literal["exit_error", "accuracy_loss", "stage2_fraction"] = Field(
+        description="exit_error: Stage-1 wrong among exits; accuracy_loss: exit and Stage 1 wrong where Stage 2 is "
+        "right, over all samples; stage2_fraction: share sent to Stage 2."
+    )
+    level: Number = Field(description="The bound: alpha, epsilon or the budget.")
+    handled: str = Field(description="How it is controlled: a binomial test, or deterministic on the selection split.")
+    met: bool = Field(description="It holds at the chosen tau (an exit set meeting it was certified).")
+    value: Number | None = Field(default=None, description="Its rate on the selection split at the chosen tau.")
+    upper_bound: Number | None = Field(
+        default=None, description="One-sided (1 - delta) Clopper-Pearson bound on that rate (tested risks)."
+    )
+    reason: str | None = Field(default=None, description="Why it cannot be met; null when it is.")
+
+
 class TauSelectionRecord(Record):
     """Early exit at the chosen tau on the selection split, and how the mode chose it."""
 
@@ -87,6 +107,14 @@ class TauSelectionRecord(Record):
         description="Stage-1 answer on exits, Stage-2 answer otherwise, where Stage-2 outcomes are known.",
     )
     n_with_stage2: int = Field(default=None, description="Samples with a known Stage-2 outcome.")
+    accuracy_loss: Number = Field(
+        default=None, description="Share of samples that exit with Stage 1 wrong where Stage 2 is right."
+    )
+    certified: int = Field(default=None, description="cascade/joint: grid thresholds certified in sequence.")
+    delta_risks: Number = Field(default=None, description="cascade/joint: the delta the risks are tested at.")
+    constraints: list[ConstraintRecord] = Field(default=None, description="cascade/joint: each constraint.")
+    unmet: list[str] = Field(default=None, description="cascade/joint: the constraints that cannot be met.")
+    stopped_by: list[str] = Field(default=None, description="cascade/joint: the risks that ended the sequence.")
 
 
 class PaperPointRecord(Record):
@@ -116,6 +144,15 @@ class Table4Counts(Record):
     paper_T: dict[str, int] = Field(default=None, description="Margins at T = 2.0: interval -> samples.")
 
 
+class MarginSummary(Record):
+    """The selection split's Stage-1 margins, bounded in size."""
+
+    n: int = Field(description="Samples in the selection split.")
+    temperature: Number = Field(description="The T the margins are computed at.")
+    exact: bool = Field(description="True: every margin; false: evenly spaced quantiles standing for n samples.")
+    sorted: list[Number] = Field(description="The margins (or quantiles), ascending.")
+
+
 class CalibrationFile(Record):
     """calibration.json, written by calibrate/fit.py and read by evaluate/run.py --calibration."""
 
@@ -124,7 +161,8 @@ class CalibrationFile(Record):
         description="Exit iff M >= tau (CADER Eq. 3, Algorithm 1 line 10): in [0, 1], or just above 1 for no exit."
     )
     mode: Literal[CALIBRATION_MODES] = Field(  # type: ignore[valid-type]
-        description="How tau was chosen: precision (bounded error among exits), budget (Stage-2 share), accuracy."
+        description="How tau was chosen: precision (bounded error among exits), budget (Stage-2 share), accuracy, "
+        "cascade (bounded accuracy loss against always running Stage 2), joint (several bounds at once)."
     )
     alpha: Number = Field(description="precision mode: the largest allowed error rate among exits.")
     delta: Number = Field(description="The bound holds with probability 1 - delta.")
@@ -147,6 +185,22 @@ class CalibrationFile(Record):
     figures: list[str] = Field(
         default=None, description="Figures written, relative to the calibration folder."
     )
+    epsilon: Number | None = Field(
+        default=None, description="cascade/joint: the largest accuracy loss against always running Stage 2."
+    )
+    select_margins: MarginSummary = Field(
+        default=None, description="The selection split's margins, for the transfer test (calibrate/transfer.py)."
+    )
+    per_benchmark: dict[str, dict] = Field(
+        default=None, description="--per_benchmark: tau and its exit statistics per benchmark (a guarantee per group)."
+    )
+    verifier: dict = Field(
+        default=None, description="--verifier_alpha: the certified verifier threshold delta_v, or why none."
+    )
+    guarantee_validity: dict = Field(
+        default=None, description="Realised risk over random fit/select/test splits (figures/guarantee_validity)."
+    )
+    provenance: ProvenanceRecord = Field(default=None, description="Code, packages, date and command line.")
 
     # The checks a run relies on, with messages that say what the value must be.
     @field_validator("temperature", mode="before")

@@ -294,3 +294,62 @@ def test_too_few_samples_for_the_guarantee_means_no_exit(tmp_path, capsys):
     assert tau == NO_EXIT_TAU and not margin([1000.0, 0.0], temperature) >= tau
     sel = read_calibration(tmp_path / "o" / "calibration.json")["select"]
     assert sel["no_exit"] and sel["exit_accuracy"] is None and "reason" in sel
+
+
+def test_cascade_and_joint_modes_record_their_constraints(prediction_files, tmp_path, capsys):
+    fit_main = _load_fit_main().main
+    flags = ["--predictions", *prediction_files, "--figures", "false"]
+    assert fit_main([*flags, "--out", str(tmp_path / "c"), "--mode", "cascade", "--epsilon", "0.03"]) == 0
+    c = read_calibration(tmp_path / "c" / "calibration.json")
+    (loss,) = c["select"]["constraints"]
+    assert loss["name"] == "accuracy_loss" and loss["met"] and loss["upper_bound"] <= 0.03
+    assert loss["value"] == pytest.approx(c["select"]["accuracy_loss"]) and not c["select"]["no_exit"]
+    assert c["epsilon"] == 0.03 and {"git_commit", "packages", "date", "command"} <= c["provenance"].keys()
+    assert c["select_margins"]["n"] == c["select"]["n"]
+    assert "accuracy_loss <= 0.03" in capsys.readouterr().out
+    # joint: both risks and a Stage-2 budget the risks cannot afford -> no exit, and the run says which and why
+    assert fit_main([*flags, "--out", str(tmp_path / "j"), "--mode", "joint", "--alpha", "0.1", "--epsilon", "0.03",
+                     "--budget", "0.05"]) == 0  # fmt: skip
+    j = read_calibration(tmp_path / "j" / "calibration.json")
+    assert j["select"]["no_exit"] and j["select"]["unmet"] == ["stage2_fraction"] and j["tau"] == NO_EXIT_TAU
+    captured = capsys.readouterr()
+    assert "stage2_fraction" in captured.err and "budget 0.05" in captured.err and "NOT met" in captured.out
+    assert fit_main([*flags, "--out", str(tmp_path / "j2"), "--mode", "joint", "--alpha", "0.1", "--epsilon",
+                     "0.03", "--budget", "0.9"]) == 0  # fmt: skip
+    j2 = read_calibration(tmp_path / "j2" / "calibration.json")
+    assert [x["met"] for x in j2["select"]["constraints"]] == [True, True, True]
+    assert j2["select"]["upper_bound_error"] <= 0.1 and 1 - j2["select"]["exit_rate"] <= 0.9
+
+
+def test_guarantee_modes_refuse_what_they_cannot_use(tmp_path, capsys):
+    fit_main = _load_fit_main().main
+    no_s2 = _write_rows(tmp_path / "p.jsonl", synthetic_prediction_rows("s", 200, 4, 1.5, seed=0))
+    assert fit_main(["--predictions", no_s2, "--out", str(tmp_path / "a"), "--mode", "cascade"]) == 2
+    assert "--epsilon" in capsys.readouterr().err
+    assert fit_main(["--predictions", no_s2, "--out", str(tmp_path / "b"), "--mode", "cascade", "--epsilon",
+                     "0.02"]) == 2  # fmt: skip
+    assert "uniform_stage2" in capsys.readouterr().err
+    assert not (tmp_path / "b" / "calibration.json").exists()
+
+
+def test_help_documents_every_mode_in_one_line():
+    from cader.calibrate.tau import MODES
+
+    text = _load_fit_main().build_parser().format_help()
+    lines = text.split("modes (--mode)")[1].splitlines()  # the table after the flags
+    for mode in MODES:
+        (line,) = [x for x in lines if x.strip().startswith(mode + " ")]
+        assert len(line.split()) > 4, line  # the mode and what it guarantees
+    assert "--verifier_alpha" in text and "calibrate/transfer.py" in text
+
+
+def test_per_benchmark_taus_each_with_its_own_numbers(prediction_files, tmp_path):
+    payload = _load_fit_main().main(["--predictions", *prediction_files, "--out", str(tmp_path / "pb"),
+                                     "--per_benchmark", "true", "--alpha", "0.1", "--figures", "false"])  # fmt: skip
+    assert payload == 0
+    p = read_calibration(tmp_path / "pb" / "calibration.json")
+    groups = p["per_benchmark"]
+    assert set(groups) == {"synthetic_a", "synthetic_b"}
+    assert sum(g["n"] for g in groups.values()) == p["select"]["n"]
+    for g in groups.values():
+        assert g["no_exit"] or g["upper_bound_error"] <= 0.1

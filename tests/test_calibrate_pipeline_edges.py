@@ -27,12 +27,18 @@ def test_defaults_are_the_documented_ones():
         "alpha": 0.05,
         "delta": 0.1,
         "budget": None,
+        "epsilon": None,
+        "budget_guarantee": False,
+        "per_benchmark": False,
+        "verifier_alpha": None,
+        "evidence_rule": "contains",
         "seed": 0,
         "min_exits": 50,
         "fit_fraction": 0.5,
         "temperature": None,
         "strict": False,
         "figures": True,
+        "validity_splits": 100,
     }
 
 
