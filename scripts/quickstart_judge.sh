@@ -5,6 +5,8 @@
 #   OPENAI_API_KEY, optional for a local server without auth).
 # Without it: the loopback test double serves made-up judgments. It answers only to its own model name, so
 #   JUDGE_MODEL is not used, and judge_report.md / SUMMARY.md say its numbers are not from a real judge.
+# With JUDGE_HARNESS_ROOT set (a checkout of github.com/krafton-ai/agentvidbench): the official harness's judge
+#   prompt and denominators (--protocol official); otherwise the paper's (App. D.5). The report names which.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 PREDICTIONS="$1" QUESTIONS="$2" OUT="$3"
@@ -27,5 +29,9 @@ else
   MODEL="${JUDGE_MODEL:-gpt-5}"
   BASE_URL="$JUDGE_BASE_URL"
 fi
+PROTOCOL=(--protocol paper)
+if [ -n "${JUDGE_HARNESS_ROOT:-}" ]; then
+  PROTOCOL=(--protocol official --harness_root "$JUDGE_HARNESS_ROOT")
+fi
 python "$REPO/evaluate/judge.py" --predictions "$PREDICTIONS" --questions "$QUESTIONS" --out "$OUT" \
-  --provider openai --base_url "$BASE_URL" --model "$MODEL" --concurrency 16 --progress false
+  --provider openai --base_url "$BASE_URL" --model "$MODEL" --concurrency 16 --progress false "${PROTOCOL[@]}"

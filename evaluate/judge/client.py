@@ -106,6 +106,7 @@ def judge_one(provider: Provider, question: Question, record: dict, framework: s
     stored = cache_key(key, provider.config)
     row = _row(question, framework, provider, key, sweep)
     row["trajectory_hash"] = trajectory_hash(record, protocol)
+    row["protocol"] = protocol.name  # an extra key of the record (the contract keeps unknown keys)
 
     if cache is not None and read_cache and (hit := cache.get(stored)) is not None:
         try:

@@ -10,6 +10,10 @@ public mirror jhyeonseo/agentvidbench): the audio tag is spelled `audio_transcri
 shows `audio_tranerror`; schema.py accepts both), and SWEEP_REQUIRED "unknown" has a rule: the judge classifies
 the question itself with the anchor test and says which way it went at the start of its P4 rationale (the
 paragraph after the P4 score levels, in our words).
+
+The prediction goes into the template's {prediction} slot as a fenced, line-quoted block (fence_prediction), never
+as template lines; a reply rejected by the validator goes back in the repair turn as a bounded excerpt. The
+official harness's own prompt text is read from a checkout of it (protocol.py, `--protocol official`).
 """
 
 from __future__ import annotations

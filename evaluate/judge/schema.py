@@ -7,6 +7,8 @@ public mirror jhyeonseo/agentvidbench):
   and stored under the official spelling.
 - SWEEP_REQUIRED "unknown": the judge applies the anchor test itself and begins axis_rationales.P4 with
   "FALLBACK SWEEP=YES because ..." or "FALLBACK SWEEP=NO because ..."; P4 is then scored (YES) or null (NO).
+- a milestone status is read case-insensitively ("Covered" is covered), as the official judge lower-cases it
+  (evaluation/judge.py, `_process_to_canonical`).
 """
 
 from __future__ import annotations
