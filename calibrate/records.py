@@ -13,6 +13,7 @@ Policy: bad input never crashes a run and is never silently dropped.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ import numpy as np
 from cader.calibrate.margin import InvalidLogits, validate_logits
 from cader.contracts.jsonl import LineProblem, iter_lines
 from cader.contracts.records import PredictionRecord, describe_errors, present_field_errors
+
+log = logging.getLogger(__name__)
 
 
 class PredictionFileError(ValueError):
@@ -198,6 +201,23 @@ def read_predictions(paths: Sequence[str | Path], strict: bool = False) -> Loade
 SPLIT_UNITS = ("video", "question")
 
 
+def _split_by(records: list[Stage1Record], seed: int, fit_fraction: float, by: str) -> tuple[list, list]:
+    rng = np.random.default_rng(seed)
+    units: dict[str, dict[tuple, list[int]]] = {}  # benchmark -> unit key -> record indices
+    for i in sorted(range(len(records)), key=lambda i: records[i].key):
+        rec = records[i]
+        unit = rec.cluster if by == "video" else rec.key
+        units.setdefault(rec.benchmark, {}).setdefault(unit, []).append(i)
+    fit, select = [], []
+    for bench in sorted(units):
+        keys = list(units[bench])  # in order of each unit's first record key, so one question per video splits
+        order = rng.permutation(len(keys))  # alike by either unit
+        n_fit = int(np.floor(len(keys) * fit_fraction))
+        for rank, k in enumerate(order):
+            (fit if rank < n_fit else select).extend(units[bench][keys[k]])
+    return fit, select
+
+
 def split_fit_select(
     records: Iterable[Stage1Record],
     seed: int = 0,
@@ -211,38 +231,26 @@ def split_fit_select(
         records: the usable Stage-1 records
         seed: seed of the shuffle
         fit_fraction: share of each benchmark's videos (or questions) that fits T; the rest selects tau
-        by: "video" (default) keeps every video's questions on one side: questions on one video share its
-            difficulty, so a question-level split would let the temperature fit see the very videos tau is
-            selected on, and the selection split would not be a fresh sample of videos; "question" splits
+        by: "video" (default) keeps every video's questions on one side, so the selection split is a sample of
+            videos the temperature fit never saw (questions on one video share its difficulty); "question" splits
             questions independently (kept for comparison)
 
     Units (videos or questions) are ordered by their first record's key before shuffling, so the split does not
-    depend on file order, and with one question per video both units give the same split;
-    each benchmark sends floor(units * fit_fraction) of its units to the fit part, so a benchmark with a single
-    unit goes to the selection split. Raises ValueError when the fit part would be empty (every benchmark has a
-    single video, say): fitting T on nothing must not look like success.
+    depend on file order, and with one question per video both units give the same split. Each benchmark sends
+    floor(units * fit_fraction) of its units to the fit part, so a benchmark with a single unit goes to the
+    selection split. When no benchmark has two videos (a calibration set cut from one video), a video split would
+    leave nothing to fit T on: the split falls back to questions and logs a warning saying so.
     """
     if not 0.0 < fit_fraction < 1.0:
         raise ValueError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
     if by not in SPLIT_UNITS:
         raise ValueError(f"split unit must be one of {SPLIT_UNITS}, got {by!r}")
     records = list(records)
-    rng = np.random.default_rng(seed)
-    units: dict[str, dict[tuple, list[int]]] = {}  # benchmark -> unit key -> record indices
-    for i in sorted(range(len(records)), key=lambda i: records[i].key):
-        rec = records[i]
-        unit = rec.cluster if by == "video" else rec.key
-        units.setdefault(rec.benchmark, {}).setdefault(unit, []).append(i)
-    fit, select = [], []
-    for bench in sorted(units):
-        keys = list(units[bench])  # in order of each unit's first record key, so one question per video splits
-        order = rng.permutation(len(keys))
-        n_fit = int(np.floor(len(keys) * fit_fraction))
-        for rank, k in enumerate(order):
-            (fit if rank < n_fit else select).extend(units[bench][keys[k]])
-    if records and not fit:
-        raise ValueError(
-            f"the {by}-level split leaves nothing to fit the temperature on: no benchmark has two or more "
-            f"{by}s ({len(records)} records); pass more videos, or fix the temperature"
+    fit, select = _split_by(records, seed, fit_fraction, by)
+    if by == "video" and records and not fit:
+        log.warning(
+            "split by video leaves nothing to fit the temperature on (no benchmark has two or more videos among "
+            "%d records); splitting questions instead, so fit and selection share videos", len(records)
         )
+        fit, select = _split_by(records, seed, fit_fraction, "question")
     return np.asarray(sorted(fit), dtype=np.int64), np.asarray(sorted(select), dtype=np.int64)

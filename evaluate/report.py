@@ -9,7 +9,10 @@
 - Figure 4: net gain (Stage-1 errors corrected minus Stage-1 successes overturned) for samples whose first
   proposal scored P_yes >= 0.9.
 - Fallbacks, cycles histogram, cost totals, failures by reason with the list of failed samples.
-- Optional paired comparison against another run (`cader.evaluate.stats`, imported lazily).
+- Optional paired comparison against another run (`cader.evaluate.stats`, imported lazily), resampling videos.
+- Next to every accuracy its exact 95 % (Clopper-Pearson) interval; per benchmark the naive and video-clustered
+  standard errors, the number of videos and a video-bootstrap interval, and the official scorers' breakdowns
+  (evaluate/report_stats.py); the provenance block (code commit, dirty flag, package versions, date, command).
 """
 
 from __future__ import annotations
@@ -19,6 +22,16 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from cader.contracts.provenance import collect_provenance
+from cader.evaluate.report_stats import (
+    benchmark_breakdowns,
+    ci_text,
+    cluster_of,
+    exact_ci,
+    headline_stats,
+    md_breakdowns,
+    md_provenance,
+)
 from cader.vlm.files import write_atomic
 
 MARGIN_BINS = [
@@ -57,9 +70,12 @@ def _benchmark_summary(records: Sequence[dict]) -> dict:
         "n_scored": len(scored),
         "accuracy": _pct(correct, len(scored)),
         "stage1_accuracy": _pct(sum(s1), len(s1)),
+        "accuracy_ci95_exact": exact_ci(correct, len(scored)),
+        "stage1_accuracy_ci95_exact": exact_ci(sum(s1), len(s1)),
         "failures": len(failed),
         "stage2_trigger_rate": _pct(len(stage2), len(ok)),
         "stage1_exit_rate": _pct(len(ok) - len(stage2), len(ok)),
+        **headline_stats(scored),
     }
     by_task = defaultdict(list)
     for r in scored:
@@ -84,6 +100,7 @@ def _trigger_row(records: Sequence[dict]) -> dict:
         "stage1_exit_rate": summary["stage1_exit_rate"],
         "accuracy": summary["m_avg"] if macro else summary["accuracy"],
         "accuracy_metric": "M-Avg" if macro else "accuracy",
+        "accuracy_ci95_exact": [None, None] if macro else summary["accuracy_ci95_exact"],  # a macro mean has none
     }
 
 
@@ -92,7 +109,8 @@ def _margin_table(records: Sequence[dict]) -> list[dict]:
     for name, lo, hi in MARGIN_BINS:
         inside = [r for r in records if r.get("stage1") and lo <= r["stage1"]["margin"] < hi]
         s1 = [x for x in map(_stage1_correct, inside) if x is not None]
-        rows.append({"bin": name, "n": len(inside), "stage1_accuracy": _pct(sum(s1), len(s1))})
+        rows.append({"bin": name, "n": len(inside), "stage1_accuracy": _pct(sum(s1), len(s1)),
+                     "stage1_ci95_exact": exact_ci(sum(s1), len(s1))})  # fmt: skip
     return rows
 
 
@@ -116,6 +134,8 @@ def _low_confidence_table(records: Sequence[dict]) -> list[dict]:
                 "stage1_accuracy": _pct(s1, len(band)),
                 "final_accuracy": _pct(final, len(band)),
                 "gain": round(_pct(final, len(band)) - _pct(s1, len(band)), 2) if band else None,
+                "stage1_ci95_exact": exact_ci(s1, len(band)),
+                "final_ci95_exact": exact_ci(final, len(band)),
             }
         )
     return rows
@@ -143,6 +163,8 @@ def _depth_table(records: Sequence[dict]) -> list[dict]:
                 "stage1_accuracy": _pct(s1, len(group)),
                 "final_accuracy": _pct(final, len(group)),
                 "gain": round(_pct(final, len(group)) - _pct(s1, len(group)), 2),
+                "stage1_ci95_exact": exact_ci(s1, len(group)),
+                "final_ci95_exact": exact_ci(final, len(group)),
             }
         )
     return rows
@@ -219,9 +241,19 @@ def _failure_summary(records: Sequence[dict]) -> dict:
 
 
 def build_report(
-    records: Sequence[dict], load_errors: Sequence[str] = (), config: dict | None = None
+    records: Sequence[dict],
+    load_errors: Sequence[str] = (),
+    config: dict | None = None,
+    provenance: dict | None = None,
 ) -> dict:
-    """report.json: accuracy overall and per benchmark, the paper's tables, Stage 2's endings, cost, failures."""
+    """report.json: accuracy overall and per benchmark, the paper's tables, Stage 2's endings, cost, failures.
+
+    Args:
+        records: predictions.jsonl records
+        load_errors: benchmark rows that could not be loaded, one line each
+        config: the run's configuration, recorded as given
+        provenance: the provenance block; collected now (cader.contracts.provenance) when not given
+    """
     by_bench = _per_benchmark(records)
     report = {
         "n": len(records),
@@ -232,6 +264,10 @@ def build_report(
         "cost": _cost_summary(records),
         "failures": _failure_summary(records),
         "load_errors": {"count": len(load_errors), "errors": list(load_errors)},
+        "breakdowns": {
+            b: benchmark_breakdowns(b, [r for r in rs if r.get("answer") is not None]) for b, rs in by_bench.items()
+        },
+        "provenance": collect_provenance() if provenance is None else provenance,
     }
     if config is not None:
         report["config"] = config
@@ -244,14 +280,16 @@ def compare_runs(records: Sequence[dict], other: Sequence[dict]) -> dict | None:
         from cader.evaluate.stats import mcnemar_exact, paired_bootstrap_diff
     except ImportError:
         return None
-    mine = {(r["benchmark"], str(r["sample_id"])): bool(r.get("correct")) for r in records if r.get("answer")}
+    mine = {(r["benchmark"], str(r["sample_id"])): r for r in records if r.get("answer")}
     theirs = {(r["benchmark"], str(r["sample_id"])): bool(r.get("correct")) for r in other if r.get("answer")}
     keys = sorted(mine.keys() & theirs.keys())
     if not keys:
         return {"n": 0}
-    a = [float(mine[k]) for k in keys]
+    a = [float(bool(mine[k].get("correct"))) for k in keys]
     b = [float(theirs[k]) for k in keys]
-    return {"n": len(keys), "bootstrap": paired_bootstrap_diff(a, b), "mcnemar": mcnemar_exact(a, b)}
+    videos = [cluster_of(mine[k]) for k in keys]  # both runs asked the same questions about the same videos
+    return {"n": len(keys), "n_videos": len(set(videos)), "bootstrap": paired_bootstrap_diff(a, b, clusters=videos),
+            "mcnemar": mcnemar_exact(a, b)}  # fmt: skip
 
 
 def _cell(value) -> str:
@@ -263,7 +301,7 @@ def _row(cells) -> str:
 
 
 def _md_header(report: dict) -> list[str]:
-    lines = ["# CADER evaluation report", ""]
+    lines = ["# CADER evaluation report", "", *md_provenance(report.get("provenance"))]
     cfg = report.get("config") or {}
     if cfg:
         lines += [
@@ -277,10 +315,20 @@ def _md_header(report: dict) -> list[str]:
 
 
 def _md_accuracy(report: dict) -> list[str]:
-    lines = ["## Accuracy", "", _row(["benchmark", "n", "accuracy", "M-Avg", "stage-1 acc", "failures"]),
-             _row(["---"] * 6)]  # fmt: skip
+    lines = ["## Accuracy", "",
+             ("Brackets: exact 95% (Clopper-Pearson) interval. SE: naive / clustered by video (lmms-eval's "
+             "definition). Video bootstrap: 95% interval over resampled videos."), "",
+             _row(["benchmark", "n", "accuracy", "95% exact", "SE / clustered SE", "videos", "video bootstrap",
+                   "M-Avg", "stage-1 acc [95% exact]", "failures"]),
+             _row(["---"] * 10)]  # fmt: skip
     for name, s in list(report["benchmarks"].items()) + [("overall", report["overall"])]:
-        lines.append(_row([name, s["n"], s["accuracy"], s.get("m_avg"), s["stage1_accuracy"], s["failures"]]))
+        ci, boot = s.get("accuracy_ci95_exact") or [None, None], s.get("accuracy_ci95_video_bootstrap") or [None, None]
+        lines.append(_row([
+            name, s["n"], s["accuracy"], "-" if ci[0] is None else f"[{ci[0]}, {ci[1]}]",
+            f"{_cell(s.get('accuracy_se'))} / {_cell(s.get('accuracy_se_clustered'))}", s.get("n_videos"),
+            "-" if boot[0] is None else f"[{boot[0]}, {boot[1]}]", s.get("m_avg"),
+            ci_text(s["stage1_accuracy"], s.get("stage1_accuracy_ci95_exact")), s["failures"],
+        ]))  # fmt: skip
     return lines
 
 
@@ -289,7 +337,7 @@ def _md_table3(report: dict) -> list[str]:
              _row(["---"] * 5)]  # fmt: skip
     for name, t in report["table3_trigger"].items():
         metric = t["accuracy_metric"]
-        acc = t["accuracy"] if metric == "accuracy" else f"{t['accuracy']} ({metric})"
+        acc = ci_text(t["accuracy"], t.get("accuracy_ci95_exact")) if metric == "accuracy" else f"{t['accuracy']} ({metric})"
         lines.append(_row([name, t["total"], t["stage2_trigger_rate"], t["stage1_exit_rate"], acc]))
     return lines
 
@@ -300,7 +348,8 @@ def _md_table4(report: dict) -> list[str]:
              _row(["---"] * (len(benches) + 1))]  # fmt: skip
     for i, (name, _, _) in enumerate(MARGIN_BINS):
         rows = (report["table4_margin_bins"][b][i] for b in benches)
-        lines.append(_row([name] + [f"{row['n']} / {_cell(row['stage1_accuracy'])}" for row in rows]))
+        lines.append(_row([name] + [f"{row['n']} / {ci_text(row['stage1_accuracy'], row.get('stage1_ci95_exact'))}"
+                                    for row in rows]))  # fmt: skip
     return lines
 
 
@@ -309,7 +358,8 @@ def _md_gain_rows(report: dict, key: str, title: str, band: str) -> list[str]:
     lines = ["", title, "", _row(["benchmark", band, "n", "stage-1", "final", "gain"]), _row(["---"] * 6)]
     for b, rows in report[key].items():
         for r in rows:
-            lines.append(_row([b, r[band], r["n"], r["stage1_accuracy"], r["final_accuracy"], r["gain"]]))
+            lines.append(_row([b, r[band], r["n"], ci_text(r["stage1_accuracy"], r.get("stage1_ci95_exact")),
+                               ci_text(r["final_accuracy"], r.get("final_ci95_exact")), r["gain"]]))  # fmt: skip
     return lines
 
 
@@ -346,6 +396,7 @@ def render_markdown(report: dict) -> str:
     lines = [
         *_md_header(report),
         *_md_accuracy(report),
+        *md_breakdowns(report.get("breakdowns") or {}),
         *_md_table3(report),
         *_md_table4(report),
         *_md_gain_rows(report, "table5_low_confidence", "## Table 5: low-confidence samples (M < tau)", "band"),
@@ -364,7 +415,7 @@ def write_report(
     compare_to: Sequence[dict] | None = None,
 ) -> dict:
     out_dir = Path(out_dir)
-    report = build_report(records, load_errors, config)
+    report = build_report(records, load_errors, config, collect_provenance())
     if compare_to is not None:
         report["comparison"] = compare_runs(records, compare_to)
     write_atomic(out_dir / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")

@@ -168,10 +168,14 @@ def test_rows_without_video_are_counted_and_split_alone(tmp_path):
     assert loaded.records[0].cluster != loaded.records[1].cluster  # its video-mate cannot be known
 
 
-def test_video_split_refuses_to_leave_nothing_to_fit(tmp_path):
+def test_a_single_video_falls_back_to_the_question_split_and_says_so(tmp_path, caplog):
     records = read_predictions([_write(tmp_path / "p.jsonl", _clustered_rows("bench_a", 1, 6))]).records
-    with pytest.raises(ValueError, match="nothing to fit the temperature on"):
-        split_fit_select(records)
-    assert len(split_fit_select(records, by="question")[0]) == 3
+    with caplog.at_level("WARNING", logger="cader.calibrate.records"):
+        fit, sel = split_fit_select(records, seed=2)
+    assert "splitting questions instead" in caplog.text
+    by_question = split_fit_select(records, seed=2, by="question")
+    np.testing.assert_array_equal(fit, by_question[0])
+    np.testing.assert_array_equal(sel, by_question[1])
+    assert len(fit) == 3
     with pytest.raises(ValueError, match="split unit"):
         split_fit_select(records, by="frame")

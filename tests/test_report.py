@@ -12,6 +12,11 @@ from cader.evaluate.report import (
 )
 
 
+def no_ci(row):
+    """A table row without its exact intervals (checked on their own below)."""
+    return {k: v for k, v in row.items() if not k.endswith("_ci95_exact")}
+
+
 def verify(p_yes, accepted=None):
     return {"phase": "verify", "p_yes": p_yes, "accepted": accepted}
 
@@ -124,8 +129,10 @@ def test_table4_bin_edges_are_the_papers():
 
 def test_table4_empty_bin_has_no_accuracy():
     rows = build_report([rec(1, 0.999)])["table4_margin_bins"]["lvbench"]
-    assert rows[0] == {"bin": ">=0.995", "n": 1, "stage1_accuracy": 100.0}
-    assert rows[1] == {"bin": "[0.99,0.995)", "n": 0, "stage1_accuracy": None}
+    assert no_ci(rows[0]) == {"bin": ">=0.995", "n": 1, "stage1_accuracy": 100.0}
+    assert no_ci(rows[1]) == {"bin": "[0.99,0.995)", "n": 0, "stage1_accuracy": None}
+    # one right answer out of one: [2.5 %, 100 %]; nothing to estimate in an empty bin
+    assert rows[0]["stage1_ci95_exact"] == [2.5, 100.0] and rows[1]["stage1_ci95_exact"] == [None, None]
 
 
 # ---- Table 5 ------------------------------------------------------------------------------------------------
@@ -141,14 +148,14 @@ def test_table5_bands_are_090_to_tau_and_below_090():
         rec(6, 0.5, error="stage2_failed: x"),  # failed: in neither band
     ]
     rows = {r["band"]: r for r in build_report(records)["table5_low_confidence"]["lvbench"]}
-    assert rows["[0.90,tau)"] == {
+    assert no_ci(rows["[0.90,tau)"]) == {
         "band": "[0.90,tau)",
         "n": 2,
         "stage1_accuracy": 50.0,
         "final_accuracy": 100.0,
         "gain": 50.0,
     }
-    assert rows["<0.90"] == {
+    assert no_ci(rows["<0.90"]) == {
         "band": "<0.90",
         "n": 2,
         "stage1_accuracy": 50.0,
@@ -163,7 +170,7 @@ def test_table5_uses_each_records_tau_and_a_tau_below_090():
     rows = {r["band"]: r for r in build_report(records)["table5_low_confidence"]["lvbench"]}
     assert rows["[0.90,tau)"]["n"] == 1 and rows["<0.90"]["n"] == 1
     empty = build_report([rec(1, 0.99)])["table5_low_confidence"]["lvbench"]
-    assert empty[0] == {
+    assert no_ci(empty[0]) == {
         "band": "[0.90,tau)",
         "n": 0,
         "stage1_accuracy": None,
@@ -194,7 +201,8 @@ def test_table7_by_depth_leaves_out_samples_that_never_cropped():
         rec(8, 0.5, cycles=2, error="stage2_failed: x"),  # failed
     ]
     rows = build_report(records)["table7_depth"]["lvbench"]
-    assert rows == [
+    assert rows[0]["stage1_ci95_exact"] == [1.26, 98.74] and rows[0]["final_ci95_exact"] == [15.81, 100.0]
+    assert [no_ci(r) for r in rows] == [
         {
             "depth": 1,
             "reflections": 0,
@@ -323,8 +331,10 @@ def test_summary_fallbacks_cycles_costs_and_failures():
 def test_report_without_records_or_config():
     report = build_report([])
     assert report["n"] == 0 and report["overall"]["accuracy"] is None and report["cost"]["per_sample"] == {}
-    assert "config" not in report and report["benchmarks"] == {}
-    assert render_markdown(report).startswith("# CADER evaluation report\n\n## Accuracy")
+    assert "config" not in report and report["benchmarks"] == {} and report["breakdowns"] == {}
+    assert set(report["provenance"]) >= {"git_commit", "git_dirty", "packages", "date", "command"}
+    assert render_markdown(report).startswith("# CADER evaluation report\n\nCode `")
+    assert render_markdown(dict(report, provenance={})).startswith("# CADER evaluation report\n\n## Accuracy")
 
 
 def test_markdown_tables_show_each_row():
@@ -334,14 +344,16 @@ def test_markdown_tables_show_each_row():
         rec(3, 0.2, s1="B", final="B", cycles=3, fallback="not_accepted"),
     ]
     md = render_markdown(build_report(records))
-    assert "| lvbench | 3 | 66.67 | - | 33.33 | 0 |" in md
-    assert (
-        "| >=0.995 | 1 / 100.0 |" in md and "| [0.99,0.995) | 0 / - |" in md and "| <0.90 | 1 / 0.0 |" in md
-    )
-    assert "| lvbench | [0.90,tau) | 1 | 0.0 | 100.0 | 100.0 |" in md
-    assert "| lvbench | 3 | 1 | 0.0 | 0.0 | 0.0 |" in md  # Table 7 depth 3
+    # 2/3 right: exact interval [9.43, 99.16]; sd of (1, 1, 0) over sqrt(3) = 33.33; three videos of one question
+    row = next(line for line in md.splitlines() if line.startswith("| lvbench | 3 | 66.67 | "))
+    assert row.startswith("| lvbench | 3 | 66.67 | [9.43, 99.16] | 33.33 / 33.33 | 3 | [")
+    assert row.endswith("| - | 33.33 [0.84, 90.57] | 0 |")
+    assert "| >=0.995 | 1 / 100.0 [2.5, 100.0] |" in md and "| [0.99,0.995) | 0 / - |" in md
+    assert "| <0.90 | 1 / 0.0 [0.0, 97.5] |" in md
+    assert "| lvbench | [0.90,tau) | 1 | 0.0 [0.0, 97.5] | 100.0 [2.5, 100.0] | 100.0 |" in md
+    assert "| lvbench | 3 | 1 | 0.0 [0.0, 97.5] | 0.0 [0.0, 97.5] | 0.0 |" in md  # Table 7 depth 3
     assert "| lvbench | 1 | 1 | 0 | 1 |" in md  # Figure 4
-    assert "| lvbench | 3 | 66.67 | 33.33 | 66.67 |" in md  # Table 3
+    assert "| lvbench | 3 | 66.67 | 33.33 | 66.67 [9.43, 99.16] |" in md  # Table 3
 
 
 def test_write_report_and_paired_comparison(tmp_path):
@@ -385,52 +397,77 @@ GOLDEN_RECORDS = [
     rec(4, 0.5, error="video_unreadable: a.mp4", final=None),
 ]
 GOLDEN_CONFIG = {"variant": "full", "temperature": 2.0, "tau": 0.97, "delta": 0.6, "k_reflections": 2}
-# Read and checked by hand against the records above (two benchmarks, one failure, one parse fallback).
+# Read and checked by hand against the records above (two benchmarks, one failure, one parse fallback); the exact
+# intervals are Beta quantiles: 0/2 -> [0, 1 - 0.025^(1/2)] = [0, 84.19], 1/2 -> [1.26, 98.74], 2/4 -> [6.76, 93.24].
+GOLDEN_PROVENANCE = {
+    "git_commit": "0123456789abcdef0123",
+    "git_dirty": False,
+    "packages": {"cader-toolkit": "0.1.0", "torch": "2.14.1", "transformers": "5.24.0", "numpy": "2.4.6",
+                 "scipy": "1.17.1"},
+    "python": "3.11.7",
+    "date": "2026-12-01T20:00:00+00:00",
+    "command": "evaluate/run.py --benchmark lvbench",
+}
 GOLDEN_MARKDOWN = """\
 # CADER evaluation report
+
+Code `0123456789ab` (uncommitted changes: no), written 2026-12-01T20:00:00+00:00; cader-toolkit 0.1.0, torch 2.14.1, transformers 5.24.0, vllm -, numpy 2.4.6, scipy 1.17.1; python 3.11.7.
+Command: `evaluate/run.py --benchmark lvbench`.
 
 Variant `full`, T = 2.0, tau = 0.97, delta = 0.6, K = 2.
 
 ## Accuracy
 
-| benchmark | n | accuracy | M-Avg | stage-1 acc | failures |
-| --- | --- | --- | --- | --- | --- |
-| lvbench | 2 | 0.0 | - | 100.0 | 1 |
-| mlvu_dev | 2 | 100.0 | 100.0 | 50.0 | 0 |
-| overall | 4 | 50.0 | - | 66.67 | 1 |
+Brackets: exact 95% (Clopper-Pearson) interval. SE: naive / clustered by video (lmms-eval's definition). Video bootstrap: 95% interval over resampled videos.
+
+| benchmark | n | accuracy | 95% exact | SE / clustered SE | videos | video bootstrap | M-Avg | stage-1 acc [95% exact] | failures |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| lvbench | 2 | 0.0 | [0.0, 84.19] | 0.0 / 0.0 | 2 | [0.0, 0.0] | - | 100.0 [2.5, 100.0] | 1 |
+| mlvu_dev | 2 | 100.0 | [15.81, 100.0] | 0.0 / 0.0 | 2 | [100.0, 100.0] | 100.0 | 50.0 [1.26, 98.74] | 0 |
+| overall | 4 | 50.0 | [6.76, 93.24] | 28.87 / 28.87 | 4 | [0.0, 100.0] | - | 66.67 [9.43, 99.16] | 1 |
+
+## Breakdowns (as the official scorers group questions)
+
+Accuracy with its exact 95% interval and the standard error clustered by video. LVBench counts a question under every question type it lists, so its rows add up to more than its questions.
+
+| benchmark | by | group | n | videos | accuracy [95% exact] | clustered SE |
+| --- | --- | --- | --- | --- | --- | --- |
+| lvbench | question_type | (missing) | 2 | 2 | 0.0 [0.0, 84.19] | 0.0 |
+| mlvu_dev | task_type | x | 1 | 1 | 100.0 [2.5, 100.0] | - |
+| mlvu_dev | task_type | y | 1 | 1 | 100.0 [2.5, 100.0] | - |
 
 ## Table 3: Stage-2 trigger rate
 
 | benchmark | total | S2 trig. % | S1 exit % | acc |
 | --- | --- | --- | --- | --- |
-| lvbench | 2 | 100.0 | 0.0 | 0.0 |
+| lvbench | 2 | 100.0 | 0.0 | 0.0 [0.0, 84.19] |
 | mlvu_dev | 2 | 50.0 | 50.0 | 100.0 (M-Avg) |
 
 ## Table 4: margin bins (count / Stage-1 accuracy)
 
 | margin | lvbench | mlvu_dev |
 | --- | --- | --- |
-| >=0.995 | 0 / - | 1 / 100.0 |
+| >=0.995 | 0 / - | 1 / 100.0 [2.5, 100.0] |
 | [0.99,0.995) | 0 / - | 0 / - |
 | [0.97,0.99) | 0 / - | 0 / - |
-| [0.90,0.97) | 0 / - | 1 / 0.0 |
-| <0.90 | 2 / 100.0 | 0 / - |
+| [0.90,0.97) | 0 / - | 1 / 0.0 [0.0, 97.5] |
+| <0.90 | 2 / 100.0 [15.81, 100.0] | 0 / - |
 
 ## Table 5: low-confidence samples (M < tau)
 
 | benchmark | band | n | stage-1 | final | gain |
 | --- | --- | --- | --- | --- | --- |
 | lvbench | [0.90,tau) | 0 | - | - | - |
-| lvbench | <0.90 | 1 | 100.0 | 0.0 | -100.0 |
-| mlvu_dev | [0.90,tau) | 1 | 0.0 | 100.0 | 100.0 |
+| lvbench | <0.90 | 1 | 100.0 [2.5, 100.0] | 0.0 [0.0, 97.5] | -100.0 |
+| mlvu_dev | [0.90,tau) | 1 | 0.0 [0.0, 97.5] | 100.0 [2.5, 100.0] | 100.0 |
 | mlvu_dev | <0.90 | 0 | - | - | - |
 
 ## Table 7: by reflection depth
 
 | benchmark | depth | n | stage-1 | final | gain |
 | --- | --- | --- | --- | --- | --- |
-| lvbench | 2 | 1 | 100.0 | 0.0 | -100.0 |
-| mlvu_dev | 1 | 1 | 0.0 | 100.0 | 100.0 |
+| lvbench | 2 | 1 | 100.0 [2.5, 100.0] | 0.0 [0.0, 97.5] | -100.0 |
+| mlvu_dev | 1 | 1 | 0.0 [0.0, 97.5] | 100.0 [2.5, 100.0] | 100.0 |
 
 ## Figure 4: net gain on first proposals with P_yes >= 0.9
 
@@ -461,7 +498,7 @@ Variant `full`, T = 2.0, tau = 0.97, delta = 0.6, K = 2.
 
 
 def test_markdown_exactly():
-    report = build_report(GOLDEN_RECORDS, ["lvbench: row 2: bad"], GOLDEN_CONFIG)
+    report = build_report(GOLDEN_RECORDS, ["lvbench: row 2: bad"], GOLDEN_CONFIG, GOLDEN_PROVENANCE)
     assert render_markdown(report) == GOLDEN_MARKDOWN
 
 
