@@ -1,17 +1,18 @@
 """The vLLM backend without vLLM: engine settings, request construction and the logprob-to-score mapping.
 
 A stand-in `vllm` module records what the backend asks of the engine and answers with vLLM's output shapes
-(`RequestOutput.outputs[0].logprobs[0]`: token id -> Logprob(logprob=...)); the GPU check is
-scripts/bench/vllm_parity.py.
+(`RequestOutput.outputs[0].logprobs[0]`: token id -> Logprob(logprob=...)), scoring exactly the ids asked for in
+`logprob_token_ids` as vLLM 0.32 does. The real engine, against the HF backend: tests/test_vllm_real.py.
 """
 
 import math
 import sys
 import types
+import typing
 
 import numpy as np
 import pytest
-from cader.evaluate.backends.base import Prompt
+from cader.evaluate.backends.base import BackendError, Prompt
 from cader.evaluate.backends.vllm import (
     VERIFIER_ENGINE,
     VLLMBackend,
@@ -19,6 +20,7 @@ from cader.evaluate.backends.vllm import (
     letter_logits_from,
     yes_no_from,
 )
+from cader.vlm.messages import VIDEO_PAD, VIDEO_PLACEHOLDER
 from cader.vlm.video import Frames
 
 
@@ -27,7 +29,8 @@ def test_engine_defaults_let_main_and_verifier_share_one_gpu():
     verifier = VLLMBackend.llm_kwargs("v", "bf16", VERIFIER_ENGINE)
     assert main["gpu_memory_utilization"] + verifier["gpu_memory_utilization"] <= 0.9
     assert main["dtype"] == "bfloat16" and main["max_model_len"] == 32768 and main["tensor_parallel_size"] == 1
-    assert main["logprobs_mode"] == "processed_logprobs" and main["limit_mm_per_prompt"] == {"video": 1}
+    # raw_logprobs: full-vocabulary log_softmax, so P(Yes) is the HF backend's softmax (not renormalised)
+    assert main["logprobs_mode"] == "raw_logprobs" and main["limit_mm_per_prompt"] == {"video": 1, "image": 0}
     assert "max_num_seqs" not in main  # None leaves vLLM's default
     eager = VLLMBackend.llm_kwargs("m", "auto", VLLMEngineConfig(enforce_eager=True, extra={"seed": 3}))
     assert eager["enforce_eager"] is True and eager["seed"] == 3
@@ -41,14 +44,19 @@ def test_engine_settings_are_checked():
 
 
 def test_logprob_mapping_by_hand():
-    # letters restricted: log_softmax over the letters = z - logsumexp(z); margins at T = 1 are unchanged
-    z = np.array([2.0, 0.5, -1.0])
-    lse = math.log(np.exp(z).sum())
-    scores = letter_logits_from({10: z[0] - lse, 11: z[1] - lse, 12: z[2] - lse, 99: -0.1}, [10, 11, 12])
-    assert np.allclose(np.array(scores) - scores[0], z - z[0])
-    assert letter_logits_from({10: -0.1}, [10, 11]) == [-0.1, -math.inf]
-    assert yes_no_from({5: math.log(0.7), 6: math.log(0.2)}, 5, 6) == pytest.approx((0.7, 0.2))
-    assert yes_no_from({5: math.log(0.7)}, 5, 6) == pytest.approx((0.7, 0.0))
+    # full-vocabulary log_softmax = z - logsumexp(z over the vocabulary): letter differences are the logits'
+    z = np.array([2.0, 0.5, -1.0, 3.0, 0.0])  # ids 10..14; 13 is not a letter and outranks them all
+    logp = z - math.log(np.exp(z).sum())
+    full = {10 + k: float(v) for k, v in enumerate(logp)}
+    scores = letter_logits_from(full, [10, 11, 12])
+    assert np.allclose(np.array(scores) - scores[0], z[:3] - z[0])
+    p_yes, p_no = yes_no_from(full, 12, 14)  # the whole vocabulary's softmax, not renormalised over Yes/No
+    assert p_yes == pytest.approx(math.exp(-1.0) / np.exp(z).sum()) and p_no == pytest.approx(1 / np.exp(z).sum())
+    # an id the engine did not score is an error: never -inf for a letter or 0 for "Yes"
+    with pytest.raises(BackendError, match=r"option letter token id\(s\) \[11\]"):
+        letter_logits_from({10: -0.1}, [10, 11])
+    with pytest.raises(BackendError, match="Yes/No"):
+        yes_no_from({5: math.log(0.7)}, 5, 6)
 
 
 class _Logprob:
@@ -57,7 +65,7 @@ class _Logprob:
 
 
 class _FakeLLM:
-    calls = []
+    calls: typing.ClassVar[list] = []
 
     def __init__(self, **kwargs):
         self.kwargs = kwargs
@@ -66,17 +74,33 @@ class _FakeLLM:
         _FakeLLM.calls.append((requests, params))
         outs = []
         for _ in requests:
-            top = {i: _Logprob(-0.5 - 0.1 * k) for k, i in enumerate(params.allowed_token_ids or [7, 8])}
+            # vLLM answers logprob_token_ids with exactly those ids plus the sampled token (here 7)
+            asked = params.logprob_token_ids or []
+            top = {7: _Logprob(-0.05), **{i: _Logprob(-2.5 - 0.5 * k) for k, i in enumerate(asked)}}
             completion = types.SimpleNamespace(logprobs=[top], text="<answer>A</answer>", token_ids=[1, 2, 3])
-            outs.append(types.SimpleNamespace(outputs=[completion], prompt_token_ids=[0] * 42))
+            outs.append(types.SimpleNamespace(outputs=[completion], prompt_token_ids=list(range(42))))
         return outs
+
+
+def _fake_module(with_token_ids=True):
+    module = types.ModuleType("vllm")
+    module.LLM = _FakeLLM
+    module.__version__ = "0.32.0"
+
+    class SamplingParams(types.SimpleNamespace):
+        __struct_fields__ = ("max_tokens", "temperature", "logprobs") + (("logprob_token_ids",) if with_token_ids
+                                                                          else ())
+
+        def __init__(self, **kw):
+            super().__init__(**{"logprob_token_ids": None, **kw})
+
+    module.SamplingParams = SamplingParams
+    return module
 
 
 @pytest.fixture
 def fake_vllm(monkeypatch):
-    module = types.ModuleType("vllm")
-    module.LLM = _FakeLLM
-    module.SamplingParams = lambda **kw: types.SimpleNamespace(**{"allowed_token_ids": None, **kw})
+    module = _fake_module()
     monkeypatch.setitem(sys.modules, "vllm", module)
     _FakeLLM.calls = []
     return module
@@ -87,17 +111,40 @@ def test_backend_requests_and_scores_through_the_engine_interface(fake_vllm, tin
     assert backend.llm.kwargs["gpu_memory_utilization"] == 0.3 and backend.llm.kwargs["dtype"] == "float32"
     frames = Frames(np.zeros((4, 32, 32, 3), np.uint8), np.arange(4) + 0.5, np.arange(4), native_fps=1.0)
     prompts = [Prompt("Q1?", video=frames), Prompt("Q2?", video=frames)]
-    (a, b) = backend.letter_logits(prompts, ["A", "B", "C"])
+    a, _ = backend.letter_logits(prompts, ["A", "B", "C"])
     requests, params = _FakeLLM.calls[-1]
     assert len(requests) == 2  # one engine call for the whole batch: continuous batching fills
     assert params.max_tokens == 1 and params.temperature == 0.0
-    assert params.allowed_token_ids == [backend.token_id(x) for x in "ABC"]
-    assert a.logits == pytest.approx([-0.5, -0.6, -0.7]) and a.prompt_tokens == 42
+    assert params.logprob_token_ids == [backend.token_id(x) for x in "ABC"]  # scored whatever their rank
+    assert a.logits == pytest.approx([-2.5, -3.0, -3.5]) and a.prompt_tokens == 42
     assert requests[0]["multi_modal_data"]["video"][0][1] == frames.metadata()
+    # vLLM expands only <|video_pad|>: the template's outer vision tokens must not reach it (HF's layout)
+    assert VIDEO_PAD in requests[0]["prompt"] and VIDEO_PLACEHOLDER not in requests[0]["prompt"]
     (yn,) = backend.yes_no([Prompt("Is it?", video=frames)])
-    assert yn.p_yes == 0.0 and yn.p_no == 0.0  # the stand-in's top-k holds neither word
+    _, params = _FakeLLM.calls[-1]
+    assert params.logprob_token_ids == [backend.token_id("Yes"), backend.token_id("No")]
+    assert yn.p_yes == pytest.approx(math.exp(-2.5)) and yn.p_no == pytest.approx(math.exp(-3.0))
     (g,) = backend.generate([Prompt("Why?", enable_thinking=True)], 16)
     assert g.text == "<answer>A</answer>" and g.completion_tokens == 3
+    assert backend.prompt_token_ids([Prompt("Why?")]) == [list(range(42))]
+    described = backend.describe()
+    assert "logprob_token_ids" in described["yes_no"] and described["vllm"] == "0.32.0"
+
+
+def test_images_go_to_the_engine_with_their_placeholders(fake_vllm, tiny_model_dir):
+    image = np.zeros((32, 64, 3), np.uint8)
+    backend = VLLMBackend(str(tiny_model_dir), engine=VLLMEngineConfig(max_images=1))
+    assert backend.llm.kwargs["limit_mm_per_prompt"] == {"video": 1, "image": 1}
+    request = backend._request(Prompt("What is shown?", images=(image,)))
+    assert request["multi_modal_data"] == {"image": [image]} and "<|image_pad|>" in request["prompt"]
+    with pytest.raises(BackendError, match="max_images=1"):
+        backend._request(Prompt("Two?", images=(image, image)))
+
+
+def test_an_engine_without_logprob_token_ids_is_refused(monkeypatch, tiny_model_dir):
+    monkeypatch.setitem(sys.modules, "vllm", _fake_module(with_token_ids=False))
+    with pytest.raises(ImportError, match="no logprob_token_ids"):
+        VLLMBackend(str(tiny_model_dir))
 
 
 def test_run_parses_engine_settings_into_engine_configs(monkeypatch, tmp_path):
@@ -112,7 +159,7 @@ def test_run_parses_engine_settings_into_engine_configs(monkeypatch, tmp_path):
 
     monkeypatch.setattr(run, "make_backend", fake_make_backend)
     monkeypatch.setattr(run, "load_benchmark", lambda *a: ([], []), raising=False)
-    import cader.evaluate.benchmarks as benchmarks
+    from cader.evaluate import benchmarks
 
     monkeypatch.setattr(benchmarks, "load_benchmark", lambda *a: ([], []))
     with pytest.raises(SystemExit):

@@ -64,10 +64,37 @@ def unwrap_video_placeholder(text: str) -> str:
     Qwen3-VL was trained with a video expanded to frame groups `<t seconds><|vision_start|>pads<|vision_end|>` and
     nothing around them: the reference processor (transformers 4.57, `Qwen3VLProcessor.__call__`) replaces the whole
     three-token placeholder with the groups. transformers 5.x replaces only the pad, so the template's outer
-    start/end tokens would survive around the groups. Both versions expand a bare pad to exactly the groups.
-    (vLLM matches the three-token placeholder itself, so its prompts keep it: `cader.evaluate.backends.vllm`.)
+    start/end tokens would survive around the groups. Both versions expand a bare pad to exactly the groups, and so
+    does vLLM (0.32 expands only `<|video_pad|>` and keeps whatever surrounds it): every backend sends the unwrapped
+    text, through `prompt_text`. Images keep their `<|vision_start|><|image_pad|><|vision_end|>`: that is their
+    trained layout, and every version expands only the pad.
     """
     return text.replace(VIDEO_PLACEHOLDER, VIDEO_PAD)
+
+
+def prompt_text(
+    processor,
+    messages: list[dict],
+    *,
+    has_video: bool,
+    enable_thinking: bool = False,
+    add_generation_prompt: bool = True,
+    prefill_think: bool = False,
+) -> str:
+    """The exact text every backend hands its processor: the rendered template, video placeholder unwrapped.
+
+    The HF backend (`encode`) and the vLLM backend (`cader.evaluate.backends.vllm`) both take their text from here,
+    so the prompt token ids they produce for the same `Prompt` are the same (tests/test_vllm_real.py checks it
+    against the engine's own `RequestOutput.prompt_token_ids`).
+    """
+    text = render(
+        processor,
+        messages,
+        enable_thinking=enable_thinking,
+        add_generation_prompt=add_generation_prompt,
+        prefill_think=prefill_think,
+    )
+    return unwrap_video_placeholder(text) if has_video else text
 
 
 def _video_tensor(video: Frames) -> np.ndarray:
@@ -92,14 +119,15 @@ def encode(
     processor is told not to resize them again.
     """
     if text is None:
-        text = render(
+        text = prompt_text(
             processor,
             messages,
+            has_video=video is not None,
             enable_thinking=enable_thinking,
             add_generation_prompt=add_generation_prompt,
             prefill_think=prefill_think,
         )
-    if video is not None:
+    elif video is not None:
         text = unwrap_video_placeholder(text)
     kwargs: dict = {"text": [text], "return_tensors": "pt"}
     if video is not None:

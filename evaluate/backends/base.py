@@ -1,11 +1,13 @@
 """The small interface CADER needs from a vision-language model.
 
-Three operations, all on a `Prompt` (system text, user text, optional video frames, thinking switch):
+Three operations, all on a `Prompt` (system text, user text, optional video frames and images, thinking switch):
 - `letter_logits`: raw next-token logits of the option letters after the prompt (one forward, no generation);
 - `yes_no`: the next-token probabilities of "Yes" and "No" (the verifier, App. C.3);
 - `generate`: greedy text generation (proposals and final answers, thinking on).
 Each returns how many prompt/completion tokens it used so the caller can account for cost. Batched methods take a
-list of prompts and return one result per prompt, in order.
+list of prompts and return one result per prompt, in order. `prompt_token_ids` says which ids a backend feeds its
+model for a prompt (the parity check between backends compares them), and `describe` how it reads each score, for
+report.json.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class Prompt:
     system: str | None = None
     video: Frames | None = None
     enable_thinking: bool = False
+    images: tuple = ()  # (H, W, 3) uint8 arrays, already sized to the pixel budget; shown before the video
 
 
 @dataclass
@@ -76,6 +79,14 @@ class Backend(ABC):
     def fingerprint(self) -> str | None:
         """The identity of the model behind this backend (Stage-1 reuse refuses results of another model)."""
         return None
+
+    def describe(self) -> dict:
+        """How this backend computes each score (and with what), for the report's config block."""
+        return {"name": self.name}
+
+    def prompt_token_ids(self, prompts: Sequence[Prompt]) -> list[list[int]]:
+        """The token ids the model is fed for each prompt (vision placeholders expanded)."""
+        raise NotImplementedError(f"{type(self).__name__} does not expose its prompt token ids")
 
     @abstractmethod
     def letter_logits(self, prompts: Sequence[Prompt], letters: Sequence[str]) -> list[LetterLogits]: ...

@@ -37,6 +37,12 @@ class BatchingBackend(Backend):
     def fingerprint(self) -> str | None:
         return self.inner.fingerprint()
 
+    def describe(self) -> dict:
+        return {**self.inner.describe(), "batching": {"max_batch": self.max_batch, "max_wait_s": self.max_wait_s}}
+
+    def prompt_token_ids(self, prompts: Sequence[Prompt]) -> list[list[int]]:
+        return self.inner.prompt_token_ids(prompts)
+
     # ---- the interface: each call joins the pending list and waits for its share of a batched result ----------
     def letter_logits(self, prompts: Sequence[Prompt], letters: Sequence[str]) -> list[LetterLogits]:
         return self._submit(("letter_logits", tuple(letters)), prompts)
@@ -90,7 +96,7 @@ class BatchingBackend(Backend):
             else:
                 results = self.inner.generate(prompts, key[1])
             self.calls_made += 1
-        except BaseException as err:  # every sample of the batch sees the failure of its own call
+        except BaseException as err:  # noqa: BLE001 -- every sample of the batch sees the failure of its own call
             for _, future in batch:
                 future.set_exception(err)
             return

@@ -64,15 +64,33 @@ class HFBackend(Backend):
             self._single_token_ids[text] = int(ids[0])
         return self._single_token_ids[text]
 
-    def _inputs(self, prompt: Prompt):
-        messages = build_messages(prompt.user, system=prompt.system, video=prompt.video)
-        batch = encode(
+    def describe(self) -> dict:
+        import transformers
+
+        return {
+            "name": self.name,
+            "letter_logits": "lm_head logits at the last prompt position, at the letters' token ids",
+            "yes_no": "softmax over the whole vocabulary at the last prompt position, at 'Yes' and 'No'",
+            "dtype": str(self.model.dtype).removeprefix("torch."),
+            "transformers": transformers.__version__,
+        }
+
+    def prompt_token_ids(self, prompts: Sequence[Prompt]) -> list[list[int]]:
+        return [self._encoded(p)["input_ids"][0].tolist() for p in prompts]
+
+    def _encoded(self, prompt: Prompt):
+        messages = build_messages(prompt.user, system=prompt.system, video=prompt.video, images=prompt.images)
+        return encode(
             self.processor,
             messages,
             video=prompt.video,
+            images=prompt.images,
             enable_thinking=prompt.enable_thinking,
             prefill_think=self.template.prefill_think,
         )
+
+    def _inputs(self, prompt: Prompt):
+        batch = self._encoded(prompt)
         device, dtype = self.model.device, self.model.dtype
         out = {}
         for key, value in batch.items():

