@@ -119,9 +119,9 @@ def equal_mass_table(
 SMALL_BIN = 10  # a bin with fewer samples is drawn hollow: its accuracy is a handful of answers
 
 
-def _bars(ax, x, rows, annotate: bool = True, **style):
+def _bars(ax, x, rows, annotate: bool = True, stack: int = 0, **style):
     """Accuracy per bin with its 95 % Clopper-Pearson bar, and the bin's n written beside the point (an accuracy
-    of 1.0 from one sample must not read like one from 47)."""
+    of 1.0 from one sample must not read like one from 47); ``stack`` puts a group's labels in its own row."""
     acc = np.array([r["accuracy"] for r in rows])
     lo = np.array([r["cp95_lo"] for r in rows])
     hi = np.array([r["cp95_hi"] for r in rows])
@@ -135,8 +135,9 @@ def _bars(ax, x, rows, annotate: bool = True, **style):
         ax.plot(x[small], acc[small], "o", ms=9, mfc="white", mec=colour, ls="none")
     if annotate:
         for xi, yi, ni in zip(x[ok], acc[ok], n[ok]):
-            ax.annotate(f"n={ni}", (xi, yi), textcoords="offset points", xytext=(6, -12 if yi > 0.9 else 6),
-                        fontsize=7, color=colour)  # fmt: skip
+            dy = -12 - 9 * stack if yi > 0.9 else 6 + 9 * stack
+            ax.annotate(f"n={ni}", (xi, yi), textcoords="offset points", xytext=(8, dy), fontsize=7,
+                        color=colour)  # fmt: skip
 
 
 def plot_accuracy_vs_margin(out_dir, margin, correct, benchmarks, temperature: float) -> list[Path]:
@@ -152,7 +153,7 @@ def plot_accuracy_vs_margin(out_dir, margin, correct, benchmarks, temperature: f
             b_rows = paper_bin_table(margin[sel], correct[sel], group=name)
             rows += b_rows
             _bars(ax1, x + 0.06 * (j + 1), b_rows, lw=1, alpha=0.8, label=f"{name} (n={int(sel.sum())})",
-                  annotate=len(names) <= 3)
+                  annotate=len(names) <= 3, stack=j + 1)  # fmt: skip
     ax1.set_xticks(x, [f"{lab}\nn={r['n']}" for (lab, _, _), r in zip(PAPER_MARGIN_BINS, rows)])
     ax1.set_title(f"Paper bins (Table 4), T = {temperature:.3g}; hollow: n < {SMALL_BIN}")
     em_rows = equal_mass_table(margin, correct, group="all (equal-mass)")

@@ -19,13 +19,15 @@ from cader.dev.calibration_rows import synthetic_prediction_rows
 from jsonargparse import CLI
 
 
-def main(out: str = "docs/figures", n: int = 1500, seed: int = 0) -> None:
-    """Write the PNGs of calibrate/fit.py on synthetic predictions into `out`.
+def main(out: str = "docs/figures", n: int = 1500, seed: int = 0, validity_splits: int = 200) -> None:
+    """Write the PNGs of calibrate/fit.py on synthetic predictions into `out`: an accuracy-mode run (every figure
+    but one) and a precision-mode run at alpha = 0.1 (guarantee_validity.png).
 
     Args:
         out: Destination folder for the PNG files.
         n: Samples per synthetic benchmark.
         seed: Seed of the synthetic outcomes and of the fit/select split.
+        validity_splits: Random fit/select/test splits behind guarantee_validity.png.
     """
     with tempfile.TemporaryDirectory() as tmp:
         files = []
@@ -36,9 +38,15 @@ def main(out: str = "docs/figures", n: int = 1500, seed: int = 0) -> None:
             path.write_text("".join(json.dumps(r) + "\n" for r in rows))
             files.append(str(path))
         run = Path(tmp) / "fit"
-        fit_main(["--predictions", *files, "--out", str(run), "--mode", "accuracy", "--seed", str(seed)])
+        fit_main(["--predictions", *files, "--out", str(run), "--mode", "accuracy", "--seed", str(seed),
+                  "--validity_splits", "0"])  # fmt: skip
+        # the validity figure shows a guarantee, so it comes from a precision-mode run on the same outcomes
+        guaranteed = Path(tmp) / "precision"
+        fit_main(["--predictions", *files, "--out", str(guaranteed), "--mode", "precision", "--alpha", "0.1",
+                  "--seed", str(seed), "--validity_splits", str(validity_splits)])  # fmt: skip
         Path(out).mkdir(parents=True, exist_ok=True)
-        for png in sorted((run / "figures").glob("*.png")):
+        pngs = sorted((run / "figures").glob("*.png")) + [guaranteed / "figures" / "guarantee_validity.png"]
+        for png in pngs:
             shutil.copy(png, Path(out) / png.name)
             print(f"wrote {Path(out) / png.name}")
 
