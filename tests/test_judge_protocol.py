@@ -81,6 +81,14 @@ def test_missing_or_foreign_harness_files_are_clear_errors(tmp_path):
     assert str(caught.value).startswith("config error:") and "USER_TEMPLATE" in str(caught.value)
 
 
+def test_the_protocol_flag_lists_the_protocols():
+    from typing import get_args
+
+    from cader.evaluate.judge.protocol import PROTOCOLS
+
+    assert get_args(entry_module().Protocol) == PROTOCOLS
+
+
 def _judgment(qid: str) -> dict:
     return {"question_id": int(qid), "system": "cader", "judge_model": "j", "error": None, "traj": 0.5,
             "mc_rate": 0.5, "scores": {"P1": 1, "P2": 1, "P3": 1, "P4": None, "P5": 1}, "milestones": [],
