@@ -52,6 +52,10 @@ log = logging.getLogger("cader.evaluate.run")
 CHOICES = {"variant": VARIANTS, "crop_edge": CROP_EDGE_MODES, "p_yes_mode": P_YES_MODES}
 
 
+class RunError(Exception):
+    """A whole-run problem (an unreadable input, a model that does not load, an output in use): one line, exit 2."""
+
+
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", action=ActionConfigFile)
@@ -140,7 +144,7 @@ def variant_configs(variants: str | None, values: dict) -> dict[str, CaderConfig
     names = list(VARIANTS) if variants.strip() == "all" else [v.strip() for v in variants.split(",") if v.strip()]
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
-        raise SystemExit(f"error: unknown variant(s) {unknown}; choose from {list(VARIANTS)} or 'all'")
+        raise RunError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)} or 'all'")
     return {v: CaderConfig(**{**values, "variant": v}) for v in names}
 
 
@@ -228,10 +232,6 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-
-
-class RunError(Exception):
-    """A whole-run problem (an unreadable input, a model that does not load, an output in use): one line, exit 2."""
 
 
 def _main(args, argv: list[str]) -> int:

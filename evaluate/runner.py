@@ -75,7 +75,7 @@ def check_duration(declared: float | None, decoded: float) -> None:
 def video_flags(reader) -> list[str]:
     """Odd but runnable videos, as "<code>: <detail>": a single frame (an image container, or a still)."""
     flags = []
-    if reader.num_frames == 1:
+    if getattr(reader, "num_frames", None) == 1:  # readers standing in for a VideoReader may not count frames
         fmt = getattr(reader, "container_format", None)
         flags.append(f"single_frame: 1 frame of {reader.duration:.3f} s" + (f" ({fmt} container)" if fmt else ""))
     return flags

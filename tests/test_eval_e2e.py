@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from cader.contracts.calibration import NO_EXIT_TAU
 from cader.evaluate.backends.base import Generation, Prompt
 from cader.evaluate.method.config import VARIANTS, CaderConfig
 
@@ -163,7 +164,7 @@ def test_run_py_all_variants_and_benchmarks(tiny_model_dir, data_root, tmp_path)
             "--variant",
             variant,
             "--tau",
-            "1.01",
+            repr(NO_EXIT_TAU),  # every sample to Stage 2 (a tau above it is refused, as calibration.json does)
             "--limit",
             "2",
         ]

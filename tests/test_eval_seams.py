@@ -131,6 +131,20 @@ def test_missing_data_root_layout_and_calibration_are_one_line_each(tmp_path, mo
     assert line.startswith(f"error: --calibration {bad}:")
 
 
+def test_other_missing_inputs_and_unknown_names_are_one_line_each(tmp_path, model_dir, capsys):
+    for flag in ("--compare", "--stage1_from"):  # were read as empty files: a comparison with nothing
+        assert main(cli(tmp_path, model_dir, flag, str(tmp_path / "p.jsonl"))) == 2
+        assert error_lines(capsys) == [f"error: {flag} {tmp_path / 'p.jsonl'}: no such file"]
+    assert main(cli(tmp_path, model_dir, "--variants", "full,no_sage2")) == 2
+    (line,) = error_lines(capsys)
+    assert line.startswith("error: unknown variant(s) ['no_sage2']")
+    argv = cli(tmp_path, model_dir)
+    argv[argv.index("--benchmark") + 1] = "mlvu"
+    assert main(argv) == 2
+    (line,) = error_lines(capsys)
+    assert "unknown benchmark 'mlvu'" in line and "mlvu_dev" in line
+
+
 def test_a_hub_id_that_does_not_load_is_one_line(tmp_path, capsys, monkeypatch):
     # offline (conftest sets HF_HUB_OFFLINE): the loader's own reason, in one line, not its traceback
     (tmp_path / "data" / "synthetic").mkdir(parents=True)
