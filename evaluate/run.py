@@ -17,7 +17,6 @@ import json
 import logging
 import math
 import os
-import re
 import sys
 import typing
 from contextlib import ExitStack
@@ -44,6 +43,7 @@ from cader.evaluate.runner import (
     select_samples,
 )
 from cader.vlm.files import write_json_atomic
+from cader.vlm.loading import missing_local_path
 from jsonargparse import ActionConfigFile, ArgumentParser
 
 log = logging.getLogger("cader.evaluate.run")
@@ -193,24 +193,16 @@ def path_problems(args) -> list[str]:
     return problems
 
 
-# A hub id is "name" or "namespace/name" of letters, digits and ._- (huggingface_hub's rule); anything else given as
-# --model is a path, and a missing path would otherwise go to the hub client and come back as a bad hub id.
-HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
-
-
 def model_problem(path: str | None) -> str | None:
-    """Why --model/--verifier `path` is certainly not loadable (None when it may be): a path-like value naming no
-    folder, or a folder without config.json. A hub id is left to the loader (it may be downloaded), unless its first
-    part is a local folder (`runs/export` when `runs/` exists): then it is a local path that is missing."""
+    """Why --model/--verifier `path` is certainly not loadable (None when it may be): a local path naming no folder
+    (`cader.vlm.loading.missing_local_path`; handed on, it would come back as a bad hub id), or a folder without
+    config.json. A hub id is left to the loader: it may be in the cache, or downloadable."""
     if not path:
         return None
     local = Path(path).expanduser()
     if local.is_dir():
         return None if (local / "config.json").is_file() else f"{path}: folder has no config.json (not a model folder)"
-    first = path.split("/", 1)[0]
-    if not HUB_ID.fullmatch(path) or path.startswith((".", "~")) or (first != path and Path(first).is_dir()):
-        return f"{path}: no such folder"
-    return None
+    return f"{path}: no such folder" if missing_local_path(path) else None
 
 
 def main(argv: list[str] | None = None) -> int:

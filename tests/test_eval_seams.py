@@ -78,6 +78,9 @@ def error_lines(capsys) -> list[str]:
         (["--shard", "3/2"], "error: --shard 3/2: need 0 <= I < N"),
         (["--shard", "half"], "error: --shard must look like I/N"),
         (["--delta", "1.5"], "error: --delta must be in [0, 1], got 1.5"),
+        # CaderConfig's own checks, now one line instead of a traceback
+        (["--r1", "0"], "error: r1 must be a finite positive number, got 0.0"),
+        (["--k_reflections", "-1"], "error: k_reflections must be >= 0, got -1"),
     ],
 )
 def test_a_bad_flag_value_is_refused_in_one_line(tmp_path, model_dir, capsys, flags, expected):
@@ -93,6 +96,19 @@ def test_the_no_exit_sentinel_and_the_bounds_of_tau_are_accepted(tmp_path, model
         assert main(cli(tmp_path, model_dir, "--tau", tau)) == 2
         (line,) = error_lines(capsys)
         assert "--tau" not in line and "--data_root" in line
+
+
+def test_what_can_only_be_a_local_path(tmp_path, monkeypatch):
+    from cader.vlm.loading import load_processor, missing_local_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    for path in ("/abs/model", "./export", "../export", "~/model", "a/b/c", "runs/export", "bad id"):
+        assert missing_local_path(path), path
+    for path in ("Qwen/Qwen3-VL-8B-Instruct", "gpt2", "runs", "other/export"):  # hub ids (or a folder)
+        assert not missing_local_path(path), path
+    with pytest.raises(FileNotFoundError, match=r"^runs/export: no such folder$"):
+        load_processor("runs/export")
 
 
 def test_a_missing_local_model_folder_is_named_in_one_line(tmp_path, capsys):
