@@ -428,8 +428,42 @@ def render_summary(p: dict) -> str:
         + " | ".join(str(v) for v in p["table4_counts"]["fitted_T"].values())
         + " |",
         "",
-        "## Figures",
-        "",
     ]
+    lines += guarantee_lines(p)
+    lines += ["## Figures", ""]
     lines += [f"- `{f}`" for f in p.get("figures", []) if f.endswith(".png")]
     return "\n".join(lines) + "\n"
+
+
+def guarantee_lines(p: dict) -> list[str]:
+    """summary.md's account of the Learn-then-Test constraints, per-benchmark taus, verifier and validity runs."""
+    sel, lines = p["select"], []
+    if sel.get("constraints"):
+        lines += ["## Constraints (Learn-then-Test)", "", "| constraint | level | how | met | value | upper bound | why not |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {c['name']} | {c['level']} | {c['handled']} | {'yes' if c['met'] else 'no'} | "
+                  f"{_fmt(c.get('value'))} | {_fmt(c.get('upper_bound'))} | {c.get('reason') or ''} |"
+                  for c in sel["constraints"]]  # fmt: skip
+        lines.append("")
+    if p.get("per_benchmark"):
+        lines += ["## tau per benchmark", "", "| benchmark | n | tau | exit rate | upper bound on exit error |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for name, g in p["per_benchmark"].items():
+            tau = "no exit" if g.get("no_exit") else _fmt(g.get("tau"), 6)
+            lines.append(f"| {name} | {g.get('n')} | {tau} | {_fmt(g.get('exit_rate'))} | "
+                         f"{_fmt(g.get('upper_bound_error'))} |")  # fmt: skip
+        lines.append("")
+    v = p.get("verifier")
+    if v:
+        got = _fmt(v["threshold"]) if v["threshold"] is not None else f"none certified ({v.get('reason')})"
+        lines += [(f"Verifier threshold delta_v = {got} for alpha_v = {v['alpha_v']} on {v['n']} first crops with "
+                   f"an evidence window (paper 0.60 accepts {v['paper_n_accepted']}, miss rate "
+                   f"{_fmt(v.get('paper_miss_rate'))}); left out: {v['left_out'] or 'none'}."), ""]  # fmt: skip
+    g = p.get("guarantee_validity")
+    if g:
+        lines += [(f"Over {g['splits']} random fit/select/test splits, the realised {g['risk']} exceeded "
+                   f"{g['level']} in {g['above_level']} ({_fmt(g['above_rate'], 3)}; delta = {g['delta']}"
+                   f"{'' if g['guaranteed'] else ', not guaranteed by this mode'}); the guarantee cost "
+                   f"{_fmt(g['mean_price'], 3)} exit rate against the oracle tau "
+                   "(`figures/guarantee_validity.png`)."), ""]  # fmt: skip
+    return lines

@@ -353,3 +353,11 @@ def test_per_benchmark_taus_each_with_its_own_numbers(prediction_files, tmp_path
     assert sum(g["n"] for g in groups.values()) == p["select"]["n"]
     for g in groups.values():
         assert g["no_exit"] or g["upper_bound_error"] <= 0.1
+
+
+def test_tau_for_benchmark_prefers_the_group_tau():
+    from cader.calibrate.calibration_file import tau_for_benchmark
+
+    payload = {"tau": 0.9, "per_benchmark": {"a": {"tau": 0.5, "n": 10}}}
+    assert tau_for_benchmark(payload, "a") == 0.5 and tau_for_benchmark(payload, "b") == 0.9
+    assert tau_for_benchmark({"tau": 0.7}, "a") == 0.7

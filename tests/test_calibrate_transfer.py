@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from cader.calibrate.margin import margins
 from cader.calibrate.pipeline import calibrate_predictions
-from cader.calibrate.transfer import check_transfer, exchangeability_test, margin_summary
+from cader.calibrate.transfer import check_transfer, cli, exchangeability_test, margin_summary
 from cader.dev.calibration_rows import synthetic_prediction_rows
 from scipy.stats import ks_2samp
 
@@ -63,7 +63,7 @@ def test_check_transfer_warns_on_a_different_model_and_passes_the_same_one(tmp_p
     assert none.p_value is None and not none.warn and "no select_margins" in none.message
 
 
-def test_transfer_command_line(tmp_path):
+def test_transfer_command_line(tmp_path, capsys):
     for name, seed, scale in (("held", 0, 1.0), ("target", 1, 4.0)):
         rows = synthetic_prediction_rows(name, 300, 4, 1.5, seed=seed)
         for r in rows:
@@ -72,9 +72,11 @@ def test_transfer_command_line(tmp_path):
     calibrate_predictions([str(tmp_path / "held.jsonl")], str(tmp_path / "cal"), figures=False)
     cmd = [sys.executable, str(REPO / "calibrate" / "transfer.py"), "--calibration", str(tmp_path / "cal" /
            "calibration.json")]  # fmt: skip
-    same = subprocess.run([*cmd, "--predictions", str(tmp_path / "held.jsonl")], capture_output=True, text=True,
-                          timeout=120, check=False)  # fmt: skip
-    assert same.returncode == 0 and "consistent" in same.stdout and "malformed" in same.stdout
+    assert cli([*cmd[2:], "--predictions", str(tmp_path / "held.jsonl")]) == 0  # in-process: one start is enough
+    out = capsys.readouterr().out
+    assert "consistent" in out and "malformed" in out
+    assert cli([*cmd[2:], "--predictions", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err
     moved = subprocess.run([*cmd, "--predictions", str(tmp_path / "target.jsonl")], capture_output=True, text=True,
                            timeout=120, check=False)  # fmt: skip
     assert moved.returncode == 1 and "WARNING" in moved.stderr
