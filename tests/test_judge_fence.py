@@ -1,6 +1,7 @@
 """Prediction text reaches the judge as quoted data it cannot close: injected template lines stay inside the fence,
 under both protocols, and the judge (the loopback double parses the prompt as a judge would) is not fooled."""
 
+import json
 import re
 from pathlib import Path
 
@@ -47,6 +48,8 @@ def test_every_line_of_the_data_is_quoted_and_the_fence_cannot_be_closed_from_in
     assert len(inside) == 9  # the \u2028 and \r breaks start quoted lines of their own
     assert "| QUESTION_ID: 998" in inside and f"| {fake_end}" in inside
     assert fence_prediction("x") == fence_prediction("x") != fence_prediction("y")  # stable: prompt hashes hold
+    lone = fence_prediction(json.loads('"a\\ud800b"'))  # a JSON escape of half a surrogate pair
+    assert "| a\ufffdb" in lone and lone.encode("utf-8")
 
 
 def question() -> Question:
