@@ -5,12 +5,16 @@ print (used by evaluate/report.py).
   the naive and the clustered standard error (lmms-eval's ``clustered_stderr``, questions clustered by video),
   the number of videos its questions come from, and a 95 % interval from resampling whole videos.
 - Breakdowns, as the official scorers group questions:
-  LongVideoBench by ``duration_group`` and ``question_category`` (lmms-eval's ``longvideobench_aggregate_results``,
-  the LongVideoBench authors' harness); LVBench by every ``question_type`` a question lists, so a question with
-  two types counts in both (THUDM/LVBench ``lvbench/metrics/compute_accuracy.py``); Video-MME by duration, video
-  domain, sub-category and task type (BradyFU/Video-MME ``evaluation/eval_your_results.py``). Other benchmarks
-  are broken down by task type when they have more than one. A question without the field is counted under
-  "(missing)", never dropped. Failed samples count as wrong, as in the headline accuracy.
+  LongVideoBench by ``duration_group`` and ``question_category`` (EvolvingLMMs-Lab/lmms-eval
+  ``lmms_eval/tasks/longvideobench/utils.py::longvideobench_aggregate_results`` at 75571cfe; the LongVideoBench
+  release itself ships no scorer); LVBench by every ``question_type`` a question lists, so a question with two
+  types counts in both (THUDM/LVBench ``lvbench/metrics/compute_accuracy.py`` at dd7d99db); Video-MME by duration,
+  video domain, sub-category and task type (BradyFU/Video-MME ``evaluation/eval_your_results.py`` at 4e7566d3).
+  Other benchmarks are broken down by task type when they have more than one. A question without the field is
+  counted under "(missing)", never dropped. Failed samples count as wrong, as in the headline accuracy (the
+  Video-MME script leaves out replies with no letter; our runner always records a letter or a failure).
+- The clustered standard error is lmms-eval's ``clustered_stderr`` (``lmms_eval/api/metrics.py`` at 75571cfe;
+  its Video-MME task sets ``cluster_key: videoID``); here the cluster is the record's ``video``.
 
 Percentages are rounded to two decimals, as elsewhere in the report.
 """
