@@ -72,8 +72,8 @@ def validity_runs(
     for r in range(n_splits):
         rng = np.random.default_rng([seed, r])
         fit, sel, test = split_three(len(gold), rng, None if temperature is not None else fit_fraction)
-        if sel.size == 0 or test.size == 0:
-            break
+        if sel.size == 0 or test.size == 0 or (temperature is None and fit.size == 0):
+            break  # too few samples to split three ways: no rows, and no figure
         t_hat = float(temperature) if temperature is not None else fit_temperature(logits[fit], gold[fit]).temperature
         m_sel, m_test = margins(logits[sel], t_hat), margins(logits[test], t_hat)
         chosen = choose(m_sel, s1_correct[sel], s2[sel] if s2_correct is not None else None)
@@ -83,6 +83,10 @@ def validity_runs(
                      "n_select": int(sel.size), "n_test": int(test.size), "risk": risk, "level": level,
                      "test_risk": value, "test_exit_rate": rate, "oracle_exit_rate": oracle,
                      "price": oracle - rate, "above_level": bool(value > level)})  # fmt: skip
+        if s2_correct is not None:  # both risks, whichever one the mode bounds (joint mode bounds both)
+            rows[-1]["test_exit_error"] = realised(m_test, s1_correct[test], s2[test], chosen.tau, "exit_error")[0]
+            rows[-1]["test_accuracy_loss"] = realised(m_test, s1_correct[test], s2[test], chosen.tau,
+                                                      "accuracy_loss")[0]  # fmt: skip
     return rows
 
 
