@@ -23,7 +23,7 @@ def train_dir(tmp_path_factory):
     return out / "train"
 
 
-def tiny_fit_config(root: Path, model_dir: Path, train_dir: Path, max_steps: int = 3, **trainer) -> Path:
+def tiny_fit_config(root: Path, model_dir: Path, train_dir: Path, max_steps: int = 3, epochs: int = 1, **trainer) -> Path:
     """A config file for a few-step CPU fit of the tiny model on the synthetic Video-R1 file."""
     source = {"name": "video_r1", "format": "video_r1", "path": str(train_dir / "video_r1_cot.json")}
     config = {
@@ -32,7 +32,7 @@ def tiny_fit_config(root: Path, model_dir: Path, train_dir: Path, max_steps: int
         "data": {"sources": [source], "batch_size": 1, "max_length": 1024, "num_workers": 0,
                  "plan_cache_dir": str(root / "plan_cache")},
         "trainer": {"default_root_dir": str(root), "accelerator": "cpu", "devices": 1, "precision": "32-true",
-                    "max_steps": max_steps, "max_epochs": 1, "log_every_n_steps": 1, "use_distributed_sampler": False,
+                    "max_steps": max_steps, "max_epochs": epochs, "log_every_n_steps": 1, "use_distributed_sampler": False,
                     "enable_checkpointing": False, "enable_model_summary": False, "enable_progress_bar": False,
                     "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
                                "init_args": {"save_dir": str(root), "name": "logs"}}, **trainer},
@@ -69,7 +69,7 @@ def test_apply_num_threads_sets_torch_and_rejects_nonsense():
 
 
 def test_num_threads_is_a_top_level_option_defaulting_to_torch():
-    assert parse_sft_args(["--config", "cot_mix_tiny.yaml"]).num_threads is None
+    assert parse_sft_args(["--config", "cot_mix.yaml"]).num_threads is None
     assert parse_sft_args(["--config", "cot_mix_tiny.yaml", "--num_threads", "3"]).num_threads == 3
 
 
@@ -79,8 +79,13 @@ def test_fixed_threads_give_equal_losses_under_different_omp_settings(tiny_model
     for omp in ("1", "2"):
         root = tmp_path / f"omp{omp}"
         done = run_sft(tiny_fit_config(root, tiny_model_dir, train_dir), "--num_threads", "1", omp=omp)
+        assert "torch intra-op threads: 1" in done.stderr
         assert done.returncode == 0, done.stderr[-3000:]
         losses[omp] = logged_losses(root)
+        # piped stdout: progress lines instead of Lightning's bar, one per step here, without v_num
+        lines = [line for line in done.stdout.splitlines() if line.startswith("train step ")]
+        assert [line.split(" | ")[0] for line in lines] == [f"train step {k}/3 ({100 * k / 3:.1f}%)" for k in (1, 2, 3)]
+        assert all(" | loss " in line and "ETA " in line for line in lines) and "v_num" not in done.stdout
         exports[omp] = json.loads((root / "export" / "cader_export.json").read_text())
     assert len(losses["1"]) == 3
     assert losses["2"] == pytest.approx(losses["1"], abs=1e-6, rel=0)
@@ -88,8 +93,7 @@ def test_fixed_threads_give_equal_losses_under_different_omp_settings(tiny_model
     assert exports["2"]["num_threads"] == 1 and exports["2"]["torch_num_threads"] == 1
     assert exports["2"]["global_step"] == 3 and exports["2"]["provenance"]["packages"]["torch"]
     # without the option the environment decides: the same run under OMP_NUM_THREADS=2 uses two threads
-    root = tmp_path / "default"
-    done = run_sft(tiny_fit_config(root, tiny_model_dir, train_dir, max_steps=1), omp="2")
+    done = run_sft(tiny_fit_config(tmp_path / "default", tiny_model_dir, train_dir, max_steps=1), "--export", "false",
+                   omp="2")
     assert done.returncode == 0, done.stderr[-3000:]
-    default = json.loads((root / "export" / "cader_export.json").read_text())
-    assert default["num_threads"] is None and default["torch_num_threads"] == 2
+    assert "torch intra-op threads: 2" in done.stderr

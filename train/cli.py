@@ -6,8 +6,11 @@ import re
 import sys
 from pathlib import Path
 
+import lightning as L
 from cader.train.datamodule import SFTDataModule, SourceError
+from cader.train.guards import LossGuard
 from cader.train.module import SFTModule
+from cader.train.progress import ProgressLog, stdout_is_terminal, terminal_bar
 from jsonargparse import ActionConfigFile
 from lightning.pytorch.cli import LightningCLI
 
@@ -60,6 +63,9 @@ class SFTCLI(LightningCLI):
             if action.dest.startswith("trainer.") and action.help:
                 action.help = first_sentence(action.help)
         parser.link_arguments("model.model_path", "data.processor_path")
+        # callbacks every run gets (configured under --loss_guard.* / --progress_log.*, shown by --print_config)
+        parser.add_lightning_class_args(LossGuard, "loss_guard")
+        parser.add_lightning_class_args(ProgressLog, "progress_log")
         parser.add_argument("--ckpt_path", type=str | None, default=None, help="checkpoint to resume from, or 'last'")
         parser.add_argument("--export", type=bool, default=True, help="write <default_root_dir>/export at the end")
         parser.add_argument("--make_missing", type=dict | None, default=None,
@@ -78,6 +84,23 @@ class SFTCLI(LightningCLI):
 
     def build(self) -> None:
         super().instantiate_classes()
+
+    def _instantiate_trainer(self, config: dict, callbacks: list) -> L.Trainer:
+        """The Trainer, with the progress bar fit for where stdout goes: in a terminal Lightning's bar minus its
+        meaningless `v_num`; in a file (nohup, SLURM, CI) no bar, whose redraws print nothing until the fit ends:
+        ProgressLog's lines take its place (unless `--progress_log.when never`)."""
+        from lightning.pytorch.callbacks import ProgressBar
+
+        configured = config.get("callbacks") or []
+        configured = configured if isinstance(configured, list) else [configured]
+        own_bar = any(isinstance(c, ProgressBar) for c in [*configured, *callbacks])
+        if config.get("enable_progress_bar") is not False and not own_bar:
+            log_lines = self.config.progress_log.when != "never"
+            if not stdout_is_terminal() and log_lines:
+                config["enable_progress_bar"] = False
+            else:
+                callbacks = [*callbacks, terminal_bar()]
+        return super()._instantiate_trainer(config, callbacks)
 
 
 def make_cli(argv: list[str] | None = None) -> SFTCLI:

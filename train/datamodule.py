@@ -27,6 +27,13 @@ import lightning as L
 import torch
 from cader.train.budget import BudgetConfig
 from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
+from cader.train.decode_failures import (
+    DECODE_FAILURES,
+    DecodeFailure,
+    DecodeFailureLog,
+    failure_report,
+    read_rank_files,
+)
 from cader.train.formats import FORMATS
 from cader.train.mix_index import PlannedRows, plan_skips, ratio_rows, reduction_counts, trainable_rows
 from cader.train.mix_rows import parse_rows, quiet_datasets, raw_rows, row_errors, tool_count, tool_free_rows
@@ -65,32 +72,48 @@ class ReadSource:
 
 
 class PlannedDataset(Dataset):
-    """Encodes planned samples lazily; a sample that fails at decode time is replaced by the next one (counted)."""
+    """Encodes planned samples lazily. A sample that fails at decode time becomes a `DecodeFailure` (the collator
+    drops it from the batch and hands it to the main process to count; see cader.train.decode_failures): never
+    replaced by a neighbour, which would train that one twice."""
 
-    def __init__(self, items: PlannedRows | list[PlannedSample], encoder: SampleEncoder):
-        self.items, self.encoder = items, encoder
-        self.failures: Counter = Counter()
+    def __init__(self, items: PlannedRows | list[PlannedSample], encoder: SampleEncoder,
+                 source_names: list[str] | None = None):
+        self.items, self.encoder, self.source_names = items, encoder, source_names
+        self.failures: Counter = Counter()   # this process's count (a worker's dies with it; the batch reports)
 
     def __len__(self) -> int:
         return len(self.items)
 
+    def _source(self, index: int) -> str:
+        sources = getattr(self.items, "sources", None)
+        if self.source_names is None or sources is None:
+            return "?"
+        return self.source_names[int(sources[index])]
+
     def __getitem__(self, index: int):
-        for k in range(min(len(self.items), 16)):
-            item = self.items[(index + k) % len(self.items)]
-            try:
-                return self.encoder.encode(item)
-            except SkipSample as err:
-                self.failures[err.reason] += 1
-                log.warning("skipping %s at decode time: %s", item.sample.sample_id, err)
-        raise RuntimeError(f"16 consecutive samples from index {index} failed to decode; see the warnings above")
+        item = self.items[index]
+        try:
+            return self.encoder.encode(item)
+        except SkipSample as err:
+            self.failures[err.reason] += 1
+            log.warning("sample %s failed at decode time and is left out of its batch: %s",
+                        item.sample.sample_id, err)
+            return DecodeFailure(self._source(index), item.sample.sample_id, err.reason, err.detail)
 
 
 class BatchCollator:
+    """Pads the encoded samples of a batch; failed ones are left out and listed under DECODE_FAILURES."""
+
     def __init__(self, pad_id: int):
         self.pad_id = pad_id
 
     def __call__(self, items):
-        return pad_batch(items, self.pad_id)
+        failed = [asdict(i) for i in items if isinstance(i, DecodeFailure)]
+        good = [i for i in items if not isinstance(i, DecodeFailure)]
+        batch = pad_batch(good, self.pad_id) if good else {}
+        if failed:
+            batch[DECODE_FAILURES] = failed
+        return batch
 
 
 class ResumableLoader(DataLoader):
@@ -166,6 +189,7 @@ class SFTDataModule(L.LightningDataModule):
         self._cache_dirs: dict[str, Path] = {}        # per source, decided once (a fallback warns once)
         self._cache_errors: dict[str, str] = {}       # per source, why its configured cache folder is not used
         self._scratch: Path | None = None
+        self.decode_failures = DecodeFailureLog()    # this rank's failed decodes while training
 
     def _load_processor(self):
         from cader.vlm.loading import load_processor
@@ -242,6 +266,8 @@ class SFTDataModule(L.LightningDataModule):
         Read once per data module (prepare_data, setup and --plan_only's early check share it)."""
         if self._reads is not None:
             return self._reads
+        if not self.sources:   # nothing to train: the export would be the base model under a fine-tuned name
+            raise SourceError("the mix has no sources (data.sources is empty): nothing to train")
         reads, unreadable = {}, []
         for src in self.sources:
             try:
@@ -328,10 +354,26 @@ class SFTDataModule(L.LightningDataModule):
         from cader.contracts.provenance import collect_provenance
 
         warnings = loss_warnings(self.report, self.max_source_loss)
+        sources = {name: dict(entry) for name, entry in self.report.items()}
+        failed = read_rank_files(out_dir) if self.trainer is not None else list(self.decode_failures.failures)
+        for name, entry in failure_report(failed).items():   # an unknown source ("?") still gets its entry
+            sources.setdefault(name, {}).update(entry)
         write_atomic(Path(out_dir) / "data_report.json",
-                     json.dumps({"sources": self.report, "budget": asdict(self.budget), "warnings": warnings,
-                                 "max_source_loss": self.max_source_loss, "provenance": collect_provenance()},
-                                indent=1))
+                     json.dumps({"sources": sources, "budget": asdict(self.budget), "warnings": warnings,
+                                 "max_source_loss": self.max_source_loss, "decode_failed": len(failed),
+                                 "provenance": collect_provenance()}, indent=1))
+
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        """Take the failed decodes off the batch (main process), count them, and rewrite the reports."""
+        failed = batch.pop(DECODE_FAILURES, None) if isinstance(batch, dict) else None
+        if failed:
+            self.decode_failures.add(failed)
+            out_dir = self._out_dir()
+            if out_dir is not None:
+                rank = self.trainer.global_rank if self.trainer is not None else 0
+                self.decode_failures.write_rank_file(out_dir, rank)
+                self._write_report()
+        return batch
 
     @property
     def lengths(self):
@@ -345,13 +387,27 @@ class SFTDataModule(L.LightningDataModule):
         rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer is not None else (0, 1)
         sampler = LengthGroupedBatchSampler(self.lengths, self.batch_size, seed=self.seed, mega=self.mega_batch,
                                             rank=rank, world_size=world)
-        self._loader = ResumableLoader(PlannedDataset(self.items, self.encoder), batch_sampler=sampler,
+        self._resume_decode_failures(rank)
+        names = [src.name for src in self.sources]
+        self._loader = ResumableLoader(PlannedDataset(self.items, self.encoder, names), batch_sampler=sampler,
                                        collate_fn=BatchCollator(self.encoder.pad_id), num_workers=self.num_workers,
                                        persistent_workers=False,
                                        # the workers' seeds come from this generator: seeded, a rerun's workers
                                        # draw the same random numbers (torch's default takes a fresh seed)
                                        generator=torch.Generator().manual_seed(self.seed + rank))
         return self._loader
+
+    def _resume_decode_failures(self, rank: int) -> None:
+        """A fresh fit starts this rank's failure file anew; a resumed one (ckpt_path) continues it."""
+        out_dir = self._out_dir()
+        if out_dir is None:
+            return
+        path = Path(out_dir) / "decode_failures" / f"rank{rank}.json"
+        resuming = self.trainer is not None and self.trainer.ckpt_path is not None
+        if resuming and path.is_file() and not len(self.decode_failures):
+            self.decode_failures.add(json.loads(path.read_text()))
+        elif not resuming:
+            path.unlink(missing_ok=True)
 
 
 def _unwritable(folder: Path) -> str | None:

@@ -163,6 +163,9 @@ class SFTModule(L.LightningModule):
         return (self.global_step + 1) % n == 0
 
     def training_step(self, batch, batch_idx):
+        if "input_ids" not in batch:   # every sample of the batch failed to decode (counted in data_report.json)
+            log.warning("batch %d: every sample failed to decode; step skipped", batch_idx)
+            return None
         inputs, guard = batch, None
         if self.hparams.vision_guard and self.trainer.world_size > 1:   # one process has nobody to wait for
             inputs, guard = self._lockstep_vision(batch)

@@ -21,6 +21,7 @@ from cader.train.cli import (
     run_export,
 )
 from cader.train.datamodule import SourceError
+from cader.train.guards import TrainingStopped, finite_state
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     except SourceError as err:   # a source of the mix with nothing trainable: say why, exit non-zero
         print(f"sft: {err}", file=sys.stderr)
         return 2
+    except TrainingStopped as err:   # a non-finite or exploding loss: the weights are not worth exporting
+        print(f"sft: {err}", file=sys.stderr)
+        return 3
+    if cli.trainer.global_step == 0:   # e.g. max_steps 0: the "fine-tuned" export would be the base model
+        print("sft: no optimizer step was taken; nothing exported (the export would be the untouched base model)",
+              file=sys.stderr)
+        return 2
+    broken = finite_state(cli.model)
+    if broken:
+        print(f"sft: parameter {broken} holds NaN or infinity after training; nothing exported", file=sys.stderr)
+        return 3
     if cli.config.export:
         out = run_export(cli.trainer, cli.model, metadata={"num_threads": cli.config.num_threads})
         if out is not None:

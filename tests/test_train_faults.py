@@ -1,0 +1,118 @@
+"""Faults that must stop training or be counted: non-finite and exploding losses, an empty mix, a video that
+fails to decode inside a DataLoader worker."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+from cader.train.guards import LossGuard, TrainingStopped, explosion_threshold
+from test_train_threads import run_sft, tiny_fit_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def train_dir(tmp_path_factory):
+    from cader.dev.synthetic.dataset import make_synthetic_data
+
+    out = tmp_path_factory.mktemp("faults_train")
+    make_synthetic_data(out, n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    return out / "train"
+
+
+def test_explosion_threshold_is_factor_times_the_median():
+    assert explosion_threshold([1.0, 3.0, 2.0], 10) == 20.0
+    assert explosion_threshold([2.0, 100.0, 2.5], 4) == 10.0   # one bad first step does not move the median
+
+
+def test_non_finite_losses_stop_at_once_even_in_the_baseline():
+    for bad in (math.nan, math.inf, -math.inf):
+        assert "not finite" in LossGuard().verdict(bad)
+
+
+def test_explosion_needs_patience_consecutive_steps_over_the_threshold():
+    guard = LossGuard(explosion_factor=10, baseline_steps=3, explosion_patience=3)
+    assert [guard.verdict(x) for x in (2.0, 1.0, 3.0)] == [None] * 3     # baseline median 2 -> limit 20
+    assert guard.verdict(25.0) is None and guard.verdict(30.0) is None
+    assert guard.verdict(19.0) is None                                  # back under: the count restarts
+    assert guard.verdict(21.0) is None and guard.verdict(22.0) is None
+    reason = guard.verdict(500.0)
+    assert reason and "exploded" in reason and "500" in reason and "median 2" in reason
+
+
+def test_the_explosion_check_can_be_turned_off_but_not_the_finite_check():
+    guard = LossGuard(explosion_factor=None, baseline_steps=1)
+    assert guard.verdict(1.0) is None
+    assert all(guard.verdict(1e9) is None for _ in range(10))
+    assert "not finite" in guard.verdict(math.nan)
+    with pytest.raises(ValueError, match="explosion_factor"):
+        LossGuard(explosion_factor=0.5)
+
+
+def test_the_baseline_survives_a_resume():
+    guard = LossGuard(baseline_steps=2)
+    guard.verdict(1.0), guard.verdict(1.5)
+    resumed = LossGuard(baseline_steps=2)
+    resumed.load_state_dict(guard.state_dict())
+    assert resumed.baseline == [1.0, 1.5] and TrainingStopped.__mro__[1] is RuntimeError
+
+
+def test_print_config_shows_the_guard_and_progress_settings(capsys):
+    import yaml
+    from cader.train.cli import make_cli
+
+    with pytest.raises(SystemExit):
+        make_cli(["--config", "cot_mix_tiny.yaml", "--loss_guard.explosion_factor", "null", "--print_config"])
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["loss_guard"] == {"explosion_factor": None, "baseline_steps": 3, "explosion_patience": 3}
+    assert printed["progress_log"]["when"] == "auto" and "num_threads" in printed
+
+
+def test_an_empty_mix_is_an_error_not_a_base_model_export(tiny_model_dir, train_dir, tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
+    sft = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sft)
+    config = tiny_fit_config(tmp_path, tiny_model_dir, train_dir)
+    assert sft.main(["--config", str(config), "--data.sources", "[]"]) == 2
+    assert "no sources" in capsys.readouterr().err
+    assert not (tmp_path / "export").exists()
+    assert sft.main(["--config", str(config), "--data.sources", "[]", "--plan_only", "true"]) == 2
+
+
+def test_a_video_failing_in_a_worker_is_counted_and_not_replaced_by_a_neighbour(tiny_model_dir, tmp_path):
+    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.train.datamodule import SFTDataModule, Source
+
+    make_synthetic_data(tmp_path / "data", n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    train = tmp_path / "data" / "train"
+    rows = json.loads((train / "video_r1_cot.json").read_text())
+    victim = next(r for r in rows if r["data_type"] == "video"
+                  and sum(x["path"] == r["path"] for x in rows) == 1)   # a video no other row uses
+    dm = SFTDataModule([Source("video_r1", "video_r1", str(train / "video_r1_cot.json"))],
+                       processor_path=str(tiny_model_dir), batch_size=8, num_workers=1, max_length=1024,
+                       report_dir=str(tmp_path / "run"), plan_cache_dir=str(tmp_path / "cache"))
+    dm.setup("fit")
+    planned = len(dm.items)
+    (train / victim["path"]).write_bytes(b"this is no longer a video")   # planned fine, fails to decode
+    batches = [dm.on_before_batch_transfer(b, 0) for b in dm.train_dataloader()]   # a worker process encodes
+    assert len(batches) == 1 and batches[0]["input_ids"].shape[0] == planned - 1   # no duplicate refill
+    report = json.loads((tmp_path / "run" / "data_report.json").read_text())
+    entry = report["sources"]["video_r1"]
+    assert report["decode_failed"] == 1 and sum(entry["decode_failed"].values()) == 1
+    [ids] = entry["decode_failed_ids"].values()
+    assert ids[0].startswith(f"video_r1:{victim['problem_id']}: ") and victim["path"].lstrip("./") in ids[0]
+    assert report["sources"]["video_r1"]["train_samples"] == planned and "provenance" in report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lr,why", [("1e30", "not finite"), ("1000", "exploded")])
+def test_a_nan_or_divergent_run_stops_naming_the_step_and_exports_nothing(tiny_model_dir, train_dir, tmp_path,
+                                                                           lr, why):
+    config = tiny_fit_config(tmp_path, tiny_model_dir, train_dir, max_steps=9, epochs=3)
+    done = run_sft(config, "--model.lr", lr)
+    assert done.returncode == 3, done.stderr[-2000:]
+    message = [line for line in done.stderr.splitlines() if line.startswith("sft: ")]
+    assert len(message) == 1 and "training stopped at step" in message[0] and why in message[0]
+    assert not (tmp_path / "export").exists()
