@@ -5,8 +5,8 @@ Pure functions over `predictions.jsonl` records (dicts), for reports and the qui
   that window overlaps / contains the evidence;
 - `verifier_stats`: whether the verifier's P_yes (App. C.3) separates crops that contain the evidence from crops
   that do not (means and AUROC);
-- `routed_gain`: on samples routed to Stage 2, Stage-1 accuracy against the final accuracy (paired, McNemar), split
-  by whether a crop was accepted;
+- `routed_gain`: on samples routed to Stage 2, Stage-1 accuracy against the final accuracy (paired, McNemar, and a
+  paired bootstrap that resamples videos), split by whether a crop was accepted;
 - `rate`: a proportion with its exact 95 % interval and a one-sided binomial test against a chance rate.
 Records without an evidence window are left out of the evidence measures and counted.
 """
@@ -107,9 +107,21 @@ def verifier_stats(records: Sequence[dict]) -> dict:
     return out
 
 
+def _video_bootstrap(a: Sequence[bool], b: Sequence[bool], rows: Sequence[dict]) -> dict | None:
+    """Paired bootstrap of mean(a) - mean(b) resampling the rows' videos (questions on one video are not
+    independent); None without rows."""
+    from cader.evaluate.report_stats import cluster_of
+    from cader.evaluate.stats import paired_bootstrap_diff
+
+    if not rows:
+        return None
+    return paired_bootstrap_diff([float(x) for x in a], [float(x) for x in b], clusters=[cluster_of(r) for r in rows])
+
+
 def routed_gain(records: Sequence[dict]) -> dict:
     """Stage-1 vs final correctness on the samples routed to Stage 2 (the paper's Table 5 question), all routed
-    samples and those whose crop was accepted, with McNemar's exact test on the discordant pairs."""
+    samples and those whose crop was accepted, with McNemar's exact test on the discordant pairs and a paired
+    bootstrap of final - Stage-1 accuracy over videos ("gain_video_bootstrap", fractions)."""
     from cader.evaluate.stats import mcnemar_exact
 
     def block(rows: list[dict]) -> dict:
@@ -118,7 +130,8 @@ def routed_gain(records: Sequence[dict]) -> dict:
         test = mcnemar_exact(final, s1) if rows else None
         return {"n": len(rows), "stage1": rate(sum(s1), len(rows)), "final": rate(sum(final), len(rows)),
                 "corrected": sum(f and not s for f, s in zip(final, s1)),
-                "overturned": sum(s and not f for f, s in zip(final, s1)), "mcnemar": test}
+                "overturned": sum(s and not f for f, s in zip(final, s1)), "mcnemar": test,
+                "gain_video_bootstrap": _video_bootstrap(final, s1, rows)}  # fmt: skip
 
     routed = [r for r in records if r.get("stage2") and r.get("stage1") and not r.get("error")]
     accepted = [r for r in routed if (r.get("stage2") or {}).get("accepted")]
@@ -152,6 +165,8 @@ def cost_comparison(full: Sequence[dict], uniform: Sequence[dict], goal: float =
             "failures": sum(r.get("error") is not None for r in rows),
         }
     out["mcnemar"] = mcnemar_exact([bool(a.get("correct")) for a, _ in pairs], [bool(b.get("correct")) for _, b in pairs])
+    out["accuracy_diff_video_bootstrap"] = _video_bootstrap(  # full - uniform_stage2, resampling videos
+        [bool(a.get("correct")) for a, _ in pairs], [bool(b.get("correct")) for _, b in pairs], [a for a, _ in pairs])
     ratios = {key: (out["full"][key] / out["uniform_stage2"][key] if out["uniform_stage2"][key] else None)
               for key in ("forwards", "frames_decoded")}  # fmt: skip
     out["ratio_full_over_uniform"] = ratios

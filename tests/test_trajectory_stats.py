@@ -105,3 +105,19 @@ def test_cost_comparison_misses_the_goal_when_either_cost_is_above_it():
 
 def test_cost_comparison_without_shared_samples_does_not_meet_the_goal():
     assert cost_comparison([_cost_record("a", True, 1, 1)], [_cost_record("b", True, 1, 1)])["meets_goal"] is False
+
+
+def test_routed_gain_and_cost_comparison_resample_videos():
+    # three videos: the corrections all come from video v1, so resampling videos can draw v1 zero times
+    records = [dict(record("A", "B", "A", None, window=[0, 16], accepted=[0, 16]), video="v1", benchmark="b")
+               for _ in range(3)]
+    records += [dict(record("A", "A", "A", None, window=[0, 16], accepted=[0, 16]), video=v, benchmark="b")
+                for v in ("v2", "v3")]  # fmt: skip
+    boot = routed_gain(records)["routed"]["gain_video_bootstrap"]
+    assert boot["resampled"] == "clusters" and boot["n_clusters"] == 3 and boot["n"] == 5
+    assert boot["diff"] == pytest.approx(3 / 5) and boot["low"] == 0.0  # a draw of v2 and v3 only gains nothing
+    assert routed_gain([])["routed"]["gain_video_bootstrap"] is None
+    full = [dict(_cost_record(f"s{i}", i < 2, 1, 1), video=f"v{i // 2}") for i in range(4)]
+    uniform = [dict(_cost_record(f"s{i}", True, 5, 5), video=f"v{i // 2}") for i in range(4)]
+    diff = cost_comparison(full, uniform)["accuracy_diff_video_bootstrap"]
+    assert diff["n_clusters"] == 2 and diff["diff"] == pytest.approx(-0.5) and diff["high"] == 0.0
