@@ -372,10 +372,12 @@ def _run(args, out, cfg, variant_cfgs, chosen, shard, rank, load_errors, config_
         print(f"error: {err}", file=sys.stderr)
         return 2
     log.info(
-        "wrote %s: %d new records (%d failed), %d already there, %d failed records retried, %d Stage-1 results reused",
+        "wrote %s: %d new records (%d failed, %d flagged), %d already there, %d failed records retried, "
+        "%d Stage-1 results reused",
         target,
         counts["ran"],
         counts["failed"],
+        counts["flagged"],
         counts["done_before"],
         counts["retried"],
         counts["stage1_reused"],

@@ -207,11 +207,11 @@ def process_sample(
         if not reader.duration > 0:
             raise VideoReadError(video_file, f"zero duration ({reader.duration})")
         record["duration"] = round(float(reader.duration), 3)
-        check_duration(sample.duration, float(reader.duration))
         flags = video_flags(reader)
-        if flags:
+        if flags:  # kept on a sample that then fails too: they say what the file is
             record["flags"] = flags
             log.warning("%s/%s: %s: %s", sample.benchmark, sample.sample_id, video_file, "; ".join(flags))
+        check_duration(sample.duration, float(reader.duration))
         if prior is not None:
             f1, s1 = None, reuse_stage1(prior, sample.letters, cfg)
         else:
@@ -273,7 +273,8 @@ def run_samples(
     stage1_priors: dict | None = None,
     concurrency: int = 1,
 ) -> dict:
-    """Process every sample not yet in `out_file`; returns counts {"done_before", "ran", "failed", "retried"}.
+    """Process every sample not yet in `out_file`; returns counts {"done_before", "ran", "failed", "flagged",
+    "retried", "stage1_reused"}.
 
     `retry_failed`: records with `error` set (say an unreadable video the user has since replaced) are taken out of
     the file first (an atomic rewrite) and their samples run again, so each sample keeps one record.
@@ -300,7 +301,7 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
     done = {record_key(r) for r in records}
     todo = [s for s in samples if (s.benchmark, str(s.sample_id)) not in done]
     priors = stage1_priors or {}
-    counts = {"done_before": len(done), "ran": 0, "failed": 0, "retried": retried,
+    counts = {"done_before": len(done), "ran": 0, "failed": 0, "flagged": 0, "retried": retried,
               "stage1_reused": check_stage1_priors(todo, priors, main, cfg)}
     def one(sample, main_backend, verifier_backend):
         prior = priors.get((sample.benchmark, str(sample.sample_id)))
@@ -315,6 +316,7 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
             appender.write(record)
             counts["ran"] += 1
             counts["failed"] += record["error"] is not None
+            counts["flagged"] += bool(record.get("flags"))
             bar.set_postfix(failed=counts["failed"])
     return counts
 

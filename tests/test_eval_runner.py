@@ -65,7 +65,7 @@ def test_run_resume_and_routes(tmp_path, video_root):
     backend = ScriptedBackend(logits_map(6))
     out = tmp_path / "predictions.jsonl"
     counts = run(samples[:3], root, out, backend)
-    none = {"retried": 0, "stage1_reused": 0}
+    none = {"retried": 0, "stage1_reused": 0, "flagged": 0}
     assert counts == {"done_before": 0, "ran": 3, "failed": 0, **none}
     counts = run(samples, root, out, backend)  # rerun: the first three are skipped
     assert counts == {"done_before": 3, "ran": 3, "failed": 0, **none}

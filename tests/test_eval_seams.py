@@ -277,7 +277,7 @@ def test_wrong_videos_are_failed_or_flagged_and_counted(tmp_path, barcode_video)
     out = tmp_path / "predictions.jsonl"
     counts = run(samples, root, out, ScriptedBackend({"q0": [0.0, 40.0, 0.0, 0.0]}))
     records = {r["sample_id"]: r for r in read_records(out)}
-    assert counts["failed"] == 2
+    assert counts["failed"] == 2 and counts["flagged"] == 2  # both pictures are single frames
     ten_hours = records["annotated_10h"]
     assert ten_hours["error"].startswith(f"duration_mismatch: {root / 'clip.mp4'}: the video decodes to 60.00 s")
     assert ten_hours["pred"] is None and ten_hours["correct"] is False and ten_hours["duration"] == 60.0
