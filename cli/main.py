@@ -8,6 +8,7 @@
     cader judge --predictions P ...                 # python evaluate/judge.py --predictions P ...
     cader compare A B                               # python evaluate/judge.py compare A B
     cader view RUN [--out FILE]                     # python evaluate/view.py RUN [--out FILE]
+    cader export-lmms RUN --out DIR                 # python evaluate/lmms/export.py RUN --out DIR
 
 A subcommand runs the main() of its stage's script with the same flags, so `cader <sub> --help` is that script's
 help. `cader` itself reads only the subcommand name: each stage parses its own flags, and building every stage's
@@ -61,6 +62,9 @@ TOOLS = {
     "view": Stage("cader.evaluate", "view.py",
                   "write a self-contained HTML viewer of a run's trajectories, reports and judgments "
                   "(evaluate/view.py)"),
+    "export-lmms": Stage("cader.evaluate.lmms", "export.py",
+                         "write a cader run as lmms-eval's samples_<task>.jsonl and results.json "
+                         "(evaluate/lmms/export.py)"),
 }
 
 

@@ -14,6 +14,7 @@ VENV="${1:-$REPO/.venv-lmms}"
 PY="${PYTHON:-python}"
 check='import importlib.metadata as m
 assert m.version("lmms_eval") == "0.7.3", m.version("lmms_eval")
+import filelock._api
 from lmms_eval.models import get_model
 print("lmms-eval", m.version("lmms_eval"), "->", get_model("cader").__name__)'
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -P -c "$check" 2>/dev/null; then
@@ -21,6 +22,7 @@ if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -P -c "$check" 2>/dev/null; t
   exit 0
 fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv --system-site-packages "$VENV"
-"$VENV/bin/python" -m pip install "lmms-eval==0.7.3"
+# filelock<4: lmms-eval 0.7.3's evaluator imports filelock._api, which filelock 4 (the main environment's) removed
+"$VENV/bin/python" -m pip install "lmms-eval==0.7.3" "filelock<4"
 "$VENV/bin/python" -m pip install --no-deps --no-build-isolation -e "$REPO"
 "$VENV/bin/python" -P -c "$check"

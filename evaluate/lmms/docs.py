@@ -44,10 +44,21 @@ def family_of(task: str) -> str:
                           f"the documents of {', '.join(t + '*' for t in SUPPORTED)} only")
 
 
+def _serializable(value):
+    """What lmms-eval's handle_non_serializable makes of a value json cannot write (numpy ints, sets, the rest)."""
+    if hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iu" and getattr(value, "ndim", 1) == 0:
+        return int(value)
+    if isinstance(value, set):
+        return list(value)
+    return str(value)
+
+
 def doc_hash(doc: dict) -> str:
-    """A short digest of the document's fields (a rerun on another dataset revision is not a resume)."""
-    text = json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    """The document's digest exactly as lmms-eval writes it into its samples file (`doc_hash`: sha256 of
+    json.dumps(doc, indent=2, ensure_ascii=False) in the document's field order; lmms_eval/evaluator.py), so the
+    side file and lmms-eval's own samples join on it, and a rerun on another dataset revision is not a resume."""
+    text = json.dumps(doc, indent=2, default=_serializable, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _field(doc: dict, key: str, task: str, doc_id):

@@ -1,0 +1,122 @@
+"""A cader run as lmms-eval output files: `samples_<task>.jsonl` and `results.json`, for tools that read lmms-eval's.
+
+    cader export-lmms runs/eval/full/videomme_long --out runs/lmms_export
+    python evaluate/lmms/export.py runs/lmms/cader_records.jsonl --out DIR
+
+The shapes are lmms-eval 0.7.3's (lmms_eval/loggers/evaluation_tracker.py save_results_samples and
+save_results_aggregated; lmms_eval/evaluator.py): one samples line per document with `doc_id`, `target`,
+`filtered_resps` (the letter cader answered), `doc_hash`, `input` and the metric, and results.json's `results`,
+`n-samples`, `higher_is_better`, `versions`, `n-shot`, `config` and `date`. The metric is `cader_accuracy` (0/1 per
+document, the mean x 100 in results): cader scores a letter against the gold one, whatever the benchmark's own
+scorer (Video-MME's per-category tables, MLVU's M-Avg) would add. The task is the record's `lmms.task` (records
+from `lmms-eval --model cader`) or its benchmark; so are doc_id and doc_hash, else the record's place in the file
+and a digest of its sample fields. A record that failed is exported with an empty answer (scored 0), as lmms-eval
+scores a reply it cannot read; a line that is not a record is named on stderr and counted, never exported.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from cader.cli.docstrings import argument_help
+from cader.contracts.jsonl import check_line, iter_lines
+from cader.contracts.records import PredictionRecord
+from cader.vlm.files import write_atomic
+from jsonargparse import ArgumentParser
+
+METRIC = "cader_accuracy"
+
+
+def sample_digest(record: dict) -> str:
+    """A record's stand-in doc hash when it did not come from lmms-eval: sha256 of its sample fields."""
+    fields = {k: record.get(k) for k in ("benchmark", "sample_id", "video", "question", "options", "answer")}
+    return hashlib.sha256(json.dumps(fields, indent=2, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def sample_line(record: dict, place: int) -> tuple[str, dict]:
+    """(task, the samples_<task>.jsonl line) of one record."""
+    block = record.get("lmms") if isinstance(record.get("lmms"), dict) else {}
+    task = str(block.get("task") or record.get("benchmark"))
+    reply = record.get("pred") or ""
+    score = 1.0 if record.get("answer") is not None and reply == record.get("answer") else 0.0
+    options = "\n".join(f"{letter}. {text}" for letter, text in zip(record.get("letters") or [],
+                                                                   record.get("options") or []))  # fmt: skip
+    return task, {
+        "doc_id": block.get("doc_id", place), "target": str(record.get("answer")), "filtered_resps": reply,
+        "doc_hash": block.get("doc_hash") or sample_digest(record),
+        "input": f"{record.get('question')}\n{options}", METRIC: score,
+        "cader": {"sample_id": record.get("sample_id"), "route": record.get("route"), "error": record.get("error")},
+    }  # fmt: skip
+
+
+def export_lmms(run: str, out: str) -> dict:
+    """Write lmms-eval's samples and results files for a cader run.
+
+    Args:
+        run: a predictions.jsonl file, a side file of `lmms-eval --model cader`, or a run folder holding
+            predictions.jsonl
+        out: the folder to write samples_<task>.jsonl and results.json into
+
+    Returns:
+        results.json's content, with `problems`: the lines that could not be exported.
+    """
+    path = Path(run)
+    if path.is_dir():
+        path = path / "predictions.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such predictions file")
+    by_task: dict[str, list[dict]] = defaultdict(list)
+    problems = []
+    place = 0
+    for number, value in iter_lines(path):
+        problem = check_line(path, number, value, PredictionRecord)
+        if problem is not None:
+            problems.append(str(problem))
+            continue
+        task, line = sample_line(value, place)
+        place += 1
+        by_task[task].append(line)
+    out_dir = Path(out)
+    results = {"results": {}, "n-samples": {}, "higher_is_better": {}, "versions": {}, "n-shot": {}}
+    for task, lines in sorted(by_task.items()):
+        write_atomic(out_dir / f"samples_{task}.jsonl",
+                     "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))  # fmt: skip
+        mean = sum(line[METRIC] for line in lines) / len(lines)
+        results["results"][task] = {"alias": task, f"{METRIC},none": 100.0 * mean, f"{METRIC}_stderr,none": "N/A"}
+        results["n-samples"][task] = {"original": len(lines), "effective": len(lines)}
+        results["higher_is_better"][task] = {METRIC: True}
+        results["versions"][task] = "cader"
+        results["n-shot"][task] = 0
+    results["config"] = {"model": "cader", "source": str(path)}
+    results["date"] = datetime.datetime.now(datetime.timezone.utc).timestamp()
+    results["problems"] = problems
+    write_atomic(out_dir / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    helps = argument_help(export_lmms)
+    parser = ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run", type=str, help=helps["run"])
+    parser.add_argument("--out", type=str, required=True, help=helps["out"])
+    args = parser.parse_args(argv)
+    try:
+        results = export_lmms(args.run, args.out)
+    except FileNotFoundError as exc:
+        print(f"export-lmms: error: {exc}", file=sys.stderr)
+        return 2
+    for problem in results["problems"]:
+        print(f"export-lmms: skipped {problem}", file=sys.stderr)
+    for task, row in results["results"].items():
+        print(f"{task}: {results['n-samples'][task]['original']} samples, {METRIC} {row[f'{METRIC},none']:.2f}")
+    print(f"{len(results['problems'])} lines skipped; wrote {args.out}/results.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
