@@ -1,6 +1,6 @@
 """Write the embedded default data: a synthetic CoT training mix and small benchmark sets (no downloads).
 
-    python scripts/make_synthetic_data.py --out DIR [--seed 0] [--n_train 96] [--n_eval 8] [--n_heldout 48] [--n_test 32]
+    python scripts/make_synthetic_data.py --out DIR [--seed 0] [--n_train 96] [--n_eval 8] [--n_heldout 240] [--n_test 32]
 
 DIR/train/ is the SFT mix (manifest.json lists files and expected counts); DIR/eval/ is the --data_root for
 evaluate/run.py (benchmarks: videomme_long, mlvu_dev, longvideobench_val, lvbench, videoevalpro_mcq,
@@ -20,7 +20,7 @@ def main(
     n_images: int = 24,
     n_tool: int = 3,
     n_eval: int = 8,
-    n_heldout: int = 48,
+    n_heldout: int = 240,
     n_test: int = 32,
     width: int = 96,
     height: int = 64,
@@ -44,7 +44,9 @@ def main(
         n_images: training images (image CoT samples).
         n_tool: tool-call samples per training format (the training loader must drop them).
         n_eval: questions per benchmark (LVBench: videos, two questions each).
-        n_heldout: questions in the synthetic_heldout split (calibration).
+        n_heldout: questions in the synthetic_heldout split (calibration). 240, so that half of it (the selection
+            split) can certify early exits at alpha = 0.05, delta = 0.1: with no error among them that takes at
+            least 45 exits (Clopper-Pearson), and calibrate/fit.py tests only thresholds with 50 or more.
         n_test: questions in the synthetic test split (full CADER and the ablation table).
         width: frame width in pixels (even).
         height: frame height in pixels (even).

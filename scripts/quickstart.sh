@@ -9,6 +9,7 @@
 # Env:   JUDGE_BASE_URL, JUDGE_MODEL (default gpt-5), OPENAI_API_KEY  to judge with a real endpoint (JUDGE_MODEL is
 #        not used without JUDGE_BASE_URL: the loopback answers only as itself); LIMIT=N samples per benchmark;
 #        TABLE2_LIMIT=N samples of the synthetic test split for full CADER and each ablation (default 32);
+#        HELDOUT_LIMIT=N samples of the held-out split that calibrate T and tau (default 240, all of it);
 #        SEED=S the miniature's seed (model init and pre-training, synthetic data, SFT; default 0, the README's run).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -20,6 +21,7 @@ mkdir -p "$WORKDIR" && cd "$WORKDIR"
 ROOT=runs/tiny
 LIMIT="${LIMIT:-8}"
 TABLE2_LIMIT="${TABLE2_LIMIT:-32}"
+HELDOUT_LIMIT="${HELDOUT_LIMIT:-240}"
 SEED="${SEED:-0}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
 # One torch thread for every step: floating-point sums then run in one order on any machine, whatever its core count
@@ -58,12 +60,13 @@ run_eval() {  # run_eval OUT BENCHMARK VARIANT [extra flags]; a later --limit ov
 }
 
 step "3/8 Stage 1 on the held-out split (--variant no_stage2)"
-run_eval "$EVAL/heldout_stage1" synthetic_heldout no_stage2 --limit 48
+run_eval "$EVAL/heldout_stage1" synthetic_heldout no_stage2 --limit "$HELDOUT_LIMIT"
 
-step "4/8 calibrate T and tau (calibrate/fit.py)"
-# The held-out split is small, so the precision guarantee at alpha=0.05 certifies no exit; the budget mode routes
-# half the samples to Stage 2 so both routes show up below.
-python "$REPO/calibrate/fit.py" --predictions "$EVAL/heldout_stage1/predictions.jsonl" --out "$CAL" --mode budget --budget 0.5
+step "4/8 calibrate T and tau (calibrate/fit.py, precision mode: exit error <= 5 % with probability >= 90 %)"
+# Half the held-out split fits T, the other half certifies tau: with 120 selection samples the exact bound can
+# certify an exit set (no error in 45 exits already bounds the error at 5 %), so no threshold here is a guess.
+python "$REPO/calibrate/fit.py" --predictions "$EVAL/heldout_stage1/predictions.jsonl" --out "$CAL" \
+  --mode precision --alpha 0.05 --delta 0.1
 wrote "$CAL/calibration.json" "$CAL/figures"
 
 BENCHMARKS="synthetic videomme_long mlvu_dev longvideobench_val lvbench videoevalpro_mcq agentvidbench"

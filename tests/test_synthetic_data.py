@@ -460,4 +460,4 @@ def test_default_size_is_small(tmp_path):
     # (how long it takes is the suite's business, not an assertion: tests run beside the background main job)
     summary = make_synthetic_data(tmp_path)
     assert sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()) < 10 * 2**20
-    assert summary["eval"]["synthetic_heldout"] == 48 and summary["train"]["longvt"]["tool_call"] == 3
+    assert summary["eval"]["synthetic_heldout"] == 240 and summary["train"]["longvt"]["tool_call"] == 3

@@ -36,7 +36,7 @@ def test_tiny_recipe_learns_the_cader_roles_from_pixels(shipped_tiny_run, capsys
     assert len(losses) >= 100
     assert sum(losses[-20:]) / 20 < 0.3 * sum(losses[:20]) / 20
 
-    probe = probe_roles(HFBackend(str(export)), tmp_path / "runs/tiny/data/eval")
+    probe = probe_roles(HFBackend(str(export)), tmp_path / "runs/tiny/data/eval", limit=48)
     s = probe.summary()
     n, chance = s["n"], s["chance"]
     with capsys.disabled():

@@ -22,7 +22,7 @@ def make_synthetic_data(
     n_images: int = 24,
     n_tool: int = 3,
     n_eval: int = 8,
-    n_heldout: int = 48,
+    n_heldout: int = 240,
     n_test: int | None = None,
     width: int = 96,
     height: int = 64,
