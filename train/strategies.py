@@ -14,6 +14,7 @@ Every other strategy loads the whole model on each rank, which is what DDP and Z
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import sys
@@ -37,30 +38,115 @@ def load_deepspeed_config(name_or_path: str) -> dict:
     return json.loads(path.read_text())
 
 
-class SFTDeepSpeedStrategy(DeepSpeedStrategy):
-    """DeepSpeedStrategy configured from a shipped ZeRO config by name (`zero_config: zero3`).
+ZERO_STAGES = (0, 1, 2, 3)
 
-    `pg_timeout_minutes` bounds every collective, the barrier after `prepare_data` included: there local rank 0
-    plans the whole mix (token budgets, media probes) while the other ranks wait, and a cold plan of the full
-    228.8K-row mix can outlast torch's 30-minute default. None keeps that default.
+
+def zero_options(zero: dict) -> dict:
+    """The settings a ZeRO block says, in the strategy's option names: stage, offload_optimizer, offload_parameters
+    (an offload block whose device is "none" is no offload)."""
+    def offloaded(key: str) -> bool:
+        block = zero.get(key)
+        return isinstance(block, dict) and block.get("device", "cpu") not in (None, "none")
+
+    return {"stage": zero.get("stage", 0), "offload_optimizer": offloaded("offload_optimizer"),
+            "offload_parameters": offloaded("offload_param")}
+
+
+def zero_config_from_options(stage: int, offload_optimizer: bool, offload_parameters: bool) -> dict:
+    """A DeepSpeed config from the three options alone (the shipped JSONs' communication settings)."""
+    if offload_parameters and stage != 3:
+        raise ValueError(f"offload_parameters needs ZeRO stage 3, got stage={stage}")
+    zero = {"stage": stage, "overlap_comm": True, "contiguous_gradients": True}
+    if offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if offload_parameters:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    config = {"zero_optimization": zero, "zero_allow_untested_optimizer": True}
+    if offload_optimizer:   # the module's own torch AdamW steps on CPU, not DeepSpeed's CPU Adam in its place
+        config["zero_force_ds_cpu_optimizer"] = False
+    return config
+
+
+def resolve_zero_config(zero_config: str | None, stage: int | None = None, offload_optimizer: bool | None = None,
+                        offload_parameters: bool | None = None) -> dict:
+    """The DeepSpeed config a run uses: the named/path JSON, or one built from the options (zero_config None).
+
+    With a JSON, an option left None means "as the JSON says"; an option the JSON contradicts is an error naming
+    both, so a printed setting never silently means nothing."""
+    options = {"stage": stage, "offload_optimizer": offload_optimizer, "offload_parameters": offload_parameters}
+    if stage is not None and stage not in ZERO_STAGES:
+        raise ValueError(f"stage must be one of {ZERO_STAGES}, got {stage}")
+    if zero_config is None:
+        if stage is None:
+            raise ValueError("set zero_config (zero2, zero3, zero3_offload or a JSON path) or stage")
+        return zero_config_from_options(stage, bool(offload_optimizer), bool(offload_parameters))
+    config = load_deepspeed_config(zero_config)
+    said = zero_options(config.get("zero_optimization", {}))
+    clashes = [f"{key}={value} (zero_config {zero_config!r} has {key}={said[key]})"
+               for key, value in options.items() if value is not None and value != said[key]]
+    if clashes:
+        raise ValueError(f"conflicting DeepSpeed settings: {'; '.join(clashes)}. Set zero_config to a file that has "
+                         "them, or zero_config null to build the config from stage/offload_optimizer/"
+                         "offload_parameters")
+    return config
+
+
+class SFTDeepSpeedStrategy(DeepSpeedStrategy):
+    """DeepSpeedStrategy whose ZeRO settings come from one place, so that what `--print_config` shows is what runs.
+
+    Lightning's DeepSpeedStrategy takes some forty ZeRO/offload/fp16 keyword arguments and ignores all of them
+    once a `config` is given; this class exposes only settings that take effect. The run's DeepSpeed config is
+    `self.config`; Lightning fills in micro-batch size, gradient accumulation, clipping and bf16/fp16 from the
+    Trainer and DataLoader.
     """
 
-    def __init__(self, zero_config: str = "zero3", pg_timeout_minutes: float | None = None, **kwargs):
+    def __init__(self, zero_config: str | None = "zero3", stage: int | None = None,
+                 offload_optimizer: bool | None = None, offload_parameters: bool | None = None,
+                 pg_timeout_minutes: float | None = None, process_group_backend: str | None = None,
+                 load_full_weights: bool = False, exclude_frozen_parameters: bool = False,
+                 logging_level: int = logging.WARNING, accelerator=None, parallel_devices=None,
+                 cluster_environment=None, precision_plugin=None):
+        """
+        Args:
+            zero_config: a shipped ZeRO config by name (zero2, zero3, zero3_offload: configs/deepspeed/) or a JSON
+                path; null builds it from `stage`, `offload_optimizer` and `offload_parameters`.
+            stage: ZeRO stage 0-3. With a zero_config: null (as the file says) or the file's own stage; another
+                stage is an error naming both.
+            offload_optimizer: optimizer state on CPU. With a zero_config: null or what the file says.
+            offload_parameters: parameters on CPU (stage 3 only). With a zero_config: null or what the file says.
+            pg_timeout_minutes: bound on every collective, the barrier after `prepare_data` included: there local
+                rank 0 plans the whole mix while the other ranks wait, and a cold plan of the full 228.8K-row mix
+                can outlast torch's 30-minute default. null keeps that default.
+            process_group_backend: torch.distributed backend (null: nccl on GPU).
+            load_full_weights: resume from a consolidated single-file checkpoint instead of ZeRO shards.
+            exclude_frozen_parameters: leave frozen parameters out of checkpoints.
+            logging_level: DeepSpeed's logger level.
+            accelerator, parallel_devices, cluster_environment, precision_plugin: set by the Trainer.
+        """
         self.zero_config = zero_config
+        config = resolve_zero_config(zero_config, stage, offload_optimizer, offload_parameters)
+        kwargs = {}
         if pg_timeout_minutes is not None:
             if not pg_timeout_minutes > 0:
                 raise ValueError(f"pg_timeout_minutes must be positive, got {pg_timeout_minutes}")
             kwargs["timeout"] = timedelta(minutes=pg_timeout_minutes)
-        super().__init__(config=load_deepspeed_config(zero_config), **kwargs)
+        super().__init__(config=config, process_group_backend=process_group_backend,
+                         load_full_weights=load_full_weights, exclude_frozen_parameters=exclude_frozen_parameters,
+                         logging_level=logging_level, accelerator=accelerator, parallel_devices=parallel_devices,
+                         cluster_environment=cluster_environment, precision_plugin=precision_plugin, **kwargs)
 
 
 class CPUDeepSpeedStrategy(SFTDeepSpeedStrategy):
     """ZeRO on CPU processes over gloo (tests and laptops only; far too slow for real training)."""
 
-    def __init__(self, zero_config: str = "zero3", **kwargs):
+    def __init__(self, zero_config: str | None = "zero3", stage: int | None = None,
+                 offload_optimizer: bool | None = None, offload_parameters: bool | None = None,
+                 pg_timeout_minutes: float | None = None, process_group_backend: str | None = "gloo", **kwargs):
+        """Args: as SFTDeepSpeedStrategy, with gloo as the process group backend."""
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
-        kwargs.setdefault("process_group_backend", "gloo")
-        super().__init__(zero_config=zero_config, **kwargs)
+        super().__init__(zero_config=zero_config, stage=stage, offload_optimizer=offload_optimizer,
+                         offload_parameters=offload_parameters, pg_timeout_minutes=pg_timeout_minutes,
+                         process_group_backend=process_group_backend, **kwargs)
 
     def setup_environment(self) -> None:
         DDPStrategy.setup_environment(self)     # skips DeepSpeedStrategy's CUDA-only check
