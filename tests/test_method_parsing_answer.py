@@ -1,6 +1,8 @@
 """The final letter (C.4): real-looking model outputs, and properties over generated answers with a known letter."""
 
+import re
 import string
+import time
 
 import pytest
 from cader.evaluate.method.parsing import parse_answer
@@ -15,7 +17,7 @@ L26 = list(string.ascii_uppercase)
 # C.4 prompt ("After thinking, output your answer in this format: <answer>X</answer>").
 REAL_OUTPUTS = [
     # the prose cases that used to give the first character of the prose
-    ("<answer>Based on the clip, the answer is C.</answer>", L4, "C", "answer_tag/tail"),
+    ("<answer>Based on the clip, the answer is C.</answer>", L4, "C", "answer_tag/decl"),
     ("<answer>After watching, D</answer>", L4, "D", "answer_tag/prose"),
     ("<answer>Clearly E</answer>", L5, "E", "answer_tag/prose"),
     ("<answer>Clearly E</answer>", L4, None, "no_valid_letter"),
@@ -37,19 +39,21 @@ REAL_OUTPUTS = [
     ("<answer>The final answer is (B).</answer>", L4, "B", "answer_tag/alone"),
     ("<answer>I</answer>", L26, "I", "answer_tag/alone"),
     ("<answer>A</answer>", L4, "A", "answer_tag/alone"),
+    # a verdict on a letter: "A is" cannot be the article, so this is option A
+    ("<answer>A is correct</answer>", L4, "A", "answer_tag/verdict"),
     # a label and then the option text or a reason
     ("<answer>C: The man waves goodbye</answer>", L26, "C", "answer_tag/lead"),
     ("<answer>B. the red car</answer>", L4, "B", "answer_tag/lead"),
     ("<answer>(D) A woman opens the door</answer>", L4, "D", "answer_tag/lead"),
     ("<answer>A. A man walks in</answer>", L4, "A", "answer_tag/lead"),
-    ("<answer>Answer: B. I saw it at 12s</answer>", L26, "B", "answer_tag/lead"),
+    ("<answer>Answer: B. I saw it at 12s</answer>", L26, "B", "answer_tag/final"),
     ("<answer>Z - the last option</answer>", L26, "Z", "answer_tag/lead"),
     # prose naming one letter
-    ("<answer>The correct option is D because the cup is red.</answer>", L4, "D", "answer_tag/prose"),
+    ("<answer>The correct option is D because the cup is red.</answer>", L4, "D", "answer_tag/final"),
     ("<answer>I think it is C</answer>", L26, "C", "answer_tag/prose"),
     ("<answer>I'm fairly sure it's B, given the scene</answer>", L26, "B", "answer_tag/prose"),
-    ("<answer>After checking the T-shirt colour, option B</answer>", L26, "B", "answer_tag/tail"),
-    ("<answer>option A is right</answer>", L4, "A", "answer_tag/prose"),
+    ("<answer>After checking the T-shirt colour, option B</answer>", L26, "B", "answer_tag/prose"),
+    ("<answer>option A is right</answer>", L4, "A", "answer_tag/verdict"),
     ("<answer>The answer is not C, it is D</answer>", L4, "D", "answer_tag/prose"),
     ("<answer>Either A.I. or Q</answer>", L26, "Q", "answer_tag/prose"),
     # the last tag wins, wherever the earlier ones are
@@ -65,13 +69,12 @@ REAL_OUTPUTS = [
     ("D", L4, "D", "reply/alone"),
     ("(B).", L4, "B", "reply/alone"),
     ("<think>hmm</think>\nThe answer is C.", L4, "C", "reply/alone"),
-    ("<think>hmm</think>\nThe man lifts the cup, so the answer is C.", L4, "C", "reply/tail"),
+    ("<think>hmm</think>\nThe man lifts the cup, so the answer is C.", L4, "C", "reply/decl"),
     ("<think>it must be <answer>D</answer></think>", L4, "D", "thinking_tag/alone"),
     ("<think>it must be <answer>D</answer></think> I cannot decide.", L4, "D", "thinking_tag/alone"),
     ("<answer>C", L4, "C", "answer_tag/alone"),  # cut off before the closing tag
     # nothing unambiguous: no letter (the caller keeps A1 and flags it)
     ("<answer>A red car</answer>", L4, None, "ambiguous_word:A"),
-    ("<answer>A is correct</answer>", L4, None, "ambiguous_word:A"),
     ("<answer>A man walks in, so C</answer>", L4, None, "ambiguous_word:A"),
     ("<answer>I would say B or D</answer>", L4, None, "ambiguous_letters:B,D"),
     ("<answer>I guess the bag</answer>", L26, None, "no_valid_letter"),
@@ -175,8 +178,10 @@ def alone_form(draw, letter):
 @st.composite
 def lead_form(draw, letter):
     template = draw(st.sampled_from(["{L}: {t}", "{L}. {t}", "({L}) {t}", "{L}) {t}", "Answer: {L}. {t}"]))
-    # after the label anything may follow, even other capitals and letters
-    tail = draw(st.lists(st.sampled_from(LOWER_WORDS + CAPITAL_WORDS + L26), min_size=1, max_size=6))
+    # after the label the option text or a reason may follow, with capitalised words and lowercase letters; another
+    # option letter standing alone after it would name a second answer ("A: B" is ambiguous)
+    lowercase = list(string.ascii_lowercase)
+    tail = draw(st.lists(st.sampled_from(LOWER_WORDS + CAPITAL_WORDS + lowercase), min_size=1, max_size=6))
     return template.format(L=letter, t=" ".join(tail))
 
 
@@ -290,3 +295,166 @@ def test_any_text_gives_a_valid_letter_or_a_reason(text, n):
 )
 def test_tag_and_thinking_boundaries(text, letter):
     assert parse_answer(text, L4).letter == letter
+
+
+# ---- issue 25: two answers, a final answer line, option texts ------------------------------------------------------
+ISSUE_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Letters A-H only: "I could fit too" reads as the pronoun, so option I is left out of these properties.
+FILLER = st.lists(
+    st.sampled_from(["the", "cup", "man", "room", "scene", "shows", "red", "light", "door"]), min_size=1
+)
+FIRST_STATED = ["Answer: {L}", "The answer is {L}.", "The correct option is ({L}).", "I choose {L}.", "{L} is correct.",
+                "\\boxed{{{L}}}", '{{"answer": "{L}"}}', "**Answer: {L}**", "Final answer: ({L})"]  # fmt: skip
+FIRST_LEAD = ["{L}. the {w}", "({L}) the {w}", "{L}: the {w}"]
+SECOND_HEDGED = [
+    "{L} is also possible.",
+    "maybe {L}.",
+    "or {L}",
+    "{L} could fit too.",
+    "but {L} looks similar.",
+]
+SECOND_STATED = ["so the answer is {L}.", "{L} is correct.", "I choose {L}.", "the correct option is {L}."]
+
+
+@st.composite
+def two_letters(draw):
+    letters = L26[: draw(st.integers(2, 8))]
+    first, second = draw(st.lists(st.sampled_from(letters), min_size=2, max_size=2, unique=True))
+    return letters, first, second
+
+
+@ISSUE_SETTINGS
+@given(data=st.data(), case=two_letters())
+def test_a_reply_naming_two_answers_gives_none(data, case):
+    letters, first, second = case
+    # a stated answer followed by another stated or hedged one; a leading label followed by a hedged one
+    first_forms, second_forms = data.draw(
+        st.sampled_from(
+            [(FIRST_STATED, SECOND_STATED), (FIRST_STATED, SECOND_HEDGED), (FIRST_LEAD, SECOND_HEDGED)]
+        )
+    )
+    head = data.draw(st.sampled_from(first_forms)).format(L=first, w=data.draw(st.sampled_from(LOWER_WORDS)))
+    filler = " ".join(data.draw(FILLER))
+    sep = data.draw(st.sampled_from([". ", "\n", ".\n\n", "; ", ", "]))
+    reply = f"{head}{sep}{filler} {data.draw(st.sampled_from(second_forms)).format(L=second)}"
+    if data.draw(st.booleans()):
+        reply = f"<answer>{reply}</answer>"
+    parsed = parse_answer(reply, letters)
+    assert parsed.letter is None, (reply, parsed)
+
+
+@ISSUE_SETTINGS
+@given(data=st.data(), case=two_letters(), lead=st.booleans(), echo=st.booleans())
+def test_a_final_answer_line_beats_a_leading_label_and_echoed_options(data, case, lead, echo):
+    letters, final, other = case
+    texts = data.draw(st.lists(st.sampled_from(LOWER_WORDS), min_size=len(letters), max_size=len(letters)))
+    parts = [f"{other}. {texts[letters.index(other)]}"] if lead or not echo else []
+    if echo:
+        parts += [f"{letter}. {text}" for letter, text in zip(letters, texts)]
+    parts.append(" ".join(data.draw(FILLER)))
+    ending = data.draw(st.sampled_from(["Answer: {L}", "Final answer: {L}", "**Answer:** ({L})", "\\boxed{{{L}}}",
+                                        "The final answer is {L}.", "<answer>{L}</answer>"]))  # fmt: skip
+    reply = "\n".join(parts) + data.draw(st.sampled_from(["\n", "\n\n"])) + ending.format(L=final)
+    parsed = parse_answer(reply, letters, texts)
+    assert parsed.letter == final, (reply, parsed)
+
+
+OPTION_WORDS = [
+    "kettle",
+    "bicycle",
+    "umbrella",
+    "guitar",
+    "lantern",
+    "ladder",
+    "violin",
+    "blanket",
+    "teapot",
+    "rope",
+]
+PLAIN_WORDS = st.lists(
+    st.sampled_from(["he", "holds", "the", "a", "then", "in", "video", "picks", "up", "it"])
+)
+
+
+@st.composite
+def options_reply(draw, n_named):
+    """Options from OPTION_WORDS, and a reply holding the texts of `n_named` of them, each in a random case, among
+    lowercase words that name no option and no letter."""
+    letters = L26[: draw(st.integers(2, 6))]
+    options = draw(
+        st.lists(st.sampled_from(OPTION_WORDS), min_size=len(letters), max_size=len(letters), unique=True)
+    )
+    named = draw(st.lists(st.sampled_from(letters), min_size=n_named, max_size=n_named, unique=True))
+    words = draw(PLAIN_WORDS)
+    for letter in named:
+        text = options[letters.index(letter)]
+        cased = draw(st.sampled_from([text, text.upper(), text.title()]))
+        words.insert(draw(st.integers(0, len(words))), cased + draw(st.sampled_from(["", ".", ",", "!"])))
+    return letters, options, named, " ".join(words)
+
+
+@ISSUE_SETTINGS
+@given(case=options_reply(1))
+def test_one_options_text_gives_its_letter(case):
+    letters, options, named, reply = case
+    parsed = parse_answer(reply, letters, options)
+    assert parsed.letter == named[0] and parsed.how == "reply/option_text", (reply, parsed)
+    assert parse_answer(reply, letters).letter is None  # without the option texts nothing is named
+
+
+@ISSUE_SETTINGS
+@given(case=options_reply(2))
+def test_two_options_texts_give_none(case):
+    letters, options, _, reply = case
+    parsed = parse_answer(reply, letters, options)
+    assert parsed.letter is None and "ambiguous_option_text" in parsed.reason, (reply, parsed)
+
+
+@ISSUE_SETTINGS
+@given(case=options_reply(1), glue=st.sampled_from(["s", "ish", "x", "un"]), front=st.booleans())
+def test_an_options_text_inside_a_longer_word_is_not_that_option(case, glue, front):
+    letters, options, named, reply = case
+    text = options[letters.index(named[0])]
+    glued = reply.replace(text, glue + text if front else text + glue)
+    glued = re.sub(re.escape(text.upper()), (glue + text if front else text + glue).upper(), glued)
+    glued = re.sub(re.escape(text.title()), (glue + text if front else text + glue).title(), glued)
+    assert parse_answer(glued, letters, options).letter is None, glued
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A, " * 3000 + "is wrong",  # a letter list before a verdict that never comes
+        "A (x) and " * 2000 + "B",
+        "wait, " * 2000 + "C",  # thousands of corrections
+        "A. " * 5000,
+        "\n".join(["A. red"] * 2000),
+        "Answer: " * 3000 + "C",
+        "(" * 5000 + "C",
+    ],
+)
+def test_long_repetitive_replies_parse_quickly(text):
+    started = time.perf_counter()
+    parsed = parse_answer(text, L4, ["red", "blue", "green", "yellow"])
+    assert (parsed.letter in L4) != bool(parsed.reason)
+    assert time.perf_counter() - started < 2.0
+
+
+ECHO = "A. red\nB. blue\nC. green\nD. yellow"
+
+
+@pytest.mark.parametrize(
+    "text, letter",
+    [
+        # issue 25: a leading label or echoed option used to win over everything after it
+        *[(f"{ECHO}\nAnswer: {final}", final) for final in "ABCD"],
+        ("The answer is A. No wait, it's C.", "C"),
+        (ECHO, None),
+        (f"Options:\n{ECHO}\nPlease choose one.", None),
+        ("A: no. B: no. C: yes. D: no.", "C"),
+        ("A: no. B: yes. C: yes. D: no.", None),
+    ],
+)
+def test_issue_25_examples(text, letter):
+    assert parse_answer(text, L4).letter == letter
+    assert parse_answer(text, L4, ["red", "blue", "green", "yellow"]).letter == letter

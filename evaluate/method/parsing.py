@@ -18,6 +18,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cader.evaluate.method.answer_reading import letter_in, option_texts
+
 _THINK_START = "<think>"
 _THINK_END = "</think>"
 
@@ -172,14 +174,15 @@ def parse_window(text: str | None, duration: float) -> WindowParse:
 
 
 # ---- C.4: the final letter ----------------------------------------------------------------------------------------
+# The rules that read the letter out of the answer text are in answer_reading.py.
 
 
 @dataclass(frozen=True)
 class AnswerParse:
     letter: str | None
-    how: (
-        str | None
-    )  # "<where>/<rule>": where in {answer_tag, reply, thinking_tag}, rule in {alone, lead, tail, prose}
+    # "<where>/<rule>": where in {answer_tag, reply, thinking_tag}; rule in {alone, final, decl, verdict, lead, prose,
+    # correction, option_text}
+    how: str | None
     reason: str | None = None
 
     def to_dict(self) -> dict:
@@ -188,89 +191,6 @@ class AnswerParse:
 
 _TAG_OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)
 _TAG_CLOSE = re.compile(r"<\s*/\s*answer\s*>", re.IGNORECASE)
-# Words that may introduce the letter: "Answer: C", "The final answer is (C)", "option C", "Choice: C".
-_PREFIX = r"(?i:(?:the\s+)?(?:final\s+|correct\s+|best\s+)?(?:answer|option|choice)(?:\s+is)?)"
-# The whole text is one letter, perhaps bracketed, bolded, punctuated or introduced: "C", "(c)", "**C.**",
-# "Answer: C". A lone lowercase letter is still that letter (nothing else it could be).
-_ALONE = re.compile(rf"[\W_]*(?:{_PREFIX}[\W_]*)?([A-Za-z])[\W_]*")
-# The text opens with a capital letter set off as an option label, then goes on: "C: text", "B. the red car",
-# "(D) because ...", "Answer: C. The man ...". The label needs its delimiter and a space after it, so the "A" of
-# "A man ..." or of "A.I." is no label.
-_LEAD = re.compile(
-    rf"[\W_]*(?:{_PREFIX}\s*[:\-]?\s*)?(?:\(\s*([A-Z])\s*\)|\[\s*([A-Z])\s*\]|([A-Z])\s*(?:[.:)]|\s[-–—]))(?=\s)"
-)
-# The text ends by naming its answer: "..., so the answer is C.", "... Answer: (C)".
-_TAIL = re.compile(rf"(?<![A-Za-z]){_PREFIX}\s*[:\-]?\s*[(\[]?\s*([A-Z])\s*[)\]]?[\W_]*$")
-# A capital letter standing alone in prose: no letter, digit, apostrophe or hyphen joined to it and no part of a
-# dotted abbreviation, so "I'm", "A's", "T-shirt", "X-ray", "A4", "A.I." and the capitals inside words never count.
-_STANDALONE = re.compile(r"(?<![A-Za-z0-9'’\-])(?<![A-Za-z]\.)([A-Z])(?![A-Za-z0-9'’]|-[A-Za-z]|\.[A-Za-z])")
-# "I" followed by one of these is the pronoun, not option I ("I think it is C" names C only). The list is closed
-# on purpose: first-person verbs and modals that a letter cannot take as its verb ("I is", "I shows" can).
-_PRONOUN_VERB_WORDS = """
-    am think thought believe believed guess see saw notice noticed observe observed watched watch can could
-    will would should must might need choose chose pick picked select selected conclude concluded feel felt
-    found find infer inferred determine determined recall remember agree know knew also first initially finally
-    now still do did have had"""
-_PRONOUN_VERBS = frozenset(_PRONOUN_VERB_WORDS.split())
-# A letter right after an answer word is the option ("option A is right"), whatever follows it.
-_AFTER_PREFIX = re.compile(rf"(?<![A-Za-z]){_PREFIX}\s*[:\-]?\s*[(\[]?\s*$")
-# A letter right after a negation is an option the text rules out ("not C", "rather than B", "neither C nor D").
-_AFTER_NEGATION = re.compile(
-    r"(?i:(?<![A-Za-z])(?:not|no|never|neither|nor|except|excluding|than|instead\s+of)|n't)\s*[(\[]?\s*$"
-)
-_NEXT_WORD = re.compile(r"\s+([a-z]+)")
-
-
-def _prose_letter(content: str, valid: set[str]) -> tuple[str | None, str]:
-    """(letter, reason): the one valid capital standing alone in `content`.
-
-    "A" and "I" are English words as well as option letters. When they are valid letters and read as words
-    (followed by a lowercase word: "A man walks", "I noticed") they could be either, and guessing wrong is silent:
-    "A red car" (the option text, not necessarily option A) or "A is right, not B" must not give a letter. So such
-    an "A" or "I" makes the prose ambiguous, except "I" before a first-person verb ("I think", "I noticed"), which
-    is only ever the pronoun, contractions ("I'm", "I'd"), which never stand alone, and a letter right after an
-    answer word ("option A is right"). A letter right after a negation ("not C", "rather than B") is one the text
-    rules out and is not counted.
-    """
-    letters = set()
-    for match in _STANDALONE.finditer(content):
-        letter = match.group(1)
-        if letter not in valid:
-            continue
-        before = content[max(0, match.start() - 40) : match.start()]
-        if _AFTER_NEGATION.search(before):
-            continue
-        following = _NEXT_WORD.match(content, match.end())
-        if letter in ("A", "I") and following and not _AFTER_PREFIX.search(before):
-            if letter == "I" and following.group(1) in _PRONOUN_VERBS:
-                continue
-            return None, f"ambiguous_word:{letter}"
-        letters.add(letter)
-    if len(letters) == 1:
-        return letters.pop(), ""
-    if letters:
-        return None, "ambiguous_letters:" + ",".join(sorted(letters))
-    return None, "no_valid_letter"
-
-
-def _letter_in(content: str, valid: set[str]) -> tuple[str | None, str]:
-    """(letter, rule) when `content` names one valid letter, else (None, reason). Rules, most specific first:
-    the letter alone, a leading option label, a closing "answer is X", one standalone capital in prose."""
-    text = content.strip()
-    if not text:
-        return None, "empty_answer"
-    named = None
-    if (alone := _ALONE.fullmatch(text)) is not None:
-        named, rule = alone.group(1).upper(), "alone"
-    elif (lead := _LEAD.match(text)) is not None:
-        named, rule = next(g for g in lead.groups() if g), "lead"
-    elif (tail := _TAIL.search(text)) is not None:
-        named, rule = tail.group(1), "tail"
-    if named is not None:
-        # An explicitly named letter that is not an option is no answer; another letter in the text is not it.
-        return (named, rule) if named in valid else (None, f"invalid_letter:{named}")
-    letter, reason = _prose_letter(text, valid)
-    return (letter, "prose") if letter else (None, reason)
 
 
 def _last_tag(text: str) -> str | None:
@@ -286,7 +206,9 @@ def _last_tag(text: str) -> str | None:
     return rest.split("<", 1)[0]
 
 
-def parse_answer(text: str | None, letters: Sequence[str]) -> AnswerParse:
+def parse_answer(
+    text: str | None, letters: Sequence[str], options: Sequence[str] | None = None
+) -> AnswerParse:
     """The letter of the final reasoning (C.4): structured parsing of the `<answer>` tag, with a single-letter
     fallback for a reply without one.
 
@@ -295,21 +217,29 @@ def parse_answer(text: str | None, letters: Sequence[str]) -> AnswerParse:
     3. No letter at all there: the last `<answer>` tag inside the thinking text (a reply that ended inside or right after
        its reasoning).
     Anything else gives no letter, with the reason of the step that decided.
+
+    Args:
+        text: the model's reply.
+        letters: the option letters, in order.
+        options: the option texts in the same order (with or without their own "C." label); when given, a reply that
+            names no letter but the text of exactly one option gives that option, and a label followed by another
+            option's exact text gives none.
     """
     if not text:
         return AnswerParse(None, None, reason="empty_output")
     valid = {str(letter) for letter in letters}
+    by_letter = option_texts(letters, options)
     thinking, answer = _split_for_answer(text)
     tag = _last_tag(answer)
     if tag is not None:
-        letter, rule = _letter_in(tag, valid)
+        letter, rule = letter_in(tag, valid, by_letter)
         where = "answer_tag"
     else:
-        letter, rule = _letter_in(answer, valid)
+        letter, rule = letter_in(answer, valid, by_letter)
         where = "reply"
         nothing_said = rule in ("empty_answer", "no_valid_letter")
         if letter is None and nothing_said and (thinking_tag := _last_tag(thinking)) is not None:
-            letter, rule = _letter_in(thinking_tag, valid)
+            letter, rule = letter_in(thinking_tag, valid, by_letter)
             where = "thinking_tag"
     if letter is None:
         return AnswerParse(None, None, reason=f"{where}:{rule}")
