@@ -168,3 +168,31 @@ def test_cli_view_writes_the_page_and_refuses_a_folder_without_runs(tmp_path, ca
     (tmp_path / "empty").mkdir()
     assert main(["view", str(tmp_path / "empty")]) == 2
     assert "no predictions.jsonl" in capsys.readouterr().err
+
+
+def test_a_calibration_named_relative_to_the_workdir_is_found_and_inlined(tmp_path, monkeypatch):
+    from PIL import Image as PILImage
+
+    # the quickstart passes --calibration runs/tiny/calibration/calibration.json, relative to its WORKDIR
+    calibration = tmp_path / "work" / "runs" / "tiny" / "calibration"
+    (calibration / "figures").mkdir(parents=True)
+    PILImage.new("RGB", (8, 8), "red").save(calibration / "figures" / "risk_coverage.png")
+    (calibration / "calibration.json").write_text(json.dumps({"temperature": 1.5, "tau": 0.9,
+                                                              "figures": ["figures/risk_coverage.png"]}))
+    records = synthetic_records(4)
+    run = write_run(tmp_path / "work" / "runs" / "tiny" / "eval" / "full" / "b", records, report=False)
+    write_report(run, records, config={"calibration": "runs/tiny/calibration/calibration.json"})
+    monkeypatch.chdir(tmp_path)  # not the WORKDIR: found from the run folder's parents
+    path, built = write_viewer(tmp_path / "work" / "runs" / "tiny" / "eval")
+    assert [p.resolve() for p in built.calibrations] == [(calibration / "calibration.json").resolve()]
+    assert 'alt="risk_coverage.png" src="data:image/png;base64,' in path.read_text()
+
+
+def test_a_single_predictions_file_is_a_run(tmp_path):
+    side = tmp_path / "cader_records.jsonl"  # what `lmms-eval --model cader` writes
+    side.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(3)))
+    write_report(tmp_path, synthetic_records(7))  # a report.json of some other file in the folder: not shown
+    path, built = write_viewer(side)
+    assert path == tmp_path / "cader_records.viewer.html"
+    assert built.runs == ["cader_records.jsonl"] and len(page_data(path)["cards"]) == 3
+    assert "no report.json" in path.read_text()

@@ -45,7 +45,7 @@ def calibration_candidates(root: Path, reports: list[tuple[Path, dict | None]], 
     as evaluate/run.py was given it, so relative to where that ran: tried from here and from each folder above the
     run)."""
     found = [p / "calibration.json" if p.is_dir() else p for p in given]
-    found += sorted(root.rglob("calibration.json"))
+    found += [] if root.is_file() else sorted(root.rglob("calibration.json"))
     for folder, report in reports:
         named = ((report or {}).get("config") or {}).get("calibration")
         if not named:
@@ -91,14 +91,17 @@ def collect(root: Path, video_root: Path | None = None, thumbs: int = 0, calibra
     """Read everything the page shows; returns the build and the static HTML above the cards."""
     built = ViewerBuild()
     reports: list[tuple[Path, dict | None]] = []
-    for folder in find_runs(root):
-        name = run_name(folder, root)
+    for predictions in find_runs(root):
+        name = run_name(predictions, root)
         built.runs.append(name)
-        for record, problem in read_records(folder / "predictions.jsonl", built.problems):
+        for record, problem in read_records(predictions, built.problems):
             built.cards.append(card_of(record, name, problem))
             built.cards[-1]["_key"] = question_key(record)
-        reports.append((folder, read_json(folder / "report.json", built.problems)))
-    built.judgment_files = sorted(set(list(judgments) + sorted(root.rglob("judgments.jsonl"))))
+        # report.json describes the predictions.jsonl beside it, not another file of the folder
+        report = predictions.parent / "report.json" if predictions.name == "predictions.jsonl" else None
+        reports.append((predictions.parent, read_json(report, built.problems) if report else None))
+    below = [] if root.is_file() else sorted(root.rglob("judgments.jsonl"))
+    built.judgment_files = sorted(set(list(judgments) + below))
     by_question: dict[str, list[dict]] = {}
     for path in built.judgment_files:
         for key, rows in read_judgments(path, built.problems).items():
@@ -137,11 +140,13 @@ def header_html(root: Path, built: ViewerBuild) -> str:
 def write_viewer(root: str | Path, out: str | Path | None = None, video_root: str | Path | None = None,
                  thumbs: int = 0, calibration: list[str] = (), judgments: list[str] = (),
                  judged_benchmarks: list[str] = ("agentvidbench",)) -> tuple[Path, ViewerBuild]:
-    """Write the viewer page for a run folder (default `<root>/viewer.html`, written atomically).
+    """Write the viewer page for a run folder or a predictions file (default `<root>/viewer.html`, or beside the
+    file; written atomically).
 
     Args:
-        root: a run folder (predictions.jsonl and report.json) or a tree of them, e.g. runs/tiny/eval
-        out: the HTML file to write (default: <root>/viewer.html)
+        root: a run folder (predictions.jsonl and report.json), a tree of them (e.g. runs/tiny), or one
+            predictions file (e.g. the side file of `lmms-eval --model cader`)
+        out: the HTML file to write (default: <root>/viewer.html; for a file, <file stem>.viewer.html beside it)
         video_root: the folder the records' video paths are relative to (evaluate/run.py's --data_root); with
             thumbs > 0, frames are decoded from the videos found there
         thumbs: thumbnails per sample of the crop the answer was given on (a Stage-1 exit: the whole video); 0: none
@@ -155,15 +160,16 @@ def write_viewer(root: str | Path, out: str | Path | None = None, video_root: st
     """
     started = time.perf_counter()
     root = Path(root)
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: not a folder")
+    if not root.exists():
+        raise FileNotFoundError(f"{root}: no such file or folder")
     built, top = collect(root, Path(video_root) if video_root else None, thumbs, [Path(p) for p in calibration],
                          [Path(p) for p in judgments], list(judged_benchmarks))  # fmt: skip
     if not built.runs:
         raise FileNotFoundError(f"{root}: no predictions.jsonl in it or under it")
     data = {"filters": list(FILTERS), "counts": filter_counts(built.cards), "cards": built.cards}
     page = render_page(f"CADER trajectories: {root}", header_html(root, built), top, data)
-    target = Path(out) if out else root / "viewer.html"
+    target = Path(out) if out else (root.parent / f"{root.stem}.viewer.html" if root.is_file() else
+                                     root / "viewer.html")
     write_atomic(target, page)
     log.info("wrote %s (%d samples, %.1f MB) in %.1f s", target, len(built.cards), len(page.encode()) / 1e6,
              time.perf_counter() - started)  # fmt: skip

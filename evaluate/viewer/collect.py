@@ -35,21 +35,25 @@ class Problems:
 
 
 def find_runs(root: Path) -> list[Path]:
-    """The run folders under `root` (itself included): every folder with a predictions.jsonl, sorted by path.
-    Shard files (predictions.shard-I-of-N.jsonl) are not runs: a merged run has its predictions.jsonl."""
+    """The predictions files to show: `root` itself when it is a file (a predictions.jsonl, or the side file of
+    `lmms-eval --model cader`), else the predictions.jsonl of every run folder under `root` (itself included),
+    sorted by path. Shard files (predictions.shard-I-of-N.jsonl) are not runs: a merged run has its
+    predictions.jsonl."""
     root = Path(root)
-    if (root / "predictions.jsonl").is_file():
-        found = [root]
-    else:
-        found = []
-    found += [p.parent for p in sorted(root.rglob("*/predictions.jsonl"))]
+    if root.is_file():
+        return [root]
+    found = [root / "predictions.jsonl"] if (root / "predictions.jsonl").is_file() else []
+    found += sorted(root.rglob("*/predictions.jsonl"))
     return sorted(set(found))
 
 
-def run_name(folder: Path, root: Path) -> str:
-    """A run's label: its folder relative to the root given, or the folder's own name for the root itself."""
-    relative = folder.relative_to(root)
-    return str(relative) if str(relative) != "." else folder.name
+def run_name(predictions: Path, root: Path) -> str:
+    """A run's label: its folder relative to the root given (the folder's own name for the root itself), or the
+    file's name when a file was given."""
+    if root.is_file():
+        return predictions.name
+    relative = predictions.parent.relative_to(root)
+    return str(relative) if str(relative) != "." else predictions.parent.name
 
 
 def read_records(path: Path, problems: Problems) -> list[tuple[dict, str | None]]:

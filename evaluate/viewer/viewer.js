@@ -224,7 +224,7 @@
     if (!s2.rgr.length) return "";
     return "<h6>Relevance-guided resampling</h6><ul>" + s2.rgr.map((g) => "<li>before #" + esc(g.i) + ": " + esc(g.mode) +
       ", " + esc(g.n) + " frames" + (g.planned !== null && g.planned !== undefined ? " (planned " + esc(g.planned) + ")" : "") +
-      (g.map.length ? "; map " + g.map.map((row) => esc(win(row)) + "@" + num(row[2], 3)).join(", ") : "") + "</li>").join("") +
+      (g.map.length ? "; map " + g.map.map((row) => esc(win(row)) + " at " + num(row[2], 3) + " fps").join(", ") : "") + "</li>").join("") +
       "</ul>";
   }
 
