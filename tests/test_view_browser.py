@@ -19,7 +19,9 @@ from PIL import Image
 from view_run_tree import build_run_tree
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (bash scripts/install_browser.sh)")
+# slow: the run tree takes seconds to build and each page load starts a browser (about 30 s for the module)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (bash scripts/install_browser.sh)")]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 
@@ -155,7 +157,6 @@ def test_the_screenshot_is_not_blank(tmp_path, run_tree):
     assert rows_with_ink > 0.2, f"only {rows_with_ink:.0%} of the rows hold dark pixels (text, bars)"
 
 
-@pytest.mark.slow
 def test_two_thousand_samples_open_fast(tmp_path):
     from cader.dev.viewer_records import synthetic_records
     from cader.evaluate.report import write_report
