@@ -196,3 +196,16 @@ def test_a_single_predictions_file_is_a_run(tmp_path):
     assert path == tmp_path / "cader_records.viewer.html"
     assert built.runs == ["cader_records.jsonl"] and len(page_data(path)["cards"]) == 3
     assert "no report.json" in path.read_text()
+
+
+@pytest.mark.parametrize("name, flag", [("view", "--video_root"), ("export-lmms", "--out")])
+def test_the_tools_help_names_every_flag(name, flag, capsys):
+    from cader.cli.main import TOOLS, load_script, main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([name, "--help"])
+    assert exit_info.value.code in (0, None)
+    text = capsys.readouterr().out
+    assert f"usage: cader {name}" in text and flag in text
+    for action in load_script(TOOLS[name]).build_parser()._actions:
+        assert action.help and action.help.strip(), f"{name} {action.option_strings} has no help"
