@@ -253,8 +253,13 @@ class PredictionRecord(Record):
     correct: bool | None = Field(description="pred == answer; null without a gold letter; false when failed.")
     cost: Cost = Field(description="What the sample cost.")
     error: str | None = Field(
-        description='Why the sample failed, as "<reason>: <detail>" (video_unreadable, invalid_logits, bad_sample, '
-        "stage1_failed, stage2_failed); null on success."
+        description='Why the sample failed, as "<reason>: <detail>" (video_unreadable, duration_mismatch, '
+        "invalid_logits, bad_sample, stage1_failed, stage2_failed); null on success."
+    )
+    flags: list[str] | None = Field(
+        default=None,
+        description='Odd but runnable input, each as "<code>: <detail>" (single_frame: a one-frame container); '
+        "absent when none.",
     )
 
 

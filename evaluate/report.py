@@ -240,6 +240,24 @@ def _failure_summary(records: Sequence[dict]) -> dict:
     }
 
 
+# Benchmark rows that are scored although odd (the official scorer scores them): their loader flags them in meta.
+META_FLAGS = ("empty_question", "empty_options", "duplicate_options", "answer_not_in_options")
+
+
+def _flag_summary(records: Sequence[dict]) -> dict:
+    """Samples that ran but are odd: the runner's `flags` ("<code>: <detail>", e.g. a one-frame container) and the
+    loaders' meta flags, counted so that none is scored without the report saying so."""
+    flagged = [r for r in records if r.get("flags")]
+    meta = Counter(f for r in records for f in META_FLAGS if (r.get("meta") or {}).get(f))
+    return {
+        "count": len(flagged),
+        "by_flag": dict(Counter(f.split(":", 1)[0] for r in flagged for f in r["flags"])),
+        "samples": [{"benchmark": r.get("benchmark"), "sample_id": r.get("sample_id"), "flags": r["flags"]}
+                    for r in flagged],
+        "benchmark_rows": dict(meta),
+    }
+
+
 def build_report(
     records: Sequence[dict],
     load_errors: Sequence[str] = (),
@@ -263,6 +281,7 @@ def build_report(
         **_stage2_summary(records),
         "cost": _cost_summary(records),
         "failures": _failure_summary(records),
+        "flags": _flag_summary(records),
         "load_errors": {"count": len(load_errors), "errors": list(load_errors)},
         "breakdowns": {
             b: benchmark_breakdowns(b, [r for r in rs if r.get("answer") is not None]) for b, rs in by_bench.items()
@@ -384,6 +403,11 @@ def _md_stage2_cost_failures(report: dict) -> list[str]:
         f"{report['failures']['count']} failed samples: {json.dumps(report['failures']['by_reason'])}",
     ]  # fmt: skip
     lines += [f"- {f['benchmark']}/{f['sample_id']}: {f['error']}" for f in report["failures"]["samples"]]
+    flags = report.get("flags") or {}
+    if flags.get("count") or flags.get("benchmark_rows"):
+        lines += ["", (f"{flags['count']} samples ran with a flag: {json.dumps(flags['by_flag'])}; odd benchmark "
+                      f"rows scored as the official scorer scores them: {json.dumps(flags['benchmark_rows'])}")]
+        lines += [f"- {f['benchmark']}/{f['sample_id']}: {'; '.join(f['flags'])}" for f in flags["samples"]]
     lines += ["", f"{report['load_errors']['count']} benchmark rows could not be loaded."]
     lines += [f"- {e}" for e in report["load_errors"]["errors"]]
     if report.get("comparison"):

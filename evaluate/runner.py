@@ -317,7 +317,8 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
             counts["ran"] += 1
             counts["failed"] += record["error"] is not None
             counts["flagged"] += bool(record.get("flags"))
-            bar.set_postfix(failed=counts["failed"])
+            # no forced redraw: the bar keeps its own interval (in a log file, TQDM_MININTERVAL)
+            bar.set_postfix(failed=counts["failed"], refresh=False)
     return counts
 
 

@@ -34,4 +34,4 @@ if [ -n "${JUDGE_HARNESS_ROOT:-}" ]; then
   PROTOCOL=(--protocol official --harness_root "$JUDGE_HARNESS_ROOT")
 fi
 python "$REPO/evaluate/judge.py" --predictions "$PREDICTIONS" --questions "$QUESTIONS" --out "$OUT" \
-  --provider openai --base_url "$BASE_URL" --model "$MODEL" --concurrency 16 --progress false "${PROTOCOL[@]}"
+  --provider openai --base_url "$BASE_URL" --model "$MODEL" --concurrency 16 "${PROTOCOL[@]}"

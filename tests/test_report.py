@@ -565,3 +565,23 @@ def test_report_json_is_utf8_with_two_space_indent(tmp_path):
     write_report(tmp_path, records)
     text = (tmp_path / "report.json").read_text(encoding="utf-8")
     assert '"sample_id": "é"' in text and '\n  "n": 2,' in text and text.endswith("}\n")
+
+
+def test_flagged_samples_and_odd_benchmark_rows_are_counted_in_the_report():
+    from cader.evaluate.report import build_report, render_markdown
+
+    base = {"benchmark": "mlvu_dev", "video": "v.mp4", "duration": 60.0, "question": "q", "options": ["a", "b"],
+            "letters": ["A", "B"], "answer": "A", "stage1": None, "route": "exit", "stage2": None, "pred": "A",
+            "correct": True, "cost": {}, "error": None}
+    records = [
+        {**base, "sample_id": "1", "flags": ["single_frame: 1 frame of 0.040 s (jpeg_pipe container)"]},
+        {**base, "sample_id": "2", "meta": {"empty_question": True}},
+        {**base, "sample_id": "3", "meta": {"empty_options": ["B"]}},
+        {**base, "sample_id": "4"},
+    ]
+    report = build_report(records, provenance={})
+    assert report["flags"]["count"] == 1 and report["flags"]["by_flag"] == {"single_frame": 1}
+    assert report["flags"]["samples"][0]["sample_id"] == "1"
+    assert report["flags"]["benchmark_rows"] == {"empty_question": 1, "empty_options": 1}
+    text = render_markdown(report)
+    assert '1 samples ran with a flag: {"single_frame": 1}' in text and "mlvu_dev/1: single_frame" in text
