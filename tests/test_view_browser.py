@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from collections import Counter
 from html.parser import HTMLParser
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -175,3 +176,26 @@ def test_two_thousand_samples_open_fast(tmp_path):
     assert len(elements.where(tag="^article$", **{"class": r"\bcard\b"})) == 2000
     assert len(elements.where(tag="^article$", **{"class": r"\bfilled\b"})) < 100  # bodies drawn lazily
     assert size_mb < 8 and ready_ms < 5000
+
+
+def test_every_variant_of_the_golden_pipeline_renders_without_a_script_error(tmp_path):
+    """The golden run files (tests/fixtures/golden: every route, fallback, failure, the verifier skipped, shards)
+    draw every card's body with no script error."""
+    golden = json.loads((Path(__file__).parent / "fixtures" / "golden" / "pipeline.json").read_text())
+    runs = tmp_path / "golden"
+    n = 0
+    for name, rows in golden.items():
+        if name.endswith("/predictions.jsonl"):
+            (runs / name).parent.mkdir(parents=True, exist_ok=True)
+            # the golden file leaves out the wall-clock fields; put cost.seconds back so that records are whole
+            rows = [r | {"cost": {**r["cost"], "seconds": 0.0}} for r in rows]
+            (runs / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+            n += len(rows)
+    page, built = write_viewer(runs)
+    assert len(built.cards) == n and not [m for m in built.problems.messages if "shown flagged" in m]
+    elements = parse(dump_dom(tmp_path, page, "#all"))
+    errors = elements.where(id="^errors$")[0]
+    assert "hidden" in errors and errors["text"].strip() == "", errors["text"]
+    assert len(elements.where(tag="^article$", **{"class": r"\bfilled\b"})) == n
+    fallbacks = Counter(c["f"]["fallback"] for c in built.cards)
+    assert {"unparseable_proposal", "too_broad", "not_accepted", "none"} <= set(fallbacks)
