@@ -161,6 +161,14 @@ def filter_values(record: dict, run: str) -> dict:
     }
 
 
+def stage1_span(stage1: dict) -> float:
+    """Seconds Stage 1's frames cover at its rate (a lower bound on the duration: the frame cap may have cut N1)."""
+    try:
+        return float(stage1.get("n_frames") or 0) / float(stage1.get("fps") or 1.0)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return 0.0
+
+
 def card_of(record: dict, run: str, problem: str | None = None) -> dict:
     """What the page draws for one record (short keys: 2,000 cards are inlined in one file)."""
     stage1 = record.get("stage1") if isinstance(record.get("stage1"), dict) else {}
@@ -176,7 +184,9 @@ def card_of(record: dict, run: str, problem: str | None = None) -> dict:
     return {
         "f": filter_values(record, run),
         "id": str(record.get("sample_id")), "qid": record.get("question_id"), "video": record.get("video"),
-        "dur": record.get("duration") or max((float(w[1]) for w in windows), default=1.0),
+        # Video-MME states no duration: the timeline then spans the windows seen (or Stage 1's frames at r1)
+        "dur": record.get("duration") or max([float(w[1]) for w in windows] + [stage1_span(stage1), 1.0]),
+        "dur_known": bool(record.get("duration")),
         "q": record.get("question"), "opts": record.get("options") or [], "letters": record.get("letters") or [],
         "gold": record.get("answer"), "pred": record.get("pred"), "err": record.get("error"), "bad": problem,
         "s1": {"pred": stage1.get("pred"), "m": stage1.get("margin"), "tau": stage1.get("tau"), "T": temperature,

@@ -260,7 +260,7 @@
   function body(c) {
     const cost = Object.keys(c.cost).map((k) => esc(k) + " " + num(c.cost[k], 2)).join(" · ");
     return (c.bad ? '<p class="bad">breaks the predictions contract: ' + esc(c.bad) + "</p>" : "") +
-      '<p class="q">' + esc(c.q) + "</p><p>video " + esc(c.video) + " · " + clock(c.dur) + "</p>" + options(c) +
+      '<p class="q">' + esc(c.q) + "</p><p>video " + esc(c.video) + " · " + (c.dur_known ? clock(c.dur) : "duration not stated") + "</p>" + options(c) +
       marginBar(c) + (c.s2 ? timeline(c) + roundsTable(c.s2) + rgrList(c.s2) + answerBlock(c.s2) : "") + thumbs(c) +
       judgments(c) + '<p class="meta">cost: ' + cost + "</p>";
   }
