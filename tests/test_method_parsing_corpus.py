@@ -14,9 +14,7 @@ ROWS = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlin
 # The forms issue 25 asks the corpus to hold.
 CATEGORIES = {"bare", "tag", "prose", "correction", "echo", "per_option", "lower", "text_only", "json", "boxed",
               "think", "bold", "option_word", "punct", "cjk"}  # fmt: skip
-MAX_MISSES = (
-    2  # measured: 2 of 387 (a paraphrased option text; "not before (B) or after (D)" after the answer)
-)
+MAX_MISSES = 9  # measured: 9 of 439, replies resolved by meaning (README.md lists them)
 
 
 def outcome(row: dict, with_options: bool = True) -> str:

@@ -58,7 +58,7 @@ _STATER = (
 )
 _STATEMENT = re.compile(
     rf"(?i:(?<![A-Za-z])({_STATER})['\"]?\s*(?:(?:is|was|would\s+be|should\s+be|must\s+be|will\s+be)\s*)?[:=\-–]?"
-    r"\s*(?:(?:option|choice|letter)\s*)?['\"(\[]*\s*)([A-Za-z])(?![A-Za-z0-9'’])"
+    r"\s*(?:(?:option|choice|letter)\s*)?['\"(\[]*\s*)(?<![A-Za-z])([A-Za-z])(?![A-Za-z0-9'’])"
 )
 # A capital letter standing alone in prose: no letter, digit, apostrophe or hyphen joined to it and no part of a
 # dotted or slashed abbreviation, so "I'm", "A's", "T-shirt", "X-ray", "A4", "A.I.", "N/A" and the capitals inside
@@ -78,20 +78,31 @@ _GLOSS = r"(?:\s*\([^()\n]{1,40}\))?"
 # (Each part of the list has one way to match, so a failing match backtracks in linear time.)
 _LIST_SEP = r"\s*(?:,\s*(?:(?:and|or)\s+)?|(?:and|or)\s+|&\s*)"
 _LETTER_LIST = _GLOSS + rf"(?:{_LIST_SEP}(?:option\s+)?[(\[]?[A-Z][)\]]?{_GLOSS})*"
+# Only verdicts on the option count, not descriptions: "A is not red" or "C doesn't appear" may be the answer to a
+# question that asks which is NOT shown.
+_VERDICT_WORDS = r"(?:the\s+)?(?:correct|right|true|answer|case|possible|supported|consistent)\b"
 _NEG_AFTER = re.compile(
     _LETTER_LIST
     + _VERDICT_HEAD
-    + r"(?i:(?:do|does)\s+not\b|don't|aren't|(?:is|are|seems|looks)\s+(?:not|incorrect|wrong|false|unlikely|impossible|ruled\s+out|"
-    r"eliminated|excluded)\b|(?:isn't|doesn't|does\s+not|can't|cannot|can\s+be\s+(?:ruled\s+out|eliminated|excluded))|"
-    r"(?:no|incorrect|wrong|false)\b|[✗✘❌])"
+    + r"(?i:(?:is|are|seems|looks)\s+(?:incorrect|wrong|false|unlikely|impossible|ruled\s+out|eliminated|excluded)\b"
+    rf"|(?:is|are|seems|looks)(?:\s+not|n't)\s+{_VERDICT_WORDS}"
+    r"|(?:do|does)(?:\s+not|n't)\s+(?:match|fit|apply|hold|correspond|agree|make\s+sense)\b"
+    r"|can\s*(?:not|'t)\s+be\s+(?:right|correct|true|the\s+answer)\b|can\s+be\s+(?:ruled\s+out|eliminated|excluded)"
+    r"|(?:incorrect|wrong|false)\b|no(?=[^\S\n]*(?:[.,;:!)|\n]|\Z))|[✗✘❌])"
 )
+# "All options except C are wrong": the verdict that follows is not on C.
+_EXCEPTED = re.compile(
+    r"(?i:(?<![A-Za-z])(?:except|excluding|other\s+than|apart\s+from|besides))\s*(?:option\s+)?[(\[]?\s*\Z"
+)
+# ("right" of place is no verdict: "B is right next to the door".)
+_PLACE = r"(?!\s+(?:next|there|here|behind|beside|in|on|at|above|below|by|after|before|of|side|now)\b)"
 _AFFIRM_AFTER = re.compile(
-    _VERDICT_HEAD + r"(?i:(?:is|seems|looks)\s+(?:the\s+)?(?:correct|right|true|best|answer)\b|"
-    r"(?:yes|correct|right|true)\b|[✓✔✅])"
+    _VERDICT_HEAD + rf"(?i:(?:is|seems|looks)\s+(?:the\s+)?(?:correct|right|true|best|answer)\b{_PLACE}|"
+    rf"(?:yes|correct|right|true)\b{_PLACE}|[✓✔✅])"
 )
 _NEG_BEFORE = re.compile(
-    r"(?i:(?<![A-Za-z])(?:not|no|never|neither|nor|except|excluding|than|instead\s+of|rule\s+out|rules\s+out|"
-    r"ruling\s+out|ruled\s+out|eliminat\w*|exclud\w*)|n't)[^\S\n]*[(\[]?[^\S\n]*\Z"
+    r"(?i:(?<![A-Za-z])(?:not|no|never|neither|nor|than|instead\s+of|rule\s+out|rules\s+out|"
+    r"ruling\s+out|ruled\s+out|eliminat\w*)|n't)[^\S\n]*(?:(?:option|choice)[^\S\n]+)?[(\[]?[^\S\n]*\Z"
 )
 # A letter right after an option word is the option ("option A shows"), whatever follows it ("Answer: A man" may
 # still be the article).
@@ -210,7 +221,9 @@ def _mentions(text: str, valid: set[str]) -> list[_Mention]:
         line_start = text.rfind("\n", 0, pos) + 1
         line_head = text[line_start:pos] if pos - line_start < 40 else "-"
         following = _NEXT_WORD.match(text, match.end())
-        if _NEG_BEFORE.search(before) or _NEG_AFTER.match(after):
+        if _EXCEPTED.search(before):
+            kind = "plain"
+        elif _NEG_BEFORE.search(before) or _NEG_AFTER.match(after):
             kind = "negated"
         elif _AFFIRM_AFTER.match(after):
             kind = "verdict"
