@@ -27,6 +27,7 @@ import lightning as L
 import torch
 from cader.train.budget import BudgetConfig
 from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
+from cader.train.dataset_info import DatasetInfoError, SharegptAttr, load_entry
 from cader.train.decode_failures import (
     DECODE_FAILURES,
     DecodeFailure,
@@ -50,11 +51,13 @@ log = logging.getLogger(__name__)
 class Source:
     name: str
     format: str                      # longvt | video_r1 | longvideo_reason | sharegpt
-    path: str                        # relative paths are taken under the data module's release_root when it is set
+    path: str = ""                   # relative paths are taken under the data module's release_root when it is set
     media_root: str = ""             # media paths in the rows are relative to this (default: the data module's
                                      # media_root, else the file's folder)
     ratio: float | None = None       # keep round(ratio * n) samples (< 1 subsamples, > 1 repeats), seeded
     group: str = ""                  # sources reported together (e.g. the three image-CoT files of LongVT)
+    dataset_info: str = ""           # sharegpt: a LLaMA-Factory dataset_info.json (or its data/ folder) whose
+    dataset: str = ""                # entry `dataset` names the file (path may stay empty), columns and tags
 
 
 class SourceError(ValueError):
@@ -143,7 +146,10 @@ class SFTDataModule(L.LightningDataModule):
                  max_source_loss: float = 0.05, frame_cache_dir: str | None = None):
         """
         Args:
-            sources: the mix (name, format, path, media_root, optional ratio, group).
+            sources: the mix (name, format, path, media_root, optional ratio, group). A LLaMA-Factory sharegpt
+                data set can be named by its dataset_info.json entry instead of a path: `{name, format: sharegpt,
+                dataset_info: <data folder or its dataset_info.json>, dataset: <entry name>}`; the entry's
+                file_name, columns and tags are then honoured (cader.train.dataset_info).
             release_root: folder of a downloaded release (e.g. LongVT-Parquet): relative source paths are file
                 names inside it, so a whole release is pointed at with this one setting.
             media_root: folder the rows' media paths are relative to (e.g. the LongVT-Source download), for every
@@ -235,7 +241,29 @@ class SFTDataModule(L.LightningDataModule):
             atexit.register(shutil.rmtree, self._scratch, True)
         return self._scratch
 
+    def _dataset_entry(self, src: Source) -> tuple[Path, SharegptAttr] | None:
+        """The file and columns/tags of a source's dataset_info entry (None without one); SourceError if bad."""
+        if not src.dataset_info:
+            return None
+        if src.format != "sharegpt" or not src.dataset:
+            raise SourceError(f"source {src.name!r}: dataset_info needs format sharegpt and the data set's name "
+                              f"(dataset), got format {src.format!r}, dataset {src.dataset!r}")
+        info = Path(src.dataset_info)
+        if self.release_root and not info.is_absolute():
+            info = Path(self.release_root) / info
+        try:
+            return load_entry(info, src.dataset)
+        except DatasetInfoError as err:
+            raise SourceError(f"source {src.name!r}: {err}") from None
+
+    def source_format_key(self, src: Source) -> str:
+        """The format as plans are keyed: a dataset_info entry's columns and tags are part of what a row means."""
+        entry = self._dataset_entry(src)
+        return src.format if entry is None else f"{src.format}:{json.dumps(entry[1].as_dict(), sort_keys=True)}"
+
     def source_path(self, src: Source) -> Path:
+        if src.dataset_info and not src.path:   # the entry's file_name, beside dataset_info.json
+            return self._dataset_entry(src)[0]
         path = Path(src.path)
         return Path(self.release_root) / path if self.release_root and not path.is_absolute() else path
 
@@ -253,8 +281,9 @@ class SFTDataModule(L.LightningDataModule):
             if src.format not in FORMATS:
                 raise ValueError(f"unknown format {src.format!r}; expected one of {FORMATS}")
             with quiet_datasets():
+                entry = self._dataset_entry(src)
                 parsed = parse_rows(raw_rows(path, self._cache_dir(src) / "datasets"), src.format, src.name, path,
-                                    self.plan_workers)
+                                    self.plan_workers, attr=entry[1] if entry else None)
                 kept = tool_free_rows(parsed, self.plan_workers)
         except (ValueError, TypeError, OSError) as err:   # the file as a whole: not JSON, not parquet, not a list
             raise SourceError(f"source {src.name!r}: cannot read {path} as {src.format}: "
@@ -285,7 +314,7 @@ class SFTDataModule(L.LightningDataModule):
 
     def _plan_source(self, src: Source, encoder: SampleEncoder, read: ReadSource):
         media_root = self.source_media_root(src)
-        key = plan_key(self.source_path(src), src.format, src.name, media_root, self.budget,
+        key = plan_key(self.source_path(src), self.source_format_key(src), src.name, media_root, self.budget,
                        self._fingerprint(encoder))
         plan, stats = plan_source(read.rows, encoder, media_root, key, self._cache_dir(src), self.plan_workers)
         stats.write_error = self._cache_errors.get(src.name)

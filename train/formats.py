@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cader.train.dataset_info import SharegptAttr, aligned_turns
+
 # sharegpt speaker names -> chat roles. function_call/observation are tool traffic and map to "tool" so the
 # tool-free filter sees them.
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -114,12 +116,17 @@ def read_source(fmt: str, path: str | Path, source: str | None = None) -> Iterat
         yield parse_row(fmt, row, i, source, path)
 
 
-def parse_row(fmt: str, row: Any, index: int, source: str, path: str | Path) -> Sample | FormatError:
-    """One row of a file in format ``fmt`` as a Sample, or the FormatError naming file, row and reason."""
+def parse_row(fmt: str, row: Any, index: int, source: str, path: str | Path,
+              attr: SharegptAttr | None = None) -> Sample | FormatError:
+    """One row of a file in format ``fmt`` as a Sample, or the FormatError naming file, row and reason. `attr`:
+    the columns and tags of a sharegpt file's LLaMA-Factory dataset_info entry (cader.train.dataset_info)."""
     try:
         if not isinstance(row, dict):
             raise TypeError(f"expected an object, got {type(row).__name__}")
-        sample = _CONVERTERS[fmt](row, source, index)
+        if attr is not None and fmt == "sharegpt":
+            sample = _from_sharegpt_attr(row, source, index, attr)
+        else:
+            sample = _CONVERTERS[fmt](row, source, index)
         _check_sample(sample)
         return sample
     except _AudioRow as err:
@@ -417,14 +424,7 @@ def _split_placeholders(text: str, queues: dict[str, list[str]]) -> list[dict]:
 
 
 def _media_list(row: dict, key: str) -> list:
-    value = row.get(key)
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"'{key}' must be a list of paths")
-    return list(value)
+    return _paths(row.get(key), key)
 
 
 def _from_sharegpt(row: dict, source: str, index: int) -> Sample:
@@ -462,6 +462,35 @@ def _from_sharegpt(row: dict, source: str, index: int) -> Sample:
     tools = declared_tools(row.get("tools"))
     meta = {"tools": tools} if tools else {}
     return Sample(source, _row_id(row, source, index), turns, meta)
+
+
+def _paths(value: Any, column: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"'{column}' must be a list of paths")
+    return list(value)
+
+
+def _from_sharegpt_attr(row: dict, source: str, index: int, attr: SharegptAttr) -> Sample:
+    """A sharegpt row read with the columns and tags of its dataset_info entry (LLaMA-Factory's converter)."""
+    system, turns, tools, images, videos, audios = aligned_turns(row, attr)
+    if audios or any("<audio>" in str(content) for _, content in turns):
+        raise _AudioRow("row has audio input (audios / <audio>), which is not trained")
+    queues = {"video": _paths(videos, str(attr.videos)), "image": _paths(images, str(attr.images))}
+    out = [Turn("system", [{"type": "text", "text": system}])] if system else []
+    for role, content in turns:
+        if not isinstance(content, str):
+            raise TypeError(f"turn content must be a string, got {type(content).__name__}")
+        out.append(Turn("tool" if role in ("observation", "function") else role,
+                        _split_placeholders(content, queues)))
+    left = {k: len(v) for k, v in queues.items() if v}
+    if left:
+        raise ValueError(f"media without placeholders: {left}")
+    declared = declared_tools(tools)
+    return Sample(source, _row_id(row, source, index), out, {"tools": declared} if declared else {})
 
 
 _CONVERTERS = {"longvt": _from_openai_row, "video_r1": _from_video_r1, "longvideo_reason": _from_longvideo_reason,

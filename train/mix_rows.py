@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from cader.train.dataset_info import SharegptAttr
 from cader.train.formats import (
     FormatError,
     MediaPathError,
@@ -116,8 +117,8 @@ def raw_rows(path: Path, cache_dir: Path) -> Dataset:
 class ParseRows:
     """The parse `map`'s function: one batch of raw rows (a pyarrow table) -> PARSED_FEATURES columns."""
 
-    def __init__(self, fmt: str, name: str, path: str, texts: bool):
-        self.fmt, self.name, self.path, self.texts = fmt, name, path, texts
+    def __init__(self, fmt: str, name: str, path: str, texts: bool, attr: SharegptAttr | None = None):
+        self.fmt, self.name, self.path, self.texts, self.attr = fmt, name, path, texts, attr
 
     def rows(self, batch: pa.Table) -> list:
         if self.texts:
@@ -127,7 +128,7 @@ class ParseRows:
     def __call__(self, batch: pa.Table, indices: list[int]) -> dict:
         out = {key: [] for key in PARSED_FEATURES}
         for row, index in zip(self.rows(batch), indices):
-            sample, error = parse_row(self.fmt, row, index, self.name, self.path), None
+            sample, error = parse_row(self.fmt, row, index, self.name, self.path, self.attr), None
             if isinstance(sample, FormatError):
                 sample, error = None, sample
             else:
@@ -144,15 +145,18 @@ class ParseRows:
         return out
 
 
-PARSE_CODE = ("cader.train.formats", "cader.train.toolfree", __name__)
+PARSE_CODE = ("cader.train.formats", "cader.train.dataset_info", "cader.train.toolfree", __name__)
 
 
-def parse_rows(raw: Dataset, fmt: str, name: str, path: Path, workers: int) -> Dataset:
+def parse_rows(raw: Dataset, fmt: str, name: str, path: Path, workers: int,
+               attr: SharegptAttr | None = None) -> Dataset:
+    """Every raw row parsed (step 2); `attr`: a sharegpt file's dataset_info columns and tags."""
     if len(raw) == 0:
         return Dataset.from_dict({key: [] for key in PARSED_FEATURES}, features=PARSED_FEATURES)
-    fingerprint = digest(["parsed", raw._fingerprint, fmt, name, code_digest(*PARSE_CODE)])
+    mapping = None if attr is None else attr.as_dict()
+    fingerprint = digest(["parsed", raw._fingerprint, fmt, name, mapping, code_digest(*PARSE_CODE)])
     return raw.with_format("arrow").map(
-        ParseRows(fmt, name, str(path), texts=path.suffix != ".parquet"), with_indices=True, batched=True, batch_size=1_000,
+        ParseRows(fmt, name, str(path), texts=path.suffix != ".parquet", attr=attr), with_indices=True, batched=True, batch_size=1_000,
         remove_columns=raw.column_names, features=PARSED_FEATURES, new_fingerprint=fingerprint,
         num_proc=workers_for(len(raw), workers, PARSE_ROWS_PER_WORKER)).with_format(None)
 
