@@ -458,3 +458,14 @@ ECHO = "A. red\nB. blue\nC. green\nD. yellow"
 def test_issue_25_examples(text, letter):
     assert parse_answer(text, L4).letter == letter
     assert parse_answer(text, L4, ["red", "blue", "green", "yellow"]).letter == letter
+
+
+@ISSUE_SETTINGS
+@given(
+    text=st.text(alphabet=st.characters(codec="utf-8"), max_size=200),
+    options=st.lists(st.text(max_size=30), min_size=2, max_size=6),
+)
+def test_any_text_and_options_give_a_valid_letter_or_a_reason(text, options):
+    letters = L26[: len(options)]
+    parsed = parse_answer(text, letters, options)
+    assert (parsed.letter in letters and parsed.reason is None) or (parsed.letter is None and parsed.reason)
