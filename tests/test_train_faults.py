@@ -40,6 +40,38 @@ def test_explosion_needs_patience_consecutive_steps_over_the_threshold():
     assert reason and "exploded" in reason and "500" in reason and "median 2" in reason
 
 
+def test_a_baseline_below_the_uniform_guess_loss_is_raised_to_it():
+    assert explosion_threshold([0.05, 0.06, 0.07], 10, floor=math.log(1044)) == pytest.approx(10 * math.log(1044))
+    assert explosion_threshold([20.0, 30.0, 40.0], 10, floor=6.95) == 300.0
+
+
+def test_the_miniatures_healthy_start_runs_on_and_its_lr_1000_divergence_stops():
+    # the first losses of the miniature's SFT (cot_mix_tiny.yaml on the pre-trained tiny model), measured: the first
+    # batch is one the model knows, the second is not; with lr 1000 the third step diverges
+    # (a run stopped by the rule without the floor: first 5 losses' median 0.0298, then 8.38 for 3 steps)
+    floor = math.log(1044)
+    healthy_start = (0.0618, 10.93, 0.021, 0.0298, 0.035, 8.381, 7.9, 8.1, 3.0, 0.9, 0.4)
+    healthy = LossGuard(baseline_steps=5, loss_floor=floor)
+    assert all(healthy.verdict(x) is None for x in healthy_start)
+    unfloored = LossGuard(baseline_steps=5, loss_floor=0.0)
+    assert any(unfloored.verdict(x) for x in healthy_start)
+    divergent = LossGuard(baseline_steps=3, loss_floor=floor)
+    verdicts = [divergent.verdict(x) for x in (0.0618, 10.93, 9.1e5, 4.9e6, 1.7e7, 3.4e7, 4.3e6)]
+    assert verdicts[:5] == [None] * 5 and "exploded" in verdicts[5] and "uniform-guess loss 6.951" in verdicts[5]
+
+
+def test_the_floor_is_ln_vocab_of_the_model_being_trained(tiny_model_dir):
+    from types import SimpleNamespace
+
+    from cader.train.guards import uniform_guess_loss
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(tiny_model_dir)
+    vocab = config.get_text_config().vocab_size
+    assert uniform_guess_loss(SimpleNamespace(model=SimpleNamespace(config=config))) == pytest.approx(math.log(vocab))
+    assert uniform_guess_loss(SimpleNamespace()) is None
+
+
 def test_the_explosion_check_can_be_turned_off_but_not_the_finite_check():
     guard = LossGuard(explosion_factor=None, baseline_steps=1)
     assert guard.verdict(1.0) is None
@@ -64,7 +96,8 @@ def test_print_config_shows_the_guard_and_progress_settings(capsys):
     with pytest.raises(SystemExit):
         make_cli(["--config", "cot_mix_tiny.yaml", "--loss_guard.explosion_factor", "null", "--print_config"])
     printed = yaml.safe_load(capsys.readouterr().out)
-    assert printed["loss_guard"] == {"explosion_factor": None, "baseline_steps": 3, "explosion_patience": 3}
+    assert printed["loss_guard"] == {"explosion_factor": None, "baseline_steps": 3, "explosion_patience": 3,
+                                     "loss_floor": None}
     assert printed["progress_log"]["when"] == "auto" and "num_threads" in printed
 
 
