@@ -128,6 +128,6 @@ def probe_roles(backend, data_root: str | Path, limit: int | None = None, max_fr
 
         system, user = final_prompt(q, opts, letters, s_s, s_e)
         (out,) = backend.generate([Prompt(user, system=system, video=clips["with"], enable_thinking=True)], 16)
-        probe.answer_correct.append(parse_answer(out.text, letters).letter == sample.answer)
+        probe.answer_correct.append(parse_answer(out.text, letters, opts).letter == sample.answer)
         probe.n += 1
     return probe

@@ -211,7 +211,7 @@ class Stage2Run:
     def _answer(self, clip: Frames, c_s: float, c_e: float, accepted: list[float]) -> dict:
         system, user = final_prompt(self.question, self.options, self.letters, c_s, c_e)
         out = self._generate(system, user, clip, self.cfg.max_new_tokens_answer)
-        parsed = parse_answer(out.text, self.letters)
+        parsed = parse_answer(out.text, self.letters, self.options)   # option texts: text-only answers, conflicts
         # No letter at all: the cached Stage-1 answer (the paper only names the single-letter fallback).
         pred = parsed.letter or self.a1
         self.steps.append(
