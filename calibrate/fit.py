@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         f"T = {result['temperature']:.4g}, tau = {tau} ({result['mode']}); exit rate {sel['exit_rate']:.3f} "
         f"on {sel['n']} held-out samples -> {args['out']}/calibration.json"
     )
+    bound = (f"bound on effective counts (design effect {sel['design_effect']:.3g} at tau)"
+             if sel.get("design_effect") is not None else
+             "bound on effective counts" if result["cluster_bound"] else "bound counting questions")  # fmt: skip
+    print(f"  split by {result['split_by']}: {result['videos_fit']} videos fit T, {result['videos_select']} select "
+          f"tau ({result['rows_without_video']} rows without a video); {bound}")
     for c in sel.get("constraints") or []:
         state = "met" if c["met"] else f"NOT met: {c['reason']}" if c.get("reason") else "not met"
         print(f"  {c['name']} <= {c['level']} ({c['handled']}): {state}")

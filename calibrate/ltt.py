@@ -15,6 +15,11 @@ Risks (per threshold tau on the selection split; a sample exits iff M >= tau):
   the accuracy given up against always running Stage 2 is at most E[loss] (a sample whose Stage-1 answer is right
   and Stage-2 answer wrong only helps, and is not credited). No thresholds are skipped: the strictest ones exit
   nobody, lose nothing, and pass once n >= log(delta) / log(1 - epsilon).
+With ``clusters`` (one video per sample) each risk is tested on its effective counts losses / d and n / d, d the
+design effect of its loss indicator over its denominator at that threshold, floored by the one the loss's
+intraclass correlation over the selection split implies (calibrate/clusters.py), so questions
+sharing a video are not counted as independent trials; the p-value then takes the Beta form of the binomial tail,
+which accepts fractional counts.
 Several risks at once: the null of a threshold is "some risk is above its level", and the largest of the risks'
 p-values is a valid p-value for it, so one sequence controls them all together.
 
@@ -32,17 +37,27 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from cader.calibrate.binomial import clopper_pearson_upper
+from cader.calibrate.clusters import design_effects_at, design_effects_of_rates, effective_counts
 from cader.calibrate.tau import NO_EXIT_TAU, PRECISION_GRID, TauSelection, exit_counts_at, min_testable_exits
-from scipy.stats import binom
+from scipy.stats import beta, binom
 
 
 def binomial_tail_pvalue(losses, n, level: float) -> np.ndarray:
-    """p-value of "loss rate > level" given ``losses`` among ``n`` (P(Binomial(n, level) <= losses)); 1 where n == 0."""
+    """p-value of "loss rate > level" given ``losses`` among ``n`` (P(Binomial(n, level) <= losses)); 1 where n == 0.
+
+    Fractional counts (effective counts over clusters) use the same tail in its Beta form,
+    P(Binomial(n, p) <= k) = 1 - I_p(k + 1, n - k), which is 1 for k >= n; p <= delta is then the same event as the
+    Clopper-Pearson bound on (k, n) being <= level, for integer and fractional counts alike."""
     losses = np.asarray(losses, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     if not 0.0 < level < 1.0:
         raise ValueError(f"a risk level must be in (0, 1), got {level}")
-    return np.where(n > 0, binom.cdf(losses, np.maximum(n, 1.0), level), 1.0)
+    whole = np.all(losses == np.round(losses)) and np.all(n == np.round(n))
+    if whole:  # the integer tail as scipy computes it (the numbers calibration.json has always held)
+        return np.where(n > 0, binom.cdf(losses, np.maximum(n, 1.0), level), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tail = beta.sf(level, losses + 1.0, np.maximum(n - losses, 1e-300))
+    return np.where((n > 0) & (losses < n), tail, 1.0)
 
 
 def fixed_sequence_rejections(pvalues: np.ndarray, delta: float) -> int:
@@ -69,9 +84,13 @@ class Constraint:
     value: float | None = None  # the selection split's rate at the chosen tau
     upper_bound: float | None = None  # one-sided (1 - delta) Clopper-Pearson bound there (tested risks only)
     reason: str | None = None  # why it could not be met
+    design_effect: float | None = None  # with clusters: the design effect of the risk at the chosen tau
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if out["design_effect"] is None:
+            out.pop("design_effect")
+        return out
 
 
 @dataclass
@@ -81,10 +100,17 @@ class _Risk:
     k: np.ndarray  # losses per tau
     n: np.ndarray  # denominators per tau
     what: str  # "errors among exits" / "losses among samples"
+    design: np.ndarray | None = None  # design effect per tau (clusters); None: questions counted as trials
     p: np.ndarray = field(init=False)
 
     def __post_init__(self):
-        self.p = binomial_tail_pvalue(self.k, self.n, self.level)
+        self.p = binomial_tail_pvalue(*self.tested_counts(), self.level)
+
+    def tested_counts(self, i=slice(None)):
+        """(losses, n) as the test sees them at index ``i``: the effective counts with clusters."""
+        if self.design is None:
+            return self.k[i], self.n[i]
+        return effective_counts(self.k[i], self.n[i], self.design[i])
 
 
 def select_tau_ltt(
@@ -99,12 +125,13 @@ def select_tau_ltt(
     min_exits: int = 50,
     candidates: np.ndarray | None = None,
     mode: str = "joint",
+    clusters=None,
 ) -> TauSelection:
     """The laxest grid threshold that LTT certifies for every given constraint; NO_EXIT_TAU when none.
 
     ``alpha`` bounds the exit error, ``epsilon`` the accuracy loss (needs ``s2_correct``), ``budget`` the Stage-2
     fraction. ``details["constraints"]`` says for each whether it is met at the chosen tau and, when none
-    qualifies, why.
+    qualifies, why. ``clusters`` (one label per sample, the video) tests the risks on effective counts.
     """
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
@@ -124,10 +151,16 @@ def select_tau_ltt(
 
     risks, constraints = [], []
     if alpha is not None:
-        risks.append(_Risk("exit_error", alpha, n_errors, n_exits, "errors among exits"))
+        design = None if clusters is None else design_effects_at(margin, s1_correct, clusters, taus)
+        risks.append(_Risk("exit_error", alpha, n_errors, n_exits, "errors among exits", design))
     if epsilon is not None:
         lost = cascade_loss_counts(margin, s1_correct, s2_correct, taus)
-        risks.append(_Risk("accuracy_loss", epsilon, lost, np.full(taus.size, n), "losses among samples"))
+        design = None
+        if clusters is not None:  # loss_i = exit_i and Stage 1 wrong and Stage 2 right, per tau, over every sample
+            lost_i = ~s1_correct & np.asarray(s2_correct, bool)
+            design = design_effects_of_rates((margin[None, :] >= taus[:, None]) & lost_i[None, :], clusters,
+                                             pooled=lost_i)  # fmt: skip
+        risks.append(_Risk("accuracy_loss", epsilon, lost, np.full(taus.size, n), "losses among samples", design))
     for r in risks:
         constraints.append(Constraint(r.name, r.level, "binomial test (LTT, fixed sequence)"))
     p_max = np.max([r.p for r in risks], axis=0)
@@ -145,6 +178,8 @@ def select_tau_ltt(
                "delta_risks": delta_risk}  # fmt: skip
     if need is not None:
         details["min_exits"] = need
+    if clusters is not None:
+        details["cluster_bound"] = True
 
     ok = np.zeros(taus.size, bool)
     ok[start:stop] = True
@@ -176,9 +211,10 @@ def select_tau_ltt(
             return
         for c, r in zip(constraints, risks):
             if stop < taus.size and r.p[stop] > delta_risk:
-                ub = float(clopper_pearson_upper(r.k[stop], r.n[stop], delta_risk))
+                ub = float(clopper_pearson_upper(*r.tested_counts(stop), delta_risk))
+                eff = "" if r.design is None else f" (design effect {r.design[stop]:.3g})"
                 c.reason = (f"at tau = {taus[stop]:.6g} (the strictest threshold the sequence could not certify) "
-                            f"{int(r.k[stop])} {r.what} of {int(r.n[stop])}: upper bound {ub:.3g} > {r.level}")
+                            f"{int(r.k[stop])} {r.what} of {int(r.n[stop])}{eff}: upper bound {ub:.3g} > {r.level}")
 
     for c in constraints[: len(risks)]:
         c.met = certified > 0  # an exit set meeting every risk was certified
@@ -203,7 +239,9 @@ def select_tau_ltt(
     chosen = int(np.flatnonzero(feasible)[-1])  # the laxest: most exits, least cost
     for c, r in zip(constraints, risks):
         c.value = float(r.k[chosen] / max(r.n[chosen], 1))
-        c.upper_bound = float(clopper_pearson_upper(r.k[chosen], r.n[chosen], delta_risk))
+        c.upper_bound = float(clopper_pearson_upper(*r.tested_counts(chosen), delta_risk))
+        if r.design is not None:
+            c.design_effect = float(r.design[chosen])
     if budget_constraint is not None:
         budget_constraint.met, budget_constraint.value = True, float((n - n_exits[chosen]) / max(n, 1))
     details["constraints"] = [c.as_dict() for c in constraints]

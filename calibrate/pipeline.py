@@ -1,7 +1,9 @@
 """predictions.jsonl files -> calibration.json + figures + summary.md (the body of calibrate/fit.py).
 
 Temperature is fitted on one part of the samples and tau selected on the other (seeded, stratified by
-benchmark), so the precision guarantee is not spent on data the temperature already saw.
+benchmark; by default each video's questions stay on one side), so the precision guarantee is not spent on data the
+temperature already saw. Questions on one video share its difficulty, so by default the guarantees count videos
+rather than questions: each threshold is tested on effective counts (n / design effect, calibrate/clusters.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Literal
 
 import numpy as np
 from cader.calibrate.calibration_file import write_calibration
+from cader.calibrate.clusters import cluster_codes
 from cader.calibrate.ltt import select_tau_ltt
 from cader.calibrate.margin import PAPER_TAU, PAPER_TEMPERATURE, margins, pad_logits, top1_indices, top1_probs
 from cader.calibrate.plots import (
@@ -93,11 +96,12 @@ def load_outcomes(predictions: Sequence[str], strict: bool, mode: str, budget: f
     return loaded, Outcomes.of(loaded.records)
 
 
-def fit_or_fix_temperature(records, o: Outcomes, temperature: float | None, seed: int, fit_fraction: float):
+def fit_or_fix_temperature(records, o: Outcomes, temperature: float | None, seed: int, fit_fraction: float,
+                           split_by: str = "video"):  # fmt: skip
     """T fitted on the fit part (returns T, its record, fit and select indices), or the given T with every sample
     selecting tau."""
     if temperature is None:
-        fit_idx, sel_idx = split_fit_select(records, seed=seed, fit_fraction=fit_fraction)
+        fit_idx, sel_idx = split_fit_select(records, seed=seed, fit_fraction=fit_fraction, by=split_by)
         tfit = fit_temperature(o.logits[fit_idx], o.gold[fit_idx], paper_temperature=PAPER_TEMPERATURE)
         if tfit.at_bound:
             print(f"warning: fitted T = {tfit.temperature:.4g} sits on a search bound {tfit.bounds}", file=sys.stderr)
@@ -139,35 +143,37 @@ class Rule:
             return "accuracy_loss", self.epsilon
         return None
 
-    def choose(self, margin, s1_correct, s2_correct=None):
+    def choose(self, margin, s1_correct, s2_correct=None, clusters=None):
+        """tau on one selection split; ``clusters`` (a video label per sample) makes the bounds count videos."""
         if self.needs_stage2 and s2_correct is None:
             raise CalibrationInputError(f"--mode {self.mode} needs Stage-2 outcomes for the same samples: "
                                         + STAGE2_NEEDED)  # fmt: skip
         if self.mode == "precision":
             return select_tau_precision(margin, s1_correct, alpha=self.alpha, delta=self.delta,
-                                        min_exits=self.min_exits)  # fmt: skip
+                                        min_exits=self.min_exits, clusters=clusters)  # fmt: skip
         if self.mode == "budget":
             return select_tau_budget(margin, self.budget)
         if self.mode == "accuracy":
             return select_tau_accuracy(margin, s1_correct, s2_correct)
         if self.mode == "cascade":
             return select_tau_ltt(margin, s1_correct, self.delta, epsilon=self.epsilon, s2_correct=s2_correct,
-                                  mode="cascade")  # fmt: skip
+                                  mode="cascade", clusters=clusters)  # fmt: skip
         if self.mode == "joint":
             return select_tau_ltt(margin, s1_correct, self.delta, alpha=self.alpha, epsilon=self.epsilon,
                                   s2_correct=s2_correct, budget=self.budget, budget_guarantee=self.budget_guarantee,
-                                  min_exits=self.min_exits, mode="joint")  # fmt: skip
+                                  min_exits=self.min_exits, mode="joint", clusters=clusters)  # fmt: skip
         raise CalibrationInputError(f"unknown mode {self.mode!r}; choose one of {MODES}")
 
 
-def select_threshold(rule: Rule, m_sel, c_sel, s2_known, s2_correct):
+def select_threshold(rule: Rule, m_sel, c_sel, s2_known, s2_correct, clusters=None):
     """tau by the rule (calibrate/tau.py, calibrate/ltt.py) on the select part's margins; a mode that needs
-    Stage-2 outcomes selects on the samples that have one."""
+    Stage-2 outcomes selects on the samples that have one. ``clusters``: a video code per sample, or None."""
     if not rule.needs_stage2:
-        return rule.choose(m_sel, c_sel)
+        return rule.choose(m_sel, c_sel, clusters=clusters)
     if not s2_known.any():
         raise CalibrationInputError(f"--mode {rule.mode} needs Stage-2 outcomes for the same samples: " + STAGE2_NEEDED)
-    return rule.choose(m_sel[s2_known], c_sel[s2_known], s2_correct[s2_known])
+    return rule.choose(m_sel[s2_known], c_sel[s2_known], s2_correct[s2_known],
+                       clusters=None if clusters is None else clusters[s2_known])  # fmt: skip
 
 
 def write_figures(out_dir: Path, o: Outcomes, sel_idx, t_hat, tau, mode, stats, paper_stats, delta, alpha,
@@ -214,18 +220,20 @@ def guarantee_validity(out_dir: Path, o: Outcomes, rule: Rule, temperature, seed
     return summary, plot_validity(out_dir / "figures", rows, summary, rule.mode)
 
 
-def per_benchmark_taus(rule: Rule, o: Outcomes, sel_idx, m_sel, c_sel) -> dict:
+def per_benchmark_taus(rule: Rule, o: Outcomes, sel_idx, m_sel, c_sel, clusters=None) -> dict:
     """tau chosen by the same rule on each benchmark's part of the selection split (a guarantee per group, each
     holding with probability >= 1 - delta; for all groups at once, run with delta / number of groups)."""
     out = {}
     for name in sorted(set(o.bench[sel_idx].tolist())):
         g = o.bench[sel_idx] == name
+        g_clusters = None if clusters is None else clusters[g]
         try:
-            sel = select_threshold(rule, m_sel[g], c_sel[g], o.s2_known[sel_idx][g], o.s2_correct[sel_idx][g])
+            sel = select_threshold(rule, m_sel[g], c_sel[g], o.s2_known[sel_idx][g], o.s2_correct[sel_idx][g],
+                                   g_clusters)  # fmt: skip
         except (CalibrationInputError, ValueError) as exc:
             out[name] = {"tau": NO_EXIT_TAU, "no_exit": True, "n": int(g.sum()), "reason": str(exc)}
             continue
-        st = exit_stats(m_sel[g], c_sel[g], sel.tau, rule.delta)
+        st = exit_stats(m_sel[g], c_sel[g], sel.tau, rule.delta, g_clusters)
         out[name] = {**st.as_dict(), "no_exit": sel.no_exit,
                      **{k: sel.details[k] for k in ("reason", "constraints") if sel.details.get(k)}}  # fmt: skip
     return out
@@ -247,6 +255,8 @@ def calibrate_predictions(
     min_exits: int = 50,
     fit_fraction: float = 0.5,
     temperature: float | None = None,
+    split_by: Literal["video", "question"] = "video",
+    cluster_bound: bool = True,
     strict: bool = False,
     figures: bool = True,
     validity_splits: int = 100,
@@ -285,8 +295,15 @@ def calibrate_predictions(
         seed: seed of the split into the T-fit part and the tau-selection part
         min_exits: precision and joint modes: the fewest early exits a tau may have (verifier_alpha: the fewest
             accepted crops a threshold may have)
-        fit_fraction: share of the samples used to fit T; the rest selects tau
+        fit_fraction: share of the samples (of each benchmark's videos with split_by video) used to fit T; the
+            rest selects tau
         temperature: fix T to this value instead of fitting it (every sample then selects tau)
+        split_by: what the fit/select split keeps together: video (each video's questions on one side, so tau is
+            selected on videos the temperature fit never saw) or question (questions split independently, for
+            comparison); a row without a video is a video of its own
+        cluster_bound: test each threshold on effective counts (exits and errors divided by the design effect of
+            the errors among the selection split's videos), so questions sharing a video are not counted as
+            independent trials; false counts questions (valid only when they are independent)
         strict: stop at the first malformed row instead of skipping and counting it
         figures: also write figures/*.png and the CSV behind each
         validity_splits: random fit/select/test splits behind figures/guarantee_validity.png (0: none)
@@ -296,21 +313,24 @@ def calibrate_predictions(
     """
     out_dir = Path(out)
     loaded, o = load_outcomes(predictions, strict, mode, budget, epsilon)
-    t_hat, fit_block, _fit_idx, sel_idx = fit_or_fix_temperature(loaded.records, o, temperature, seed, fit_fraction)
+    t_hat, fit_block, fit_idx, sel_idx = fit_or_fix_temperature(loaded.records, o, temperature, seed, fit_fraction,
+                                                                split_by)  # fmt: skip
     rule = Rule(mode, alpha, delta, epsilon, budget, budget_guarantee, min_exits)
+    videos, _ = cluster_codes([r.cluster for r in loaded.records])  # (benchmark, video); no video: its own
+    clusters = videos[sel_idx] if cluster_bound else None
 
     m_sel, c_sel = margins(o.logits[sel_idx], t_hat), o.s1_correct[sel_idx]
     known_sel, s2_sel = o.s2_known[sel_idx], o.s2_correct[sel_idx]
-    selection = select_threshold(rule, m_sel, c_sel, known_sel, s2_sel)
+    selection = select_threshold(rule, m_sel, c_sel, known_sel, s2_sel, clusters)
     tau = selection.tau
-    stats = exit_stats(m_sel, c_sel, tau, delta)
+    stats = exit_stats(m_sel, c_sel, tau, delta, clusters)
     select_block = {**stats.as_dict(), "no_exit": selection.no_exit, **selection.details}
     if selection.no_exit and selection.details.get("reason"):
         print(f"calibrate: no exit ({mode} mode): {selection.details['reason']}", file=sys.stderr)
 
     # the paper's operating point (T = 2, tau = 0.97) on the same samples, for comparison
     m_paper = margins(o.logits[sel_idx], PAPER_TEMPERATURE)
-    paper_stats = exit_stats(m_paper, c_sel, PAPER_TAU, delta)
+    paper_stats = exit_stats(m_paper, c_sel, PAPER_TAU, delta, clusters)
     paper_block = {"temperature": PAPER_TEMPERATURE, **paper_stats.as_dict(),
                    "meets_alpha": bool(paper_stats.upper_bound_error <= alpha)}  # fmt: skip
     if known_sel.any():
@@ -335,6 +355,10 @@ def calibrate_predictions(
         "epsilon": epsilon,
         "min_exits": min_exits,
         "fit_fraction": fit_fraction,
+        "split_by": split_by,
+        "cluster_bound": cluster_bound,
+        "rows_without_video": loaded.rows_without_video,
+        **video_counts(videos, fit_idx, sel_idx),
         "n_samples": len(loaded.records),
         "n_benchmarks": len(set(o.bench.tolist())),
         "skipped": dict(loaded.skipped),
@@ -345,7 +369,7 @@ def calibrate_predictions(
         "select_margins": margin_summary(m_sel, t_hat),
     }
     if per_benchmark:
-        payload["per_benchmark"] = per_benchmark_taus(rule, o, sel_idx, m_sel, c_sel)
+        payload["per_benchmark"] = per_benchmark_taus(rule, o, sel_idx, m_sel, c_sel, clusters)
     if verifier_alpha is not None:
         payload["verifier"] = calibrate_verifier(predictions, verifier_alpha, delta, evidence_rule, min_exits)
         if payload["verifier"]["threshold"] is None:
@@ -366,6 +390,13 @@ def calibrate_predictions(
     (out_dir / "summary.md").write_text(render_summary(payload), encoding="utf-8")
     write_calibration(out_dir / "calibration.json", payload)  # last: its presence means the run finished
     return payload
+
+
+def video_counts(videos: np.ndarray, fit_idx, sel_idx) -> dict:
+    """Distinct videos in the fit and select parts, and in both (nonzero when the split is by question, or when a
+    calibration set from a single video fell back to it)."""
+    fit, sel = set(videos[fit_idx].tolist()), set(videos[sel_idx].tolist())
+    return {"videos_fit": len(fit), "videos_select": len(sel), "videos_in_both": len(fit & sel)}
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -415,9 +446,11 @@ def render_summary(p: dict) -> str:
         ),
         "",
         (
-            f"Upper bounds are one-sided {1 - p['delta']:.0%} Clopper–Pearson. The paper point "
+            f"Upper bounds are one-sided {1 - p['delta']:.0%} Clopper–Pearson{cluster_note(p)}. The paper point "
             f"{'meets' if paper['meets_alpha'] else 'does not meet'} alpha = {p['alpha']} on this data."
         ),
+        "",
+        split_note(p),
         "",
         "## Samples per margin interval (paper Table 4 bins, all samples)",
         "",
@@ -433,6 +466,22 @@ def render_summary(p: dict) -> str:
     lines += ["## Figures", ""]
     lines += [f"- `{f}`" for f in p.get("figures", []) if f.endswith(".png")]
     return "\n".join(lines) + "\n"
+
+
+def cluster_note(p: dict) -> str:
+    if not p.get("cluster_bound"):
+        return ", counting questions as independent trials"
+    d = p["select"].get("design_effect")
+    at_tau = f"; design effect at the chosen tau {_fmt(d, 3)}" if d is not None else ""
+    return f" on effective counts (exits and errors / design effect over videos{at_tau})"
+
+
+def split_note(p: dict) -> str:
+    if "split_by" not in p:
+        return ""
+    return (f"Fit/select split by {p['split_by']}: {p.get('videos_fit')} videos fit T, {p.get('videos_select')} "
+            f"select tau, {p.get('videos_in_both')} in both; rows without a video (each its own): "
+            f"{p.get('rows_without_video')}.")
 
 
 def guarantee_lines(p: dict) -> list[str]:

@@ -10,7 +10,11 @@ Modes
   (n < log(delta) / log(1 - alpha)), cannot be tested and are skipped before the sequence starts. Each test is
   valid given its exit count (errors among exits ~ Binomial(n, error rate of exits)) and the sequence stops at the
   first non-rejection, so P(chosen set's error rate > alpha) <= delta; tests/test_calibrate_guarantee.py checks
-  this by simulation, including the temperature fit.
+  this by simulation, including the temperature fit. With ``clusters`` (one video per sample), questions on one
+  video are not counted as independent trials: each threshold is tested on the effective counts errors / d and
+  n / d, d the design effect of the error indicator among its exits (calibrate/clusters.py), with the Beta-quantile
+  form of the Clopper-Pearson bound (it takes fractional counts); tests/test_calibrate_video_split.py checks by
+  simulation that this, with a split by video, holds the guarantee where questions share a video's difficulty.
 - budget: the largest tau whose Stage-2 fraction is at most ``budget`` (send as many as allowed to Stage 2).
 - accuracy: with Stage-2 outcomes for the same samples (a uniform_stage2 run), maximise
   mean([M >= tau] * stage1_correct + [M < tau] * stage2_correct); ties go to the most exits (least cost).
@@ -25,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from cader.calibrate.binomial import clopper_pearson_upper
+from cader.calibrate.clusters import design_effects_at, effective_counts
 from cader.contracts.calibration import CALIBRATION_MODES, NO_EXIT_TAU
 
 MODES = CALIBRATION_MODES  # one select_tau_* per mode; calibration.json records which one chose tau
@@ -75,24 +80,44 @@ class ExitStats:
     exit_rate: float
     exit_accuracy: float | None  # None when nobody exits
     upper_bound_error: float  # one-sided (1 - delta) Clopper-Pearson bound on error among exits (1.0 if none)
+    # with clusters: the design effect among the exits (None when nobody exits), the effective exit count n_exits / d,
+    # and the bound on the effective counts (then upper_bound_error) next to the question-counting one
+    design_effect: float | None = None
+    n_exits_effective: float | None = None
+    upper_bound_error_naive: float | None = None
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.n_exits_effective is None:  # no clusters: the question-counting bound only
+            for key in ("design_effect", "n_exits_effective", "upper_bound_error_naive"):
+                out.pop(key)
+        return out
 
 
-def exit_stats(margin: np.ndarray, correct: np.ndarray, tau: float, delta: float) -> ExitStats:
+def exit_stats(margin: np.ndarray, correct: np.ndarray, tau: float, delta: float, clusters=None) -> ExitStats:
+    """Exit statistics at ``tau``; with ``clusters`` (one video per sample) the bound is on the effective counts,
+    as precision mode tests it."""
     margin = np.asarray(margin, dtype=np.float64)
     correct = np.asarray(correct, dtype=bool)
     exits = margin >= tau
     n_exits = int(exits.sum())
     n_errors = int((~correct[exits]).sum())
+    naive = float(clopper_pearson_upper(n_errors, n_exits, delta))
+    cluster_fields = {}
+    if clusters is not None:
+        d = float(design_effects_at(margin, correct, clusters, [tau])[0])
+        k_eff, n_eff = effective_counts(n_errors, n_exits, d)
+        cluster_fields = {"design_effect": d if n_exits else None, "n_exits_effective": float(n_eff),
+                          "upper_bound_error_naive": naive}  # fmt: skip
+        naive = float(clopper_pearson_upper(k_eff, n_eff, delta))
     return ExitStats(
         tau=float(tau),
         n=int(margin.size),
         n_exits=n_exits,
         exit_rate=n_exits / margin.size if margin.size else 0.0,
         exit_accuracy=(1.0 - n_errors / n_exits) if n_exits else None,
-        upper_bound_error=float(clopper_pearson_upper(n_errors, n_exits, delta)),
+        upper_bound_error=naive,
+        **cluster_fields,
     )
 
 
@@ -138,20 +163,28 @@ def select_tau_precision(
     delta: float = 0.1,
     min_exits: int = 50,
     candidates: np.ndarray | None = None,
+    clusters=None,
 ) -> TauSelection:
     """Fixed-sequence testing over ``candidates`` (default PRECISION_GRID, fixed before seeing data).
 
     A fixed grid keeps the hypotheses data-independent (as fixed-sequence testing assumes) and makes the first
     tested set larger than one built from the top few samples, so a single early error does not end the search.
+    ``clusters`` (one label per sample, the video) tests each threshold on its effective counts (module docstring);
+    which thresholds are testable still depends on the exit count alone (``min_exits``), so the skip rule does
+    not look at the errors.
     """
     if not (0.0 < alpha < 1.0 and 0.0 < delta < 1.0):
         raise ValueError(f"alpha and delta must be in (0, 1), got alpha={alpha}, delta={delta}")
     taus = PRECISION_GRID if candidates is None else np.unique(np.asarray(candidates, np.float64))[::-1]
     n_exits, n_errors = exit_counts_at(margin, correct, taus)
     need = max(int(min_exits), min_testable_exits(alpha, delta))
-    upper = clopper_pearson_upper(n_errors, n_exits, delta)
+    design = np.ones(taus.size) if clusters is None else design_effects_at(margin, correct, clusters, taus)
+    k_eff, n_eff = effective_counts(n_errors, n_exits, design)
+    upper = clopper_pearson_upper(k_eff, n_eff, delta)
     testable = np.flatnonzero(n_exits >= need)
     details = {"min_exits": need, "candidates": int(taus.size), "tested": 0, "stopped_at": None}
+    if clusters is not None:
+        details["cluster_bound"] = True
     if testable.size == 0:
         details["reason"] = f"no candidate threshold has {need} or more exits in the selection split"
         return TauSelection(NO_EXIT_TAU, "precision", True, details)
@@ -159,9 +192,11 @@ def select_tau_precision(
     fails = np.flatnonzero(upper[start:] > alpha)
     if fails.size and fails[0] == 0:
         details.update(tested=1, stopped_at=float(taus[start]))
+        effective = ("" if clusters is None else
+                     f"; design effect {design[start]:.3g}, effective {n_eff[start]:.3g} exits")  # fmt: skip
         details["reason"] = (
             f"the first testable exit set (tau={taus[start]:.6g}: {int(n_exits[start])} exits, "
-            f"{int(n_errors[start])} errors) already has upper bound {upper[start]:.3f} > alpha={alpha}"
+            f"{int(n_errors[start])} errors{effective}) already has upper bound {upper[start]:.3f} > alpha={alpha}"
         )
         return TauSelection(NO_EXIT_TAU, "precision", True, details)
     chosen = start + (int(fails[0]) - 1 if fails.size else taus.size - 1 - start)
@@ -169,6 +204,8 @@ def select_tau_precision(
         tested=int(fails[0]) + 1 if fails.size else int(taus.size - start),
         stopped_at=float(taus[start + int(fails[0])]) if fails.size else None,
     )
+    if clusters is not None:
+        details["design_effect"] = float(design[chosen])
     return TauSelection(float(taus[chosen]), "precision", False, details)
 
 

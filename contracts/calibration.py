@@ -75,6 +75,10 @@ class ConstraintRecord(Record):
         default=None, description="One-sided (1 - delta) Clopper-Pearson bound on that rate (tested risks)."
     )
     reason: str | None = Field(default=None, description="Why it cannot be met; null when it is.")
+    design_effect: Number = Field(
+        default=None, description="cluster_bound: the design effect of the risk at the chosen tau (its bound is on "
+        "the counts divided by it)."
+    )
 
 
 class TauSelectionRecord(Record):
@@ -89,8 +93,18 @@ class TauSelectionRecord(Record):
     )
     upper_bound_error: Number | None = Field(
         default=None,
-        description="One-sided (1 - delta) Clopper-Pearson upper bound on the error among exits.",
+        description="One-sided (1 - delta) Clopper-Pearson upper bound on the error among exits (with cluster_bound, "
+        "on the effective counts).",
     )
+    design_effect: Number | None = Field(
+        default=None, description="cluster_bound: max(1, clustered / naive variance) of the error among the exits "
+        "at tau, over the selection split's videos; null when none exit."
+    )
+    n_exits_effective: Number = Field(default=None, description="cluster_bound: n_exits / design_effect.")
+    upper_bound_error_naive: Number = Field(
+        default=None, description="cluster_bound: the bound counting questions as independent trials, for comparison."
+    )
+    cluster_bound: bool = Field(default=None, description="precision/cascade/joint: the tests counted videos.")
     no_exit: bool = Field(default=None, description="No threshold qualified: tau is above 1, nothing exits.")
     min_exits: int = Field(default=None, description="precision: the fewest exits a tested threshold needs.")
     candidates: int = Field(default=None, description="precision: thresholds on the fixed grid.")
@@ -127,8 +141,11 @@ class PaperPointRecord(Record):
     exit_rate: Number = Field(default=None, description="n_exits / n.")
     exit_accuracy: Number | None = Field(default=None, description="Stage-1 accuracy among exits.")
     upper_bound_error: Number | None = Field(
-        default=None, description="Upper bound on the error among exits."
+        default=None, description="Upper bound on the error among exits (effective counts with cluster_bound)."
     )
+    design_effect: Number | None = Field(default=None, description="cluster_bound: as select.design_effect.")
+    n_exits_effective: Number = Field(default=None, description="cluster_bound: n_exits / design_effect.")
+    upper_bound_error_naive: Number = Field(default=None, description="cluster_bound: counting questions.")
     meets_alpha: bool = Field(default=None, description="upper_bound_error <= alpha.")
     final_accuracy: Number = Field(
         default=None, description="Final accuracy where Stage-2 outcomes are known."
@@ -175,7 +192,19 @@ class CalibrationFile(Record):
     )
     budget: Number | None = Field(default=None, description="budget mode: the largest Stage-2 fraction.")
     min_exits: int = Field(default=None, description="The fewest exits a tested threshold needs (as asked).")
-    fit_fraction: Number = Field(default=None, description="Share of samples in the fit split.")
+    fit_fraction: Number = Field(default=None, description="Share of samples (videos) in the fit split.")
+    split_by: Literal["video", "question"] = Field(
+        default=None, description="What the fit/select split kept together: each video's questions, or none."
+    )
+    cluster_bound: bool = Field(
+        default=None, description="The bounds counted videos: effective counts n / design effect (calibrate/clusters.py)."
+    )
+    rows_without_video: int = Field(default=None, description="Usable rows with no video path (each its own video).")
+    videos_fit: int = Field(default=None, description="Distinct videos in the fit split.")
+    videos_select: int = Field(default=None, description="Distinct videos in the selection split.")
+    videos_in_both: int = Field(
+        default=None, description="Videos with questions in both splits (0 when split by video)."
+    )
     n_samples: int = Field(default=None, description="Usable samples read.")
     n_benchmarks: int = Field(default=None, description="Benchmarks among them.")
     skipped: dict[str, int] = Field(default=None, description="Rows not used, by reason.")
