@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.metadata
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -26,7 +27,7 @@ TRACKED_PACKAGES = (
 
 # Command-line flags whose value must never reach a file (keys are read from the environment, but a user may still
 # pass one on the command line of a wrapper).
-_SECRET_FLAG_WORDS = ("key", "token", "secret", "password")
+_SECRET_FLAG_WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "credentials"}
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -70,7 +71,9 @@ def redact_argv(argv: list[str]) -> list[str]:
             hide_next = False
             continue
         name, eq, _ = arg.partition("=")
-        secret = name.startswith("-") and any(w in name.lower() for w in _SECRET_FLAG_WORDS)
+        # by whole words of the flag's name: --api_key, --hf-token, --judge.secret, not --monkey
+        words = re.split(r"[-_.]+", name.lower())
+        secret = name.startswith("-") and any(w in _SECRET_FLAG_WORDS for w in words)
         if secret and eq:
             out.append(f"{name}=***")
         else:

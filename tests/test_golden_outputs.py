@@ -12,6 +12,7 @@ and review the diff of the fixture like any other change.
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -19,16 +20,20 @@ from test_contracts import run_pipeline
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden" / "pipeline.json"
 TIMING_KEYS = {"seconds", "waited_s"}   # wall-clock measurements, different on every run
+# The provenance block names the commit, date, versions and command line of each run: different by design. Its
+# presence is kept, its values are not compared (tests/test_provenance.py checks them).
+PROVENANCE_LINE = re.compile(r"^(Code `|Command: `|- provenance: ).*$\n?", re.MULTILINE)
 
 
 def normalised(value, root: str):
-    """`value` without timing fields, with the test's folder written as <root>."""
+    """`value` without timing fields or provenance values, with the test's folder written as <root>."""
     if isinstance(value, dict):
-        return {k: normalised(v, root) for k, v in value.items() if k not in TIMING_KEYS}
+        return {k: "<provenance>" if k == "provenance" else normalised(v, root)
+                for k, v in value.items() if k not in TIMING_KEYS}
     if isinstance(value, list):
         return [normalised(v, root) for v in value]
     if isinstance(value, str):
-        return value.replace(root, "<root>")
+        return PROVENANCE_LINE.sub("", value.replace(root, "<root>"))
     return value
 
 
@@ -40,7 +45,8 @@ def record_key(record: dict) -> str:
 def written_files(runs: Path, root: Path) -> dict:
     """Every file under `runs`, parsed and normalised, by its path relative to `runs`."""
     root, out = str(root), {}
-    for path in sorted(p for p in runs.rglob("*") if p.is_file()):
+    # a *.lock file is the one-writer lock of a predictions file: it holds the writer's pid
+    for path in sorted(p for p in runs.rglob("*") if p.is_file() and p.suffix != ".lock"):
         name = str(path.relative_to(runs))
         if path.suffix == ".jsonl":
             rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
