@@ -11,8 +11,8 @@ from cader.evaluate.lmms.docs import BadDocument, UnsupportedTask, doc_hash, fam
 VIDEOMME = {"question_id": "001-1", "videoID": "fFjv93ACGo8", "duration": "long", "domain": "Knowledge",
             "sub_category": "Humanity & History", "task_type": "Counting Problem", "question": "How many?",
             "options": ["A. one", "B. two", "C. three", "D. four"], "answer": "C"}  # fmt: skip
-LONGVIDEOBENCH = {"id": "86CxyhFV9MI_0", "question": "What is shown?", "candidates": ["a cat", "a dog", "a bird"],
-                  "correct_choice": 1, "duration": 523.5, "duration_group": 600, "question_category": "TOS",
+LONGVIDEOBENCH = {"id": "86CxyhFV9MI_0", "question": "What is shown?", "option0": "a cat", "option1": "a dog",
+                  "option2": "a bird", "option3": "N/A", "option4": "N/A", "correct_choice": 1, "duration": 523.5, "duration_group": 600, "question_category": "TOS",
                   "video_path": "86CxyhFV9MI.mp4"}  # fmt: skip
 LVBENCH = {"uid": 42, "key": "abc", "question": "Where is he?\n(A) home\n(B) work\n(C) park\n(D) shop",
            "answer": "D", "video_path": "abc.mp4"}  # fmt: skip
@@ -35,6 +35,11 @@ def test_longvideobench_candidates_and_the_index_of_the_gold_one():
     assert sample.answer == "B" and sample.duration == 523.5 and sample.sample_id == "86CxyhFV9MI_0"
     with pytest.raises(BadDocument, match=r"longvideobench_val_v doc 5: correct_choice 3"):
         sample_from_doc("longvideobench_val_v", LONGVIDEOBENCH | {"correct_choice": 3}, 5, "v.mp4")
+    # the release's own form (lvb_val.json) names the options `candidates`
+    release = {k: v for k, v in LONGVIDEOBENCH.items() if not k.startswith("option")} | {"candidates": ["x", "y"]}
+    assert sample_from_doc("longvideobench_val_v", release, 0, "v.mp4").options == ["x", "y"]
+    with pytest.raises(BadDocument, match=r"no 'option0' \(or 'candidates'\) field"):
+        sample_from_doc("longvideobench_val_v", {"question": "q", "correct_choice": 0}, 2, "v.mp4")
 
 
 def test_lvbench_and_mlvu_options_are_read_from_the_question():

@@ -4,8 +4,9 @@ task's raw document (the rows of its Hugging Face dataset, as lmms-eval's own ta
 - Video-MME (`videomme*`): `question`, `options` (["A. ...", "B. ...", ...]), `answer` (a letter), `question_id`,
   `videoID`, `duration` ("short" / "medium" / "long": a bucket, not seconds), `task_type`
   (lmms_eval/tasks/videomme/utils.py: videomme_doc_to_text, videomme_process_results).
-- LongVideoBench (`longvideobench*`): `question`, `candidates` (texts), `correct_choice` (0-based index), `id`,
-  `duration` (seconds), `question_category` (lmms_eval/tasks/longvideobench/utils.py: longvideobench_doc_to_text,
+- LongVideoBench (`longvideobench*`): `question`, `option0`..`option4` ("N/A" past the last one; the release's
+  lvb_val.json has `candidates` instead, also read), `correct_choice` (0-based index), `id`, `duration` (seconds),
+  `question_category` (lmms_eval/tasks/longvideobench/utils.py: longvideobench_doc_to_text,
   longvideobench_process_results).
 - LVBench (`lvbench*`) and MLVU (`mlvu*`): the options are embedded in `question` as "stem\\n(A) x\\n(B) y"; gold
   `answer` is a letter; MLVU's `task_type` is the group its M-Avg runs over (lmms_eval/tasks/lvbench/utils.py,
@@ -77,6 +78,23 @@ def _seconds(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def longvideobench_options(doc: dict, task: str, doc_id) -> list[str]:
+    """LongVideoBench's options: `option0`..`option4` up to the first "N/A" (the Hugging Face rows lmms-eval
+    reads; its longvideobench_process_results stops there, so later letters are never choices), or `candidates`
+    (the release's lvb_val.json)."""
+    if "candidates" in doc and doc["candidates"] is not None:
+        return [str(c) for c in doc["candidates"]]
+    options = []
+    for i in range(5):
+        value = doc.get(f"option{i}")
+        if value is None or value == "N/A":
+            break
+        options.append(str(value))
+    if not options:
+        raise BadDocument(f"{task} doc {doc_id}: no 'option0' (or 'candidates') field (fields: {', '.join(sorted(doc))})")
+    return options
+
+
 def sample_from_doc(task: str, doc: dict, doc_id: int, video: str) -> Sample:
     """The cader sample for one lmms-eval document; `video` is the path the task's doc_to_visual returned."""
     family = family_of(task)
@@ -90,7 +108,7 @@ def sample_from_doc(task: str, doc: dict, doc_id: int, video: str) -> Sample:
             meta = {"task_type": doc.get("task_type"), "duration_bucket": doc.get("duration")}
         elif family == "longvideobench":
             question = _text(_field(doc, "question", task, doc_id), "question", task, doc_id)
-            options = [str(c) for c in _field(doc, "candidates", task, doc_id)]
+            options = longvideobench_options(doc, task, doc_id)
             letters = letters_for(options)
             choice = _field(doc, "correct_choice", task, doc_id)
             if not isinstance(choice, int) or not 0 <= choice < len(options):
