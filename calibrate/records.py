@@ -185,7 +185,6 @@ def read_predictions(paths: Sequence[str | Path], strict: bool = False) -> Loade
         merged.problems += loaded.problems
         merged.skipped.update(loaded.skipped)
         merged.rows_read += loaded.rows_read
-        merged.rows_without_video += loaded.rows_without_video
         for rec in loaded.records:
             seen = by_key.get(rec.key)
             if seen is None:
@@ -195,6 +194,8 @@ def read_predictions(paths: Sequence[str | Path], strict: bool = False) -> Loade
             merged.skipped["duplicate"] += 1
             if seen.stage2_correct is None and rec.stage2_correct is not None:
                 seen.stage2_correct = rec.stage2_correct
+    # counted on the merged samples: a sample in two files (a Stage-1 and a uniform_stage2 run) is one row
+    merged.rows_without_video = sum(rec.video is None for rec in merged.records)
     return merged
 
 

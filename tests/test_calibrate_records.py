@@ -179,3 +179,11 @@ def test_a_single_video_falls_back_to_the_question_split_and_says_so(tmp_path, c
     assert len(fit) == 3
     with pytest.raises(ValueError, match="split unit"):
         split_fit_select(records, by="frame")
+
+
+def test_rows_without_video_are_counted_once_across_files(tmp_path):
+    rows = _clustered_rows("bench_a", 3, 2)
+    rows[0].pop("video")
+    paths = [_write(tmp_path / "a.jsonl", rows), _write(tmp_path / "b.jsonl", rows)]  # the same samples twice
+    loaded = read_predictions(paths)
+    assert len(loaded.records) == 6 and loaded.skipped["duplicate"] == 6 and loaded.rows_without_video == 1
