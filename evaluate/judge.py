@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from cader.cli.docstrings import argument_help
+from cader.contracts.jsonl import FileInUse
 from cader.contracts.provenance import collect_provenance
 from cader.evaluate.judge.adapters import load_prediction_source
 from cader.evaluate.judge.aggregate import build_report, write_report
@@ -222,6 +223,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"config error: {error}")
     except InputFileError as error:
         sys.exit(f"input error: {error}")
+    except FileInUse as error:   # another judge run writes this --out
+        sys.exit(f"error: {error}")
 
 
 if __name__ == "__main__":

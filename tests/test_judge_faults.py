@@ -103,3 +103,34 @@ def test_a_missing_input_file_is_one_line_naming_it(tmp_path, capsys):
         entry_main(["compare", str(predictions), str(tmp_path / "b.jsonl")])
     assert str(caught.value.code) == f"input error: {tmp_path / 'b.jsonl'}: no such file"
     assert not (tmp_path / "out").exists() and "Traceback" not in capsys.readouterr().err
+
+
+def test_a_second_judge_run_on_one_out_is_refused_in_one_line(tmp_path):
+    from cader.contracts.jsonl import exclusive_writer
+
+    qid = json.loads(QUESTIONS.read_text().splitlines()[0])["question_id"]
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text(json.dumps({"question_id": qid, "pred": "A"}) + "\n")
+    out = tmp_path / "out"
+    argv = ["--predictions", str(predictions), "--questions", str(QUESTIONS), "--out", str(out),
+            "--model", LOOPBACK_MODEL, "--base_url", "http://127.0.0.1:9/v1"]
+    # another process would hold the lock; the lock is re-entrant within a process, so hold it from a child
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from cader.contracts.jsonl import exclusive_writer\n"
+        f"with exclusive_writer({str(out / 'judgments.jsonl')!r}):\n"
+        "    print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(SystemExit) as caught:
+            entry_main(argv)
+        message = str(caught.value.code)
+        assert message.startswith("error: ") and f"pid {holder.pid}" in message and "judgments.jsonl" in message
+        assert not (out / "judgments.jsonl").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    with exclusive_writer(out / "judgments.jsonl"):   # released when its holder is gone
+        pass

@@ -16,7 +16,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from cader.contracts.jsonl import JsonlAppender, read_validated
+from cader.contracts.jsonl import JsonlAppender, exclusive_writer, read_validated
 from cader.contracts.records import JudgmentRecord, build_record, describe_validation_error
 from cader.evaluate.judge.cache import JudgeCache
 from cader.evaluate.judge.client import RetryPolicy, build_prompt, judge_one, trajectory_hash
@@ -120,37 +120,39 @@ def judge_predictions(provider: Provider, questions: dict[str, Question], predic
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / JUDGMENTS_FILE
-    todo = plan_judging(provider, questions, predictions, read_judgments(path), framework, force, protocol)
-    cache = JudgeCache(out_dir / CACHE_DIR) if use_cache else None
-    counts = {"pending": len(todo), "judged": 0, "failed": 0, "cached": 0,
-              "up_to_date": sum(1 for k in predictions if k in questions) - len(todo),
-              "reasons": dict(Counter(todo.values()))}
-    if not todo:
+    # one judge run per judgments file: two would judge (and pay for) every question twice
+    with exclusive_writer(path):
+        todo = plan_judging(provider, questions, predictions, read_judgments(path), framework, force, protocol)
+        cache = JudgeCache(out_dir / CACHE_DIR) if use_cache else None
+        counts = {"pending": len(todo), "judged": 0, "failed": 0, "cached": 0,
+                  "up_to_date": sum(1 for k in predictions if k in questions) - len(todo),
+                  "reasons": dict(Counter(todo.values()))}
+        if not todo:
+            return counts
+        appender = JsonlAppender(path)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(total=len(todo), desc=f"judging ({provider.model})", unit="q")
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+                futures = {pool.submit(judge_one, provider, questions[key], predictions[key], framework,
+                                       policy=policy, cache=cache, read_cache=not force, protocol=protocol,
+                                       **judge_kwargs): key
+                           for key in todo}
+                for future in as_completed(futures):
+                    key = futures[future]
+                    row = judgment_row(future, questions[key], framework, provider.model, todo[key])
+                    appender.write(row)
+                    counts["failed" if row["error"] else "judged"] += 1
+                    counts["cached"] += bool(row.get("cached"))
+                    if bar is not None:
+                        bar.update(1)
+        finally:
+            appender.close()
+            if bar is not None:
+                bar.close()
         return counts
-    appender = JsonlAppender(path)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=len(todo), desc=f"judging ({provider.model})", unit="q")
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            futures = {pool.submit(judge_one, provider, questions[key], predictions[key], framework,
-                                   policy=policy, cache=cache, read_cache=not force, protocol=protocol,
-                                   **judge_kwargs): key
-                       for key in todo}
-            for future in as_completed(futures):
-                key = futures[future]
-                row = judgment_row(future, questions[key], framework, provider.model, todo[key])
-                appender.write(row)
-                counts["failed" if row["error"] else "judged"] += 1
-                counts["cached"] += bool(row.get("cached"))
-                if bar is not None:
-                    bar.update(1)
-    finally:
-        appender.close()
-        if bar is not None:
-            bar.close()
-    return counts
 
 
 def describe_rejudging(counts: dict) -> str:
