@@ -7,7 +7,10 @@ from scipy.stats import beta, norm
 
 
 def clopper_pearson_upper(errors, n, delta: float) -> np.ndarray:
-    """One-sided upper (1 - delta) Clopper-Pearson bound on a binomial rate; 1.0 where n == 0 or errors == n."""
+    """One-sided upper (1 - delta) Clopper-Pearson bound on a binomial rate; 1.0 where n == 0 or errors >= n.
+
+    The Beta quantile form takes fractional counts as well: the effective counts errors / d, n / d over clustered
+    samples (calibrate/clusters.py) are bounded the same way."""
     errors = np.asarray(errors, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     if not 0.0 < delta < 1.0:
