@@ -93,7 +93,7 @@ def test_fixed_threads_give_equal_losses_under_different_omp_settings(tiny_model
     assert exports["2"]["num_threads"] == 1 and exports["2"]["torch_num_threads"] == 1
     assert exports["2"]["global_step"] == 3 and exports["2"]["provenance"]["packages"]["torch"]
     # without the option the environment decides: the same run under OMP_NUM_THREADS=2 uses two threads
-    done = run_sft(tiny_fit_config(tmp_path / "default", tiny_model_dir, train_dir, max_steps=1), "--export", "false",
-                   omp="2")
+    # (--plan_only: the thread setting is applied and logged before planning, and no model is loaded)
+    done = run_sft(tiny_fit_config(tmp_path / "default", tiny_model_dir, train_dir), "--plan_only", "true", omp="2")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "torch intra-op threads: 2" in done.stderr
