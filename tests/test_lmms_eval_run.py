@@ -1,9 +1,12 @@
-"""A real `lmms-eval eval --model cader` run (lmms-eval 0.7.3 in .venv-lmms, scripts/install_lmms_eval.sh) on a task
-the test writes with `--include_path`: synthetic Video-MME documents in the release's parquet layout, scored by
-lmms-eval's own Video-MME functions. Its score equals cader's runner (`cader eval`) on the same samples, document by
-document; the side file joins lmms-eval's samples file on doc_id (lmms-eval 0.7.3 logs the same doc_hash for every
-document, see below); `cader export-lmms` of the side file reproduces lmms-eval's score and answers. Both runs use the tiny random Qwen3-VL, in the same environment (the venv's av).
-Skips, saying why, when the venv is absent.
+"""A real `lmms-eval eval --model cader` run (lmms-eval 0.7.3 in .venv-lmms, scripts/install_lmms_eval.sh) on tasks
+the test writes with `--include_path`, scored by lmms-eval's own task functions:
+- Video-MME documents in the release's parquet layout: lmms-eval's score equals cader's runner (`cader eval`) on the
+  same samples, document by document; the side file joins lmms-eval's samples file on doc_id (lmms-eval 0.7.3
+  logs the same doc_hash for every document, see below); `cader export-lmms` of the side file gives lmms-eval's
+  score and answers back;
+- LongVideoBench, in the same run: options as option0..option4 in lmms-eval's rows, as candidates in the release
+  file cader's loader reads; the same score and answers both ways.
+Both runs use the tiny random Qwen3-VL in the same environment (the venv's av). Skips, saying why, without the venv.
 """
 
 import hashlib
@@ -59,6 +62,34 @@ lmms_eval_specific_kwargs:
 metadata:
   - version: 0.0
 """
+LVB_TASK = "longvideobench_val_cader"  # a longvideobench* name: read as LongVideoBench's documents
+LVB_YAML = """dataset_path: parquet
+dataset_kwargs:
+  data_files:
+    validation: {parquet}
+task: {task}
+test_split: validation
+doc_to_visual: !function lvb_utils.doc_to_visual
+doc_to_text: !function lvb_utils.doc_to_text
+doc_to_target: "correct_choice"
+generation_kwargs:
+  max_new_tokens: 32
+  temperature: 0
+  do_sample: False
+process_results: !function lvb_utils.process_results
+metric_list:
+  - metric: lvb_acc
+    aggregation: !function lvb_utils.aggregate_results
+    higher_is_better: true
+lmms_eval_specific_kwargs:
+  default:
+    pre_prompt: ""
+    post_prompt: "Answer with the option's letter from the given choices directly."
+"""
+LVB_UTILS = "\n".join(f"from lmms_eval.tasks.longvideobench.utils import {name} as {alias}" for name, alias in [
+    ("longvideobench_doc_to_visual_v", "doc_to_visual"), ("longvideobench_doc_to_text", "doc_to_text"),
+    ("longvideobench_process_results", "process_results"),
+    ("longvideobench_aggregate_results", "aggregate_results")]) + "\n"  # fmt: skip
 # lmms-eval's own Video-MME functions (lmms_eval/tasks/videomme/utils.py); only the dataset location is ours
 TASK_UTILS = "\n".join(f"from lmms_eval.tasks.videomme.utils import {name} as {alias}" for name, alias in [
     ("videomme_doc_to_visual", "doc_to_visual"), ("videomme_doc_to_text", "doc_to_text"),
@@ -88,6 +119,32 @@ def write_videomme(data_root: Path, n: int) -> Path:
     return parquet
 
 
+def write_longvideobench(data_root: Path, n: int) -> Path:
+    """The same questions twice: the release's lvb_val.json (`candidates`; cader's loader) and the Hugging Face rows
+    lmms-eval reads (`option0`..`option4`, "N/A" past the last), with the videos where each looks for them."""
+    import pandas as pd
+    from conftest import write_barcode_video
+
+    folder = data_root / "longvideobench"
+    (folder / "videos").mkdir(parents=True)
+    write_barcode_video(folder / "videos" / "lvbA.mp4", n_frames=300, fps=10)
+    rows = [{"video_id": "lvbA", "question": f"Which band is brightest in part {i}?", "candidates":
+             [f"band {k}" for k in range(3 + i % 2)], "correct_choice": i % 3, "id": f"lvbA_{i}",
+             "video_path": "lvbA.mp4", "subtitle_path": "lvbA_en.json", "duration": 30.0, "duration_group": 15,
+             "question_category": "E2O", "topic_category": "TR-Travel", "starting_timestamp_for_subtitles": 0}
+            for i in range(n)]  # fmt: skip
+    (folder / "lvb_val.json").write_text(json.dumps(rows))
+    hf_rows = [{**{k: v for k, v in r.items() if k != "candidates"},
+                **{f"option{k}": (r["candidates"][k] if k < len(r["candidates"]) else "N/A") for k in range(5)}}
+               for r in rows]  # fmt: skip
+    parquet = folder / "validation.parquet"
+    pd.DataFrame(hf_rows).to_parquet(parquet)
+    # lmms-eval's LongVideoBench reads $HF_HOME/datasets/longvideobench/videos/<video_path> (its yaml's cache_dir)
+    (data_root / "datasets").mkdir()
+    (data_root / "datasets" / "longvideobench").symlink_to(folder)
+    return parquet
+
+
 def run(argv, cwd, env, timeout=600) -> str:
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     assert done.returncode == 0, f"{argv[0]} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
@@ -101,6 +158,9 @@ def test_lmms_eval_scores_cader_as_cader_scores_itself(tmp_path, tiny_model_dir)
     tasks.mkdir()
     (tasks / f"{TASK}.yaml").write_text(TASK_YAML.format(parquet=parquet, task=TASK))
     (tasks / "utils.py").write_text(TASK_UTILS)
+    lvb_parquet = write_longvideobench(data_root, n=4)
+    (tasks / f"{LVB_TASK}.yaml").write_text(LVB_YAML.format(parquet=lvb_parquet, task=LVB_TASK))
+    (tasks / "lvb_utils.py").write_text(LVB_UTILS)
     # lmms-eval's Video-MME finds videos at $HF_HOME/videomme/data/<videoID>.mp4: the data root here
     env = {**os.environ, "HF_HOME": str(data_root), "HF_DATASETS_CACHE": str(tmp_path / "hf_datasets"),
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled",
@@ -109,11 +169,14 @@ def test_lmms_eval_scores_cader_as_cader_scores_itself(tmp_path, tiny_model_dir)
     records = tmp_path / "lmms_out" / "cader_records.jsonl"
     model_args = f"model={tiny_model_dir},config={config},records={records}"
     # cwd is not the repo root: its evaluate/ folder would shadow the HF `evaluate` package lmms-eval imports
-    run([str(VENV / "bin" / "lmms-eval"), "eval", "--model", "cader", "--model_args", model_args, "--tasks", TASK,
+    run([str(VENV / "bin" / "lmms-eval"), "eval", "--model", "cader", "--model_args", model_args, "--tasks", f"{TASK},{LVB_TASK}",
          "--include_path", str(tasks), "--output_path", str(tmp_path / "lmms_out"), "--log_samples",
          "--batch_size", "1", "--device", "cpu"], cwd=tmp_path, env=env)  # fmt: skip
     run([str(VENV / "bin" / "cader"), "eval", "--config", str(config), "--model", str(tiny_model_dir),
          "--benchmark", "videomme_long", "--data_root", str(data_root), "--out", str(tmp_path / "cader_out"),
+         "--progress", "false"], cwd=tmp_path, env=env)  # fmt: skip
+    run([str(VENV / "bin" / "cader"), "eval", "--config", str(config), "--model", str(tiny_model_dir),
+         "--benchmark", "longvideobench_val", "--data_root", str(data_root), "--out", str(tmp_path / "cader_lvb"),
          "--progress", "false"], cwd=tmp_path, env=env)  # fmt: skip
 
     (results_file,) = (tmp_path / "lmms_out").rglob("*_results.json")
@@ -123,7 +186,21 @@ def test_lmms_eval_scores_cader_as_cader_scores_itself(tmp_path, tiny_model_dir)
     assert cader_report["n"] == 4  # the "short" row is left out by both
     assert lmms_score == pytest.approx(cader_report["overall"]["accuracy"], abs=0.01)
 
-    side = {r["sample_id"]: r for r in map(json.loads, records.read_text().splitlines())}
+    results = json.loads(results_file.read_text())["results"]
+    lvb_report = json.loads((tmp_path / "cader_lvb" / "report.json").read_text())
+    assert lvb_report["n"] == 4
+    # longvideobench_aggregate_results reports a fraction, cader a percentage
+    assert 100 * results[LVB_TASK]["lvb_acc,none"] == pytest.approx(lvb_report["overall"]["accuracy"], abs=0.01)
+    lvb_side = {r["sample_id"]: r for r in map(json.loads, records.read_text().splitlines())
+                if r["lmms"]["task"] == LVB_TASK}  # fmt: skip
+    lvb_ours = {r["sample_id"]: r for r in map(json.loads, (tmp_path / "cader_lvb" / "predictions.jsonl")
+                                               .read_text().splitlines())}  # fmt: skip
+    assert lvb_side.keys() == lvb_ours.keys() and len(lvb_side) == 4
+    for sample_id, record in lvb_ours.items():
+        assert (lvb_side[sample_id]["pred"], lvb_side[sample_id]["options"]) == (record["pred"], record["options"])
+
+    side = {r["sample_id"]: r for r in map(json.loads, records.read_text().splitlines())
+            if r["lmms"]["task"] == TASK}  # fmt: skip
     ours = {r["sample_id"]: r for r in map(json.loads, (tmp_path / "cader_out" / "predictions.jsonl").read_text()
                                            .splitlines())}  # fmt: skip
     assert side.keys() == ours.keys() and len(side) == 4
