@@ -149,3 +149,33 @@ def test_a_nan_or_divergent_run_stops_naming_the_step_and_exports_nothing(tiny_m
     message = [line for line in done.stderr.splitlines() if line.startswith("sft: ")]
     assert len(message) == 1 and "training stopped at step" in message[0] and why in message[0]
     assert not (tmp_path / "export").exists()
+
+
+def test_under_a_trainer_the_worker_failure_reaches_the_report(tiny_model_dir, tmp_path):
+    import lightning as L
+    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.train.datamodule import SFTDataModule, Source
+    from cader.train.module import SFTModule
+
+    make_synthetic_data(tmp_path / "data", n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    train = tmp_path / "data" / "train"
+    rows = json.loads((train / "video_r1_cot.json").read_text())
+    victim = next(r for r in rows if r["data_type"] == "video" and sum(x["path"] == r["path"] for x in rows) == 1)
+    dm = SFTDataModule([Source("video_r1", "video_r1", str(train / "video_r1_cot.json"))],
+                       processor_path=str(tiny_model_dir), batch_size=8, num_workers=1, max_length=1024,
+                       plan_cache_dir=str(tmp_path / "cache"))
+    dm.setup("fit")          # planned from the intact file; the trainer's setup keeps this plan
+    (train / victim["path"]).write_bytes(b"no video here")
+    seen = []
+
+    class BatchSizes(L.Callback):
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            seen.append(batch["input_ids"].shape[0])
+
+    trainer = L.Trainer(default_root_dir=str(tmp_path / "run"), accelerator="cpu", devices=1, max_steps=1,
+                        logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        enable_checkpointing=False, use_distributed_sampler=False, callbacks=[BatchSizes()])
+    trainer.fit(SFTModule(str(tiny_model_dir), lr=1e-3), datamodule=dm)
+    assert seen == [len(dm.items) - 1]
+    report = json.loads((tmp_path / "run" / "data_report.json").read_text())
+    assert report["decode_failed"] == 1 and (tmp_path / "run" / "decode_failures" / "rank0.json").is_file()
