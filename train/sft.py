@@ -6,8 +6,12 @@
 Every option can be overridden with a dotted flag (e.g. `--trainer.max_steps 5 --model.lora_r 8`); a bare config name
 is looked up in configs/train/. `--ckpt_path PATH|last` resumes exactly (optimizer, scheduler, data position).
 The export lands in `<trainer.default_root_dir>/export/` (with cader_export.json: what made it).
-`--num_threads N` fixes torch's CPU threads so that runs under different OMP_NUM_THREADS give the same losses. `--plan_only true` stops after planning the data (counts per
-source, data_report.json, plan cache): check a mix and fill its cache on a CPU node before a GPU job.
+`--num_threads N` fixes torch's CPU threads so that runs under different OMP_NUM_THREADS give the same losses.
+`--plan_only true` stops after planning the data (counts per source, data_report.json, plan cache): check a mix and
+fill its cache on a CPU node before a GPU job. With stdout in a file, progress comes as lines (`--progress_log.*`).
+
+Exit status: 0 trained and exported; 2 bad input or configuration (missing inputs, an unreadable or empty mix, no
+optimizer step taken); 3 training stopped by a fault (a non-finite or exploding loss, `--loss_guard.*`): no export.
 """
 import logging
 import sys
