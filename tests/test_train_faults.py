@@ -179,3 +179,22 @@ def test_under_a_trainer_the_worker_failure_reaches_the_report(tiny_model_dir, t
     assert seen == [len(dm.items) - 1]
     report = json.loads((tmp_path / "run" / "data_report.json").read_text())
     assert report["decode_failed"] == 1 and (tmp_path / "run" / "decode_failures" / "rank0.json").is_file()
+
+
+def test_an_all_failed_batch_still_runs_every_module_on_a_rank_of_many(tiny_model_dir):
+    from types import SimpleNamespace
+
+    from cader.train.module import SFTModule
+
+    module = SFTModule(str(tiny_model_dir))
+    assert module.model is not None   # loaded whole, before the stand-in trainer below (it has no strategy)
+    module._trainer = SimpleNamespace(world_size=1)
+    assert module.training_step({}, 0) is None          # alone: nothing to train, nobody waits
+    module._trainer = SimpleNamespace(world_size=2)
+    loss = module.training_step({}, 0)
+    assert float(loss) == 0.0 and loss.requires_grad
+    loss.backward()
+    # every trainable parameter, vision tower included, joined the backward: its gradient exists and is zero
+    for name, param in module.model.named_parameters():
+        if param.requires_grad:
+            assert param.grad is not None and not param.grad.any(), name

@@ -164,8 +164,7 @@ class SFTModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         if "input_ids" not in batch:   # every sample of the batch failed to decode (counted in data_report.json)
-            log.warning("batch %d: every sample failed to decode; step skipped", batch_idx)
-            return None
+            return self._empty_batch_step(batch_idx)
         inputs, guard = batch, None
         if self.hparams.vision_guard and self.trainer.world_size > 1:   # one process has nobody to wait for
             inputs, guard = self._lockstep_vision(batch)
@@ -183,6 +182,21 @@ class SFTModule(L.LightningModule):
             self.log_dict(metrics, on_step=True, batch_size=mask.shape[0], rank_zero_only=True)
         self._last_time = now
         return loss
+
+    def _empty_batch_step(self, batch_idx: int):
+        """The step of a batch whose every sample failed to decode. One process skips it (None). With several,
+        this rank must still run the same forward and backward as the others, or their gradient reduction and
+        ZeRO-3 gathers wait for it forever: a one-token dummy through the model (and the vision tower's dummy
+        calls under vision_guard), weighted 0, so the rank adds zero gradients to the step."""
+        log.warning("batch %d: every sample failed to decode (see data_report.json); no data this step", batch_idx)
+        if self.trainer.world_size == 1:
+            return None
+        dummy = {"input_ids": torch.zeros(1, 1, dtype=torch.long, device=self.device),
+                 "attention_mask": torch.ones(1, 1, dtype=torch.long, device=self.device)}
+        inputs, guard = dummy, torch.zeros((), device=self.device)
+        if self.hparams.vision_guard:
+            inputs, guard = self._lockstep_vision(dummy)
+        return self.model(**inputs).logits.float().sum() * 0.0 + guard
 
     def on_train_batch_start(self, batch, batch_idx):
         # position in the epoch for exact resume (ResumableLoader.state_dict); set before checkpoint callbacks run
