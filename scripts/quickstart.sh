@@ -40,12 +40,12 @@ STARTED=$(date +%s)
 step() { printf '\n== [%ss] %s\n' "$(( $(date +%s) - STARTED ))" "$*"; }
 wrote() { for f in "$@"; do printf '   wrote %s\n' "$f"; done; }
 
-step "1/8 tiny model and synthetic data"
+step "1/9 tiny model and synthetic data"
 [ -f "$MODEL/config.json" ] || python "$REPO/scripts/make_tiny_model.py" --out "$MODEL" --seed "$SEED"
 [ -f "$DATA/summary.json" ] || python "$REPO/scripts/make_synthetic_data.py" --out "$DATA" --seed "$SEED"
 wrote "$MODEL" "$DATA"
 
-step "2/8 tiny SFT (train/sft.py, configs/train/cot_mix_tiny.yaml)"
+step "2/9 tiny SFT (train/sft.py, configs/train/cot_mix_tiny.yaml)"
 if [ ! -f "$SFT/export/config.json" ]; then
   python "$REPO/train/sft.py" --config "$REPO/configs/train/cot_mix_tiny.yaml" --seed_everything "$SEED"
 fi
@@ -59,10 +59,10 @@ run_eval() {  # run_eval OUT BENCHMARK VARIANT [extra flags]; a later --limit ov
   wrote "$out/predictions.jsonl" "$out/report.md"
 }
 
-step "3/8 Stage 1 on the held-out split (--variant no_stage2)"
+step "3/9 Stage 1 on the held-out split (--variant no_stage2)"
 run_eval "$EVAL/heldout_stage1" synthetic_heldout no_stage2 --limit "$HELDOUT_LIMIT"
 
-step "4/8 calibrate T and tau (calibrate/fit.py, precision mode: exit error <= 5 % with probability >= 90 %)"
+step "4/9 calibrate T and tau (calibrate/fit.py, precision mode: exit error <= 5 % with probability >= 90 %)"
 # Half the held-out split fits T, the other half certifies tau: with 120 selection samples the exact bound can
 # certify an exit set (no error in 45 exits already bounds the error at 5 %), so no threshold here is a guess.
 python "$REPO/calibrate/fit.py" --predictions "$EVAL/heldout_stage1/predictions.jsonl" --out "$CAL" \
@@ -70,25 +70,30 @@ python "$REPO/calibrate/fit.py" --predictions "$EVAL/heldout_stage1/predictions.
 wrote "$CAL/calibration.json" "$CAL/figures"
 
 BENCHMARKS="synthetic videomme_long mlvu_dev longvideobench_val lvbench videoevalpro_mcq agentvidbench"
-step "5/8 full CADER with --calibration on every synthetic benchmark"
+step "5/9 full CADER with --calibration on every synthetic benchmark"
 for bench in $BENCHMARKS; do
   if [ "$bench" = synthetic ]; then limit="$TABLE2_LIMIT"; else limit="$LIMIT"; fi
   run_eval "$EVAL/full/$bench" "$bench" full --calibration "$CAL/calibration.json" --limit "$limit"
 done
 
-step "6/8 ablations (paper Table 2 rows) on the synthetic benchmark ($TABLE2_LIMIT samples)"
+step "6/9 ablations (paper Table 2 rows) on the synthetic benchmark ($TABLE2_LIMIT samples)"
 for variant in no_stage2 uniform_stage2 no_verifier no_reflection no_rgr; do
   run_eval "$EVAL/$variant/synthetic" synthetic "$variant" --calibration "$CAL/calibration.json" \
     --compare "$EVAL/full/synthetic/predictions.jsonl" --limit "$TABLE2_LIMIT"
 done
 
-step "7/8 AgentVidBench judge"
+step "7/9 AgentVidBench judge"
 JUDGE_OUT="$ROOT/judge"
 bash "$REPO/scripts/quickstart_judge.sh" "$EVAL/full/agentvidbench/predictions.jsonl" \
   "$DATA/eval/agentvidbench/questions.jsonl" "$JUDGE_OUT"
 wrote "$JUDGE_OUT/judgments.jsonl" "$JUDGE_OUT/judge_report.md"
 
-step "8/8 summary"
+step "8/9 trajectory viewer (cader view): one self-contained HTML page of every run, with thumbnails"
+# (the judgments under $ROOT/judge are found as part of the tree)
+python -m cader.cli view "$ROOT" --out "$ROOT/view.html" --video_root "$DATA/eval" --thumbs 4
+wrote "$ROOT/view.html"
+
+step "9/9 summary"
 python "$REPO/scripts/quickstart_summary.py" --root "$ROOT"
 wrote "$ROOT/SUMMARY.md"
 step "done"

@@ -48,6 +48,7 @@ def test_quickstart_runs_the_whole_pipeline(shipped_tiny_run, tmp_path):
     judge = json.loads((root / "judge" / "judge_report.json").read_text())
     assert judge["n"] == 8 and judge["n_judged"] >= 1 and not judge["failed_judgments"]
     summary = (root / "SUMMARY.md").read_text()
+    assert (root / "view.html").stat().st_size > 0 and "[view.html](view.html)" in summary
     for needle in ["sft/export", "calibration/calibration.json", "judge/judge_report.md", "no_rgr/synthetic"]:
         assert needle in summary
 

@@ -138,6 +138,13 @@ def test_no_safeguard_reading_without_routed_proposals_or_when_rows_differ():
         "contains_evidence": {"k": 0, "n": 0}}}}) == []
 
 
+def test_the_summary_links_the_viewer_page_when_the_run_has_one(tmp_path):
+    _quickstart(tmp_path, good=True)
+    assert "view.html" not in summary.summarize(tmp_path)[0]
+    (tmp_path / "view.html").write_text("<html></html>")
+    assert "[view.html](view.html)" in summary.summarize(tmp_path)[0]
+
+
 def test_margin_trend_is_the_one_sided_mann_whitney_test_with_its_auroc():
     # right margins 0.9, 0.8, 0.3; wrong 0.5, 0.1: 5 of the 6 (right, wrong) pairs are ordered, AUROC 5/6;
     # exact one-sided p: of the C(5,2) = 10 ways to pick the two wrong ranks, U >= 5 for (1,2) and (1,3): 0.2
