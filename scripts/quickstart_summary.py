@@ -269,8 +269,8 @@ def summarize(root: Path) -> tuple[str, dict]:
     ]
     lines = [f"# Quickstart summary: `{root}`", ""]
     if (root / "view.html").exists():
-        lines += [f"Every trajectory, report and figure of this run in one page: {_link(root, root / 'view.html')} "
-                  "(`cader view`; open it in a browser, no server needed).", ""]
+        lines += [(f"Every trajectory, report and figure of this run in one page: {_link(root, root / 'view.html')} "
+                  "(`cader view`; open it in a browser, no server needed)."), ""]
     if flags:
         lines += ["## Red flags: this run does not show the method working", ""]
         lines += [f"- **{flag}**" for flag in flags]

@@ -159,7 +159,7 @@ def test_a_run_whose_ablations_all_match_full_within_noise_is_flagged(tmp_path):
     for variant in ("no_stage2", "no_verifier"):   # both gaps within noise
         (tmp_path / "eval" / variant / "synthetic" / "report.json").write_text(json.dumps(
             {"cost": {"per_sample": {}}, "comparison": {"mcnemar": {"p_value": 0.25}}}))
-    text, facts = summary.summarize(tmp_path)
+    _text, facts = summary.summarize(tmp_path)
     assert any("no Table 2 row differs significantly" in f and "p = 0.25" in f for f in facts["red_flags"])
     _run(tmp_path, "no_rgr", [_stage1(i, i >= 12, 0.9) for i in range(24)])   # p = 0.03 in _run: one gap holds
     assert not any("differs significantly" in f for f in summary.summarize(tmp_path)[1]["red_flags"])
