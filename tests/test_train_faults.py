@@ -168,9 +168,18 @@ def test_under_a_trainer_the_worker_failure_reaches_the_report(tiny_model_dir, t
     (train / victim["path"]).write_bytes(b"no video here")
     seen = []
 
+    stale = tmp_path / "run" / "decode_failures" / "rank3.json"     # left by an earlier, wider run
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps([{"source": "video_r1", "sample_id": "old", "reason": "bad_media", "detail": "x"}]))
+
     class BatchSizes(L.Callback):
         def on_train_batch_start(self, trainer, module, batch, batch_idx):
             seen.append(batch["input_ids"].shape[0])
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            # what another rank's data module writes when its worker fails (merged by rank 0 at the end)
+            other = {"source": "video_r1", "sample_id": "video_r1:99", "reason": "bad_media", "detail": "elsewhere"}
+            (tmp_path / "run" / "decode_failures" / "rank1.json").write_text(json.dumps([other]))
 
     trainer = L.Trainer(default_root_dir=str(tmp_path / "run"), accelerator="cpu", devices=1, max_steps=1,
                         logger=False, enable_progress_bar=False, enable_model_summary=False,
@@ -178,7 +187,8 @@ def test_under_a_trainer_the_worker_failure_reaches_the_report(tiny_model_dir, t
     trainer.fit(SFTModule(str(tiny_model_dir), lr=1e-3), datamodule=dm)
     assert seen == [len(dm.items) - 1]
     report = json.loads((tmp_path / "run" / "data_report.json").read_text())
-    assert report["decode_failed"] == 1 and (tmp_path / "run" / "decode_failures" / "rank0.json").is_file()
+    assert (tmp_path / "run" / "decode_failures" / "rank0.json").is_file() and not stale.exists()
+    assert report["decode_failed"] == 2 and report["sources"]["video_r1"]["decode_failed"] == {"bad_media": 2}
 
 
 def test_an_all_failed_batch_still_runs_every_module_on_a_rank_of_many(tiny_model_dir):

@@ -426,6 +426,16 @@ class SFTDataModule(L.LightningDataModule):
                                        generator=torch.Generator().manual_seed(self.seed + rank))
         return self._loader
 
+    def finish_report(self) -> None:
+        """At the end of training (SFTModule.on_train_end, all ranks): rank 0 merges every rank's decode
+        failures into data_report.json (a failure on another rank reaches the report only through its rank file,
+        and it may have come after rank 0's last write)."""
+        if self.trainer is None or self._out_dir() is None or not self.report:
+            return
+        if self.trainer.world_size > 1:
+            self.trainer.strategy.barrier("decode_failures")   # every rank's file is written
+        self._write_report()
+
     def _resume_decode_failures(self, rank: int) -> None:
         """A fresh fit starts this rank's failure file anew; a resumed one (ckpt_path) continues it."""
         out_dir = self._out_dir()
@@ -437,6 +447,11 @@ class SFTDataModule(L.LightningDataModule):
             self.decode_failures.add(json.loads(path.read_text()))
         elif not resuming:
             path.unlink(missing_ok=True)
+            if rank == 0:   # files of ranks a previous, wider run had
+                world = self.trainer.world_size if self.trainer is not None else 1
+                for stale in path.parent.glob("rank*.json"):
+                    if stale.stem[4:].isdigit() and int(stale.stem[4:]) >= world:
+                        stale.unlink(missing_ok=True)
 
 
 def _unwritable(folder: Path) -> str | None:

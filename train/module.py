@@ -198,6 +198,11 @@ class SFTModule(L.LightningModule):
             inputs, guard = self._lockstep_vision(dummy)
         return self.model(**inputs).logits.float().sum() * 0.0 + guard
 
+    def on_train_end(self):
+        finish = getattr(self.trainer.datamodule, "finish_report", None)
+        if finish is not None:   # every rank's decode failures into data_report.json
+            finish()
+
     def on_train_batch_start(self, batch, batch_idx):
         # position in the epoch for exact resume (ResumableLoader.state_dict); set before checkpoint callbacks run
         loader = self.trainer.train_dataloader
