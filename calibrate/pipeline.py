@@ -205,15 +205,20 @@ def write_figures(out_dir: Path, o: Outcomes, sel_idx, t_hat, tau, mode, stats, 
     return paths
 
 
-def guarantee_validity(out_dir: Path, o: Outcomes, rule: Rule, temperature, seed, fit_fraction, n_splits):
-    """guarantee_validity.png/.csv and its summary (calibrate/validity.py); None when the data cannot show it."""
+def guarantee_validity(out_dir: Path, o: Outcomes, rule: Rule, temperature, seed, fit_fraction, n_splits,
+                       videos=None, split_by: str = "question", cluster_bound: bool = False):  # fmt: skip
+    """guarantee_validity.png/.csv and its summary (calibrate/validity.py); None when the data cannot show it.
+    ``videos`` (a video code per sample), ``split_by`` and ``cluster_bound`` are the run's own, so the splits and
+    the bound are the ones the calibration used (the splits stratified by benchmark, as split_fit_select)."""
     risk, level = rule.guaranteed_risk or ("exit_error", rule.alpha)
     use = o.s2_known if (rule.needs_stage2 or risk == "accuracy_loss") else np.ones(len(o.gold), bool)
     if use.sum() < 2 * MIN_SAMPLES:
         return None, []
     rows = validity_runs(o.logits[use], o.gold[use], o.s1_correct[use], o.s2_correct[use] if rule.needs_stage2 else None,
                          rule.choose, risk, level, n_splits=n_splits, seed=seed, fit_fraction=fit_fraction,
-                         temperature=temperature)  # fmt: skip
+                         temperature=temperature, clusters=None if videos is None else videos[use],
+                         strata=o.bench[use], split_by=split_by if videos is not None else "question",
+                         cluster_bound=cluster_bound)  # fmt: skip
     if not rows:
         return None, []
     summary = validity_summary(rows, rule.delta, guaranteed=rule.guaranteed_risk is not None)
@@ -381,7 +386,8 @@ def calibrate_predictions(
     figure_paths = (write_figures(out_dir, o, sel_idx, t_hat, tau, mode, stats, paper_stats, delta, alpha,
                                   payload["n_benchmarks"]) if figures else [])  # fmt: skip
     if figures and validity_splits > 0:
-        summary, paths = guarantee_validity(out_dir, o, rule, temperature, seed, fit_fraction, validity_splits)
+        summary, paths = guarantee_validity(out_dir, o, rule, temperature, seed, fit_fraction, validity_splits,
+                                            videos, split_by, cluster_bound)  # fmt: skip
         if summary is not None:
             payload["guarantee_validity"] = summary
         figure_paths += paths

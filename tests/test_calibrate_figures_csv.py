@@ -130,3 +130,33 @@ def test_guarantee_validity_csv_matches_its_summary(tmp_path):
         assert int(r["n_select"]) + int(r["n_test"]) == 300  # the other half fitted T
     assert summary["mean_price"] == pytest.approx(np.mean([num(r["price"]) for r in back]))
     assert (tmp_path / "guarantee_validity.png").stat().st_size > 10_000
+    # without videos: question splits and the question-counting bound, said in the CSV and the summary
+    assert {r["split_by"] for r in back} == {"question"} and {r["cluster_bound"] for r in back} == {"False"}
+    assert (summary["split_by"], summary["cluster_bound"]) == ("question", False)
+
+
+def test_guarantee_validity_says_its_split_and_bound(tmp_path, monkeypatch):
+    rng = np.random.default_rng(1)
+    z, gold = synthetic_logits(400, 4, 1.5, rng)
+    s1 = z.argmax(axis=1) == gold
+    videos = np.repeat(np.arange(100), 4)
+    titles = {}
+    original = plots._save
+
+    def record(fig, out_dir, name, rows):
+        titles[name] = fig._suptitle.get_text()
+        return original(fig, out_dir, name, rows)
+
+    monkeypatch.setattr(plots, "_save", record)
+    rule = Rule("precision", alpha=0.1, delta=0.1, min_exits=20)
+    video_words = "split by video (each video's questions on one side); bound on effective counts over the select"
+    question_words = "split by question; bound counting questions as independent trials"
+    for split_by, bound, words in (("video", True, video_words), ("question", False, question_words)):
+        rows = validity_runs(z, gold, s1, None, rule.choose, "exit_error", 0.1, n_splits=5, clusters=videos,
+                             split_by=split_by, cluster_bound=bound)  # fmt: skip
+        summary = validity_summary(rows, 0.1, guaranteed=True)
+        plot_validity(tmp_path, rows, summary, "precision")
+        back = read_csv(tmp_path / "guarantee_validity.csv")
+        assert {(r["split_by"], r["cluster_bound"]) for r in back} == {(split_by, str(bound))}
+        assert all((r["videos_in_two_parts"] == "0") == (split_by == "video") for r in back)
+        assert words in titles["guarantee_validity"]
