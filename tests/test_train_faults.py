@@ -208,3 +208,70 @@ def test_an_all_failed_batch_still_runs_every_module_on_a_rank_of_many(tiny_mode
     for name, param in module.model.named_parameters():
         if param.requires_grad:
             assert param.grad is not None and not param.grad.any(), name
+
+
+GUARD_SCRIPT = """
+import sys
+from pathlib import Path
+
+import lightning as L
+from cader.train.datamodule import SFTDataModule, Source
+from cader.train.guards import LossGuard, TrainingStopped
+from cader.train.module import SFTModule
+from cader.train.strategies import CPUDeepSpeedStrategy
+
+model_dir, data_file, root = sys.argv[1:4]
+
+
+class RankOneFails(LossGuard):   # only rank 1 sees a bad loss, at its second step
+    def verdict(self, loss):
+        if self.rank == 1 and self.calls == 1:
+            return "the loss is nan (not finite)"
+        self.calls += 1
+        return None
+
+    def on_train_start(self, trainer, module):
+        self.rank, self.calls = trainer.global_rank, 0
+
+
+dm = SFTDataModule([Source("mix", "sharegpt", data_file)], processor_path=model_dir, batch_size=1,
+                   max_length=1024, report_dir=root)
+trainer = L.Trainer(default_root_dir=root, accelerator="cpu", devices=1, num_nodes=2,
+                    strategy=CPUDeepSpeedStrategy("zero2"), precision="32-true", max_steps=4, max_epochs=4,
+                    logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                    enable_model_summary=False, use_distributed_sampler=False, callbacks=[RankOneFails()])
+try:
+    trainer.fit(SFTModule(model_dir, lr=1e-3), datamodule=dm)
+except TrainingStopped as err:
+    Path(root, f"stopped{trainer.global_rank}.txt").write_text(str(err))
+    sys.exit(3)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_bad_loss_on_one_rank_stops_every_rank_without_a_hang(tiny_model_dir, tmp_path):
+    import subprocess
+    import sys
+
+    pytest.importorskip("deepspeed")
+    from test_train_zero3_multiprocess import _clean_environ, _free_port, _write_mix
+
+    data, script, root = _write_mix(tmp_path), tmp_path / "guard.py", tmp_path / "run"
+    script.write_text(GUARD_SCRIPT)
+    root.mkdir()
+    for _ in range(3):  # a free port can be taken before node 0 binds it: retry
+        port = str(_free_port())
+        procs = [subprocess.Popen([sys.executable, str(script), str(tiny_model_dir), str(data), str(root)],
+                                  cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env={**_clean_environ(), "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1",
+                                       "TOKENIZERS_PARALLELISM": "false", "MASTER_ADDR": "127.0.0.1",
+                                       "MASTER_PORT": port, "NODE_RANK": str(node)})
+                 for node in (0, 1)]
+        outs = [p.communicate(timeout=240) for p in procs]
+        if not any("EADDRINUSE" in err for _, err in outs):
+            break
+    assert [p.returncode for p in procs] == [3, 3], outs[0][1][-3000:]
+    messages = [(root / f"stopped{r}.txt").read_text() for r in (0, 1)]
+    assert "at step 2" in messages[1] and "not finite" in messages[1]
+    assert "at step 2" in messages[0] and "another rank" in messages[0]
