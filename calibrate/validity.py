@@ -223,7 +223,7 @@ def procedure_label(summary: dict) -> str:
 def plot_validity(out_dir: str | Path, rows: list[dict], summary: dict, mode: str) -> list[Path]:
     from cader.calibrate.plots import _save, plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.4), layout="constrained")  # room for the 2-line title
     risk_name = {"exit_error": "exit error (Stage-1 wrong among exits)",
                  "accuracy_loss": "accuracy lost vs always Stage 2"}[summary["risk"]]  # fmt: skip
     values = np.sort([r["test_risk"] for r in rows])

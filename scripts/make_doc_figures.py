@@ -4,6 +4,11 @@ The outcomes come from `cader.dev.calibration_rows` (logits calibrated at a know
 benchmarks, and a Stage-2 answer for every sample as a uniform_stage2 run would give), so the figures show what a
 real held-out run looks like with thousands of samples, without a model.
 
+guarantee_validity.png follows the calibration's default procedure (fit/select/test splits drawn over videos,
+stratified by benchmark, and the bound on effective counts over the select part's videos; its title says so). The
+synthetic rows ask one question per video, so there the video split and the effective counts coincide with the
+question-level ones; tests/test_calibrate_validity.py shows where they differ (questions sharing a video's difficulty).
+
     python scripts/make_doc_figures.py --out docs/figures
 """
 
