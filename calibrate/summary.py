@@ -118,7 +118,9 @@ def guarantee_lines(p: dict) -> list[str]:
                    f"{_fmt(v.get('paper_miss_rate'))}); left out: {v['left_out'] or 'none'}."), ""]  # fmt: skip
     g = p.get("guarantee_validity")
     if g:
-        lines += [(f"Over {g['splits']} random fit/select/test splits, the realised {g['risk']} exceeded "
+        how = (f" (split by {g.get('split_by', 'question')}, "
+               f"{'bound on effective counts over videos' if g.get('cluster_bound') else 'question-counting bound'})")
+        lines += [(f"Over {g['splits']} random fit/select/test splits{how}, the realised {g['risk']} exceeded "
                    f"{g['level']} in {g['above_level']} ({_fmt(g['above_rate'], 3)}; delta = {g['delta']}"
                    f"{'' if g['guaranteed'] else ', not guaranteed by this mode'}); the guarantee cost "
                    f"{_fmt(g['mean_price'], 3)} exit rate against the oracle tau "
