@@ -230,3 +230,5 @@ def test_samples_per_second_leaves_loading_out_and_counts_samples_in_flight():
     # three in flight, written together at 13 s after 3 s each: 3 samples in 3 s
     assert bench.samples_per_s([13.0, 13.0, 13.0], [3.0, 3.0, 3.0]) == pytest.approx(1.0)
     assert bench.samples_per_s([], []) is None
+    # the first wave (here the first two records) left out: 2 samples started at 14 s, done at 16 s
+    assert bench.samples_per_s([12.0, 13.0, 16.0, 16.0], [2.0, 3.0, 2.0, 2.0], skip=2) == pytest.approx(1.0)

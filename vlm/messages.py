@@ -3,7 +3,9 @@
 `encode` is the only place the project turns (messages, frames, images) into model inputs. It always hands the
 processor the decoded frames together with their real metadata (native fps and source frame indices) and
 `do_sample_frames=False`: without the metadata the Qwen3-VL processor assumes 24 fps and writes wrong `<t seconds>`
-tokens, and with its own sampling enabled it would re-sample frames we already chose.
+tokens, and with its own sampling enabled it would re-sample frames we already chose. The vLLM backend, whose
+engine runs the processor itself, takes its text from the same `prompt_text` and passes the same metadata and
+settings, so both backends feed the model the same token ids.
 """
 
 from __future__ import annotations

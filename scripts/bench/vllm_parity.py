@@ -348,15 +348,19 @@ def timed_run(cmd: list[str], predictions: Path, env: dict | None = None, timeou
     return {"wall_s": time.perf_counter() - t0, "arrivals_s": arrivals}
 
 
-def samples_per_s(arrivals_s: list[float], seconds: list[float]) -> float | None:
-    """Evaluation rate with model loading left out: n samples over the time from the first sample's start to the
-    last record's arrival. A sample started at its arrival minus its own `cost.seconds` (the runner's per-sample
-    clock), so this holds for samples run one at a time and for N in flight alike.
+def samples_per_s(arrivals_s: list[float], seconds: list[float], skip: int = 0) -> float | None:
+    """Evaluation rate with model loading left out: samples over the time from the first one's start to the last
+    record's arrival. A sample started at its arrival minus its own `cost.seconds` (the runner's per-sample clock),
+    so this holds for samples run one at a time and for N in flight alike. `skip`: leave out the first records to
+    arrive (the first wave pays the engine's one-time warm-up of its first requests).
     """
-    if not arrivals_s or len(arrivals_s) != len(seconds):
+    if len(arrivals_s) != len(seconds):
         return None
-    span = max(arrivals_s) - min(a - s for a, s in zip(arrivals_s, seconds))
-    return len(arrivals_s) / span if span > 0 else None
+    kept = sorted(zip(arrivals_s, seconds))[skip:]
+    if not kept:
+        return None
+    span = max(a for a, _ in kept) - min(a - s for a, s in kept)
+    return len(kept) / span if span > 0 else None
 
 
 def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", limit: int = 8,
@@ -397,14 +401,19 @@ def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", 
         timing = timed_run([python, *base, "--out", str(target), *args], predictions, env)
         rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
         seconds = [float((r.get("cost") or {}).get("seconds") or 0.0) for r in rows]
-        runs[name] = {"records": rows, **timing, "samples_per_s": samples_per_s(timing["arrivals_s"], seconds)}
+        first_wave = concurrency if name == "vllm" else 1
+        runs[name] = {"records": rows, **timing, "samples_per_s": samples_per_s(timing["arrivals_s"], seconds),
+                      "warm_samples_per_s": samples_per_s(timing["arrivals_s"], seconds, skip=first_wave)}
     failures = compare_records(runs["hf"]["records"], runs["vllm"]["records"])
     hf_rate, vllm_rate = runs["hf"]["samples_per_s"], runs["vllm"]["samples_per_s"]
     result = {
         "model": model, "benchmark": benchmark, "n": len(runs["hf"]["records"]), "concurrency": concurrency,
         "routes": {r: sum(x["route"] == r for x in runs["hf"]["records"]) for r in ("exit", "stage2")},
-        **{f"{name}_{k}": runs[name][k] for name in runs for k in ("samples_per_s", "wall_s")},
+        **{f"{name}_{k}": runs[name][k] for name in runs for k in ("samples_per_s", "warm_samples_per_s", "wall_s")},
         "speedup": vllm_rate / hf_rate if hf_rate and vllm_rate else None,
+        "warm_speedup": (runs["vllm"]["warm_samples_per_s"] / runs["hf"]["warm_samples_per_s"]
+                         if runs["hf"]["warm_samples_per_s"] and runs["vllm"]["warm_samples_per_s"] else None),
+        "threads": os.environ.get("OMP_NUM_THREADS"),
         "failures": failures,
     }
     _emit(result, json_out)
