@@ -343,6 +343,11 @@ def _run(args, out, cfg, variant_cfgs, chosen, shard, rank, load_errors, config_
         role: (backend.template.to_dict() if getattr(backend, "template", None) else None)
         for role, backend in (("model", main_backend), ("verifier", verifier_backend))
     }
+    # how each backend reads its scores (vLLM: logprob_token_ids over the whole vocabulary, never a top-k list)
+    config_record["backends"] = {
+        role: (backend.describe() if hasattr(backend, "describe") else {"name": type(backend).__name__})
+        for role, backend in (("model", main_backend), ("verifier", verifier_backend))
+    }
     for role, check in config_record["chat_template"].items():
         if check and check["think_block_added"]:
             log.warning(

