@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,8 @@ from cader.evaluate.report_stats import (
     md_provenance,
 )
 from cader.vlm.files import write_atomic
+
+log = logging.getLogger(__name__)
 
 MARGIN_BINS = [
     (">=0.995", 0.995, float("inf")),
@@ -408,6 +411,9 @@ def _md_stage2_cost_failures(report: dict) -> list[str]:
         lines += ["", (f"{flags['count']} samples ran with a flag: {json.dumps(flags['by_flag'])}; odd benchmark "
                       f"rows scored as the official scorer scores them: {json.dumps(flags['benchmark_rows'])}")]
         lines += [f"- {f['benchmark']}/{f['sample_id']}: {'; '.join(f['flags'])}" for f in flags["samples"]]
+    transfer = report.get("calibration_transfer")
+    if transfer:
+        lines += ["", f"Calibration transfer ({transfer['calibration']}): {transfer['message']}"]
     lines += ["", f"{report['load_errors']['count']} benchmark rows could not be loaded."]
     lines += [f"- {e}" for e in report["load_errors"]["errors"]]
     if report.get("comparison"):
@@ -431,6 +437,22 @@ def render_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def calibration_transfer(records: Sequence[dict], calibration: str | None) -> dict | None:
+    """Whether this run's Stage-1 margins look like those τ was certified on (calibrate/transfer.py: two-sample KS):
+    a τ fitted on one benchmark or model keeps its guarantee on another only if they are exchangeable. The run's
+    margins are at the calibration's temperature (--calibration sets it). Warns in the log; None without a file."""
+    if not calibration or not Path(calibration).is_file():
+        return None
+    from cader.calibrate.transfer import check_transfer
+
+    margins = [r["stage1"]["margin"] for r in records if not r.get("error") and r.get("stage1")
+               and r["stage1"].get("margin") is not None]
+    result = check_transfer(calibration, margins)
+    if result.warn:
+        log.warning("%s (calibration %s)", result.message, calibration)
+    return {**result.as_dict(), "calibration": str(calibration)}
+
+
 def write_report(
     out_dir: str | Path,
     records: Sequence[dict],
@@ -440,6 +462,9 @@ def write_report(
 ) -> dict:
     out_dir = Path(out_dir)
     report = build_report(records, load_errors, config, collect_provenance())
+    transfer = calibration_transfer(records, (config or {}).get("calibration"))
+    if transfer is not None:
+        report["calibration_transfer"] = transfer
     if compare_to is not None:
         report["comparison"] = compare_runs(records, compare_to)
     write_atomic(out_dir / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")

@@ -585,3 +585,30 @@ def test_flagged_samples_and_odd_benchmark_rows_are_counted_in_the_report():
     assert report["flags"]["benchmark_rows"] == {"empty_question": 1, "empty_options": 1}
     text = render_markdown(report)
     assert '1 samples ran with a flag: {"single_frame": 1}' in text and "mlvu_dev/1: single_frame" in text
+
+
+def test_a_run_whose_margins_differ_from_the_calibrations_is_warned_in_the_report(tmp_path, caplog):
+    from cader.calibrate.pipeline import calibrate_predictions
+    from cader.dev.calibration_rows import synthetic_prediction_rows
+    from cader.evaluate.report import write_report
+
+    rows = synthetic_prediction_rows("synthetic", 400, seed=1)
+    (tmp_path / "heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    calibrate_predictions([str(tmp_path / "heldout.jsonl")], str(tmp_path / "cal"), mode="budget", budget=0.5,
+                          figures=False, validity_splits=0)
+    calibration = tmp_path / "cal" / "calibration.json"
+    payload = json.loads(calibration.read_text())
+    reference = payload["select_margins"]["sorted"]
+
+    def run(margins):
+        records = [{"benchmark": "b", "sample_id": str(i), "stage1": {"margin": m}, "error": None, "answer": "A",
+                    "pred": "A", "correct": True, "route": "exit", "stage2": None, "cost": {}}
+                   for i, m in enumerate(margins)]
+        return write_report(tmp_path / "out", records, [], {"calibration": str(calibration)})["calibration_transfer"]
+
+    same = run(reference[::2])                                   # drawn from the calibration's own margins
+    assert same["warn"] is False and same["p_value"] > 0.05 and same["n_target"] == len(reference[::2])
+    shifted = run([min(1.0, m * 0.2) for m in reference])        # a benchmark where the model is far less sure
+    assert shifted["warn"] is True and shifted["p_value"] < 1e-6
+    assert "recalibrate" in caplog.text and "Calibration transfer" in (tmp_path / "out" / "report.md").read_text()
+    assert write_report(tmp_path / "none", [], [], {"calibration": None}).get("calibration_transfer") is None
