@@ -3,14 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from cader.contracts.jsonl import read_jsonl
+from cader.contracts.jsonl import iter_lines, read_jsonl
 from cader.evaluate.judge.aggregate import is_correct
 from cader.evaluate.judge.pipeline import read_judgments
 from cader.evaluate.judge.questions import InputFileError, load_predictions, load_questions, prediction_key
+from cader.evaluate.lmms.samples import SamplesFileError, is_samples_row, read_samples
 from cader.evaluate.stats import mcnemar_exact, paired_bootstrap_diff, rank_stability
+
+
+class CompareInputError(InputFileError):
+    """A file compare cannot read as a system's answers; the one-line message names it."""
+
+    def __init__(self, path: str | Path, why: str):
+        OSError.__init__(self, f"{path}: {why}")
+        self.path = Path(path)
+
+
+@dataclass
+class System:
+    """One system's answers: `by_question` keyed by the benchmark's question id (None when the file cannot say it),
+    `by_doc` by lmms-eval's `<task>/<doc_id>` (None when it has none); `problems` lists the lines left out."""
+
+    source: str
+    by_question: dict[str, float] | None
+    by_doc: dict[str, float] | None = None
+    no_key_why: str = ""
+    problems: list[str] = field(default_factory=list)
 
 
 def _system_name(path: Path, taken: set[str]) -> str:
@@ -18,15 +40,63 @@ def _system_name(path: Path, taken: set[str]) -> str:
     return name if name not in taken else str(path)
 
 
-def per_question_scores(path: str | Path, metric: str, questions: dict | None) -> dict[str, float]:
-    """question id -> score: 1/0 correctness ("accuracy", from predictions) or the Traj score ("traj", judgments)."""
+def file_kind(path: str | Path) -> str:
+    """"lmms" for an lmms-eval samples file, "cader" for cader predictions/judgments (or an empty file), told
+    apart by the first JSON object in it."""
+    for _, value in iter_lines(path):
+        if not isinstance(value, dict):
+            continue
+        if is_samples_row(value):
+            return "lmms"
+        if prediction_key(value) is not None or "sample_id" in value:
+            return "cader"
+        raise CompareInputError(path, "neither cader predictions (rows with sample_id or question_id) nor an "
+                                      "lmms-eval samples file (rows with doc_id and filtered_resps); first row's "
+                                      f"keys: {sorted(value)[:8]}")
+    return "cader"
+
+
+def _record_correct(row: dict) -> float:
+    return float(bool(row.get("correct")) and not row.get("error"))
+
+
+def read_system(path: str | Path, metric: str, questions: dict | None) -> System:
+    """One file's per-question scores: 1/0 correctness ("accuracy", from cader predictions or lmms-eval samples)
+    or the Traj score ("traj", judgments)."""
+    if file_kind(path) == "lmms":
+        if metric != "accuracy":
+            raise CompareInputError(path, f"an lmms-eval samples file has no {metric} score; compare it on accuracy")
+        try:
+            samples = read_samples(path)
+        except SamplesFileError as error:
+            raise CompareInputError(path, str(error).removeprefix(f"{path}: ")) from None
+        by_question = samples.by_question
+        if by_question is not None and questions is not None:
+            by_question = {k: v for k, v in by_question.items() if k in questions}
+        return System(source=f"lmms-eval samples of {samples.task or '?'} ({samples.metric})", by_question=by_question,
+                      by_doc=samples.by_doc, no_key_why=samples.no_key_why, problems=samples.problems)
     if metric == "traj":
-        return {k: float(r["traj"]) for k, r in read_judgments(path).items()
-                if not r.get("error") and r.get("traj") is not None}
-    rows, _ = load_predictions(path) if questions is not None else (_rows_by_any_id(path), [])
+        return System("cader judgments", {k: float(r["traj"]) for k, r in read_judgments(path).items()
+                                          if not r.get("error") and r.get("traj") is not None})
+    rows = load_predictions(path)[0] if questions is not None else _rows_by_any_id(path)
     if questions is not None:
-        return {k: float(is_correct(questions[k], rows[k])) for k in rows if k in questions}
-    return {k: float(bool(r.get("correct")) and not r.get("error")) for k, r in rows.items()}
+        by_question = {k: float(is_correct(questions[k], rows[k])) for k in rows if k in questions}
+    else:
+        by_question = {k: _record_correct(r) for k, r in rows.items()}
+    # records of `lmms-eval --model cader` also know their lmms-eval document
+    by_doc = {f"{r['lmms']['task']}/{r['lmms']['doc_id']}": _record_correct(r) for r in rows.values()
+              if isinstance(r.get("lmms"), dict) and r["lmms"].get("task") is not None
+              and r["lmms"].get("doc_id") is not None}  # fmt: skip
+    return System("cader predictions", by_question, by_doc or None)
+
+
+def per_question_scores(path: str | Path, metric: str, questions: dict | None) -> dict[str, float]:
+    """question id -> score: 1/0 correctness ("accuracy", from predictions or lmms-eval samples) or the Traj
+    score ("traj", judgments)."""
+    system = read_system(path, metric, questions)
+    if system.by_question is None:
+        raise CompareInputError(path, f"no question ids ({system.no_key_why})")
+    return system.by_question
 
 
 def _rows_by_any_id(path: str | Path) -> dict[str, dict]:
@@ -38,29 +108,47 @@ def _rows_by_any_id(path: str | Path) -> dict[str, dict]:
     return rows
 
 
+def _aligned(files: Sequence[str], systems: list[System], questions: dict | None) -> tuple[str, list[dict]]:
+    """("question" or "doc", each system's scores): by the benchmark's question id when every file has it, else
+    by lmms-eval's `<task>/<doc_id>`, which every file then must have."""
+    if all(s.by_question is not None for s in systems):
+        return "question", [s.by_question for s in systems]
+    keyless = next(f"{path}: {s.no_key_why}" for path, s in zip(files, systems) if s.by_question is None)
+    lacking = [str(path) for path, s in zip(files, systems) if s.by_doc is None]
+    if questions is not None or lacking:
+        why = ("its records carry no lmms.task/lmms.doc_id (records of `lmms-eval --model cader` do)"
+               if not questions else "--questions aligns by question id")
+        raise CompareInputError(lacking[0] if lacking else files[0],
+                                f"cannot be lined up with {keyless}, so documents line up by lmms-eval task and "
+                                f"doc_id only, and {why}")
+    return "doc", [s.by_doc for s in systems]
+
+
 def compare_files(files: Sequence[str], *, questions_path: str | None = None, metric: str = "accuracy",
                   n_resamples: int = 10_000, seed: int = 0) -> dict:
     """Align systems on the same question ids (a missing answer scores 0) and compute App. G statistics,
-    each system against the first."""
+    each system against the first. A file is cader predictions (or judgments) or an lmms-eval samples file of any
+    model (`cader.evaluate.lmms.samples`), told apart by content."""
     if len(files) < 2:
         raise ValueError("compare needs at least two files")
     for path in [*files, *([questions_path] if questions_path else [])]:
         if not Path(path).is_file():
             raise InputFileError(path)
     questions = load_questions(questions_path)[0] if questions_path else None
-    names, per_system = [], []
+    names, systems = [], []
     for path in files:
         names.append(_system_name(Path(path), set(names)))
-        per_system.append(per_question_scores(path, metric, questions))
+        systems.append(read_system(path, metric, questions))
+    aligned_by, per_system = _aligned(files, systems, questions)
     if questions is not None:
         ids = list(questions)
     else:
         ids = sorted(set().union(*per_system), key=lambda k: (len(k), k))
     matrix = np.array([[scores.get(k, 0.0) for k in ids] for scores in per_system])
-    result = {"metric": metric, "n": len(ids), "systems": {}, "pairs": []}
-    for name, scores, row in zip(names, per_system, matrix):
-        result["systems"][name] = {"mean": float(row.mean()) if ids else None,
-                                   "missing": [k for k in ids if k not in scores]}
+    result = {"metric": metric, "n": len(ids), "aligned_by": aligned_by, "systems": {}, "pairs": []}
+    for name, system, scores, row in zip(names, systems, per_system, matrix):
+        result["systems"][name] = {"mean": float(row.mean()) if ids else None, "source": system.source,
+                                   "missing": [k for k in ids if k not in scores], "problems": system.problems}
     for i in range(1, len(names)):
         pair = {"a": names[i], "b": names[0],
                 "bootstrap": paired_bootstrap_diff(matrix[i], matrix[0], n_resamples=n_resamples, seed=seed)}
@@ -77,6 +165,15 @@ def format_comparison(result: dict) -> str:
     for name, info in result["systems"].items():
         lines.append(f"{name} | {info['mean']:.4f} | {len(info['missing'])}")
     lines.append("")
+    foreign = {name: info for name, info in result["systems"].items()
+               if info.get("source", "cader").startswith("lmms-eval") or info.get("problems")}
+    for name, info in foreign.items():
+        lines.append(f"{name}: {info['source']}, {len(info.get('problems', []))} lines left out")
+        lines += [f"  {problem}" for problem in info.get("problems", [])[:5]]
+    if result.get("aligned_by") == "doc":
+        lines.append("aligned by lmms-eval task/doc_id (a file has no question ids)")
+    if foreign or result.get("aligned_by") == "doc":
+        lines.append("")
     for pair in result["pairs"]:
         b = pair["bootstrap"]
         line = (f"{pair['a']} - {pair['b']}: {b['diff']:+.4f}  {int(b['confidence'] * 100)}% CI "
