@@ -97,6 +97,11 @@ def test_lvbench_samples_pair_by_doc_id_with_a_cader_run_through_lmms_eval_only(
     with pytest.raises(CompareInputError) as caught:
         compare_files([str(LVBENCH), str(plain)])
     assert str(caught.value).startswith(f"{plain}: cannot be lined up with {LVBENCH}: lmms-eval's lvbench")
+    renamed = tmp_path / "renamed" / "baseline.jsonl"
+    renamed.parent.mkdir()
+    renamed.write_text(LVBENCH.read_text())
+    with pytest.raises(CompareInputError, match=r"baseline.jsonl: .* file name does not say the task"):
+        compare_files([str(renamed), str(side)])
 
 
 def test_a_metric_that_is_not_correct_or_incorrect_is_a_one_line_error(tmp_path, capsys):

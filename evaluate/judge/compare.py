@@ -32,6 +32,7 @@ class System:
     by_question: dict[str, float] | None
     by_doc: dict[str, float] | None = None
     no_key_why: str = ""
+    no_doc_why: str = "its records carry no lmms.task/lmms.doc_id (records of `lmms-eval --model cader` do)"
     problems: list[str] = field(default_factory=list)
 
 
@@ -74,7 +75,8 @@ def read_system(path: str | Path, metric: str, questions: dict | None) -> System
         if by_question is not None and questions is not None:
             by_question = {k: v for k, v in by_question.items() if k in questions}
         return System(source=f"lmms-eval samples of {samples.task or '?'} ({samples.metric})", by_question=by_question,
-                      by_doc=samples.by_doc, no_key_why=samples.no_key_why, problems=samples.problems)
+                      by_doc=samples.by_doc, no_key_why=samples.no_key_why, problems=samples.problems,
+                      no_doc_why="its file name does not say the task (lmms-eval writes <date>_samples_<task>.jsonl)")
     if metric == "traj":
         return System("cader judgments", {k: float(r["traj"]) for k, r in read_judgments(path).items()
                                           if not r.get("error") and r.get("traj") is not None})
@@ -114,13 +116,11 @@ def _aligned(files: Sequence[str], systems: list[System], questions: dict | None
     if all(s.by_question is not None for s in systems):
         return "question", [s.by_question for s in systems]
     keyless = next(f"{path}: {s.no_key_why}" for path, s in zip(files, systems) if s.by_question is None)
-    lacking = [str(path) for path, s in zip(files, systems) if s.by_doc is None]
+    lacking = [(path, s.no_doc_why) for path, s in zip(files, systems) if s.by_doc is None]
     if questions is not None or lacking:
-        why = ("its records carry no lmms.task/lmms.doc_id (records of `lmms-eval --model cader` do)"
-               if not questions else "--questions aligns by question id")
-        raise CompareInputError(lacking[0] if lacking else files[0],
-                                f"cannot be lined up with {keyless}, so documents line up by lmms-eval task and "
-                                f"doc_id only, and {why}")
+        path, why = lacking[0] if lacking and questions is None else (files[0], "--questions aligns by question id")
+        raise CompareInputError(path, f"cannot be lined up with {keyless}, so documents line up by lmms-eval task "
+                                      f"and doc_id only, and {why}")
     return "doc", [s.by_doc for s in systems]
 
 
