@@ -161,8 +161,8 @@ def compare(
     """Paired bootstrap CI, McNemar test and rank stability of several systems on the same questions (App. G).
 
     Args:
-        files: predictions.jsonl (for accuracy) or judgments.jsonl (for traj) files, one per system; the first is
-            compared with each of the others
+        files: predictions.jsonl or lmms-eval `<date>_samples_<task>.jsonl` files of any model (for accuracy), or
+            judgments.jsonl (for traj), one per system; the first is compared with each of the others
         questions: questions.jsonl to score accuracy against (default: each record's own `correct` field)
         metric: accuracy (multiple-choice answers) or traj (the judge's trajectory score)
         n_resamples: bootstrap resamples
