@@ -50,7 +50,7 @@ def seed_numbers(facts: dict) -> dict:
     chance_overlap = props.get("chance_overlap")
     p_evidence = None
     if contains.get("n") and chance_overlap is not None:
-        p_evidence = binomtest(contains["k"], contains["n"], min(1.0, chance_overlap), alternative="greater").pvalue
+        p_evidence = float(binomtest(contains["k"], contains["n"], min(1.0, chance_overlap), alternative="greater").pvalue)
     s1_routed, final_routed = ((routed.get(k) or {}).get("rate") for k in ("stage1", "final"))
     gap_flag = any("differs significantly" in f for f in facts.get("red_flags") or [])
     bars = {
@@ -61,6 +61,7 @@ def seed_numbers(facts: dict) -> dict:
         "ablation_order": ("full" in table2 and "no_stage2" in table2 and table2["full"] >= table2["no_stage2"]
                            and not gap_flag),
     }  # fmt: skip
+    bars = {bar: bool(held) for bar, held in bars.items()}   # plain bools for the JSON (scipy gives numpy ones)
     return {
         "stage1_accuracy": s1.get("rate"),
         "margin_auroc": trend.get("auroc"),
