@@ -1,6 +1,7 @@
 """scripts/miniature_seeds.py: one seed's bars read off its summary.json, and the spread over seeds."""
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def _facts(s1_k=36, trend_p=0.001, contains=(15, 18), chance_overlap=0.15, route
 def test_a_seed_that_shows_the_method_holds_every_bar():
     got = seeds.seed_numbers(_facts())
     assert all(got["bars"].values()), got["bars"]
+    assert json.loads(json.dumps(got))["bars"] == got["bars"]   # plain JSON types (scipy hands out numpy ones)
     # 15 of 18 proposals against a 15 % random window: P(X >= 15 | Bin(18, 0.15)) is about 2.3e-10
     assert got["proposals_evidence_p"] == pytest.approx(2.27e-10, rel=0.01)
     assert got["routed_stage1_accuracy"] == pytest.approx(7 / 18) and got["routed_final_accuracy"] == pytest.approx(15 / 18)
