@@ -105,11 +105,22 @@ def test_cascade_loss_exceeds_epsilon_in_at_most_about_delta_of_splits():
     assert naive_violations / N_SPLITS > 0.3, naive_violations
 
 
+def _empirical_joint_tau(m, s1, s2, alpha, epsilon, min_exits):
+    """The rule without a bound: the laxest grid tau whose selection-split exit error is <= alpha and loss <= epsilon."""
+    wrong = ~np.asarray(s1, bool)
+    lost = cascade_loss_counts(m, s1, s2, PRECISION_GRID) / m.size
+    for i in range(len(PRECISION_GRID) - 1, -1, -1):
+        exits = m >= PRECISION_GRID[i]
+        if exits.sum() >= min_exits and wrong[exits].mean() <= alpha and lost[i] <= epsilon:
+            return float(PRECISION_GRID[i])
+    return NO_EXIT_TAU
+
+
 def test_joint_exit_error_and_loss_hold_together_in_at_least_1_minus_delta_of_splits():
     alpha, epsilon, delta = 0.1, 0.05, 0.1
     pool_m, pool_err = _pool()
     rng = np.random.default_rng(12)
-    violations = exits = 0
+    violations = exits = naive_violations = 0
     for _ in range(N_SPLITS):
         z, s1, s2 = _draw(rng, N_SELECT)
         m = margins(z, TRUE_T)
@@ -117,11 +128,16 @@ def test_joint_exit_error_and_loss_hold_together_in_at_least_1_minus_delta_of_sp
         exits += not sel.no_exit
         bad = _pool_exit_error(pool_m, pool_err, sel.tau) > alpha or _pool_loss(pool_m, pool_err, sel.tau) > epsilon
         violations += bad
+        naive = _empirical_joint_tau(m, s1, s2, alpha, epsilon, 30)
+        naive_violations += (_pool_exit_error(pool_m, pool_err, naive) > alpha
+                             or _pool_loss(pool_m, pool_err, naive) > epsilon)
         if not sel.no_exit:  # the chosen tau is at least as strict as each risk's own LTT choice
             alone = select_tau_ltt(m, s1, delta, alpha=alpha, min_exits=30)
             assert sel.tau >= alone.tau
     assert exits >= 0.8 * N_SPLITS
     assert violations / N_SPLITS <= delta + 3 * math.sqrt(delta * (1 - delta) / N_SPLITS), violations
+    # the same test fails for the rule that trusts the selection split's rates
+    assert naive_violations / N_SPLITS > delta + 3 * math.sqrt(delta * (1 - delta) / N_SPLITS), naive_violations
 
 
 def test_exit_error_alone_is_precision_mode():
