@@ -2,9 +2,9 @@
 
 import json
 import shlex
-import shutil
 import subprocess
 import sys
+import sysconfig
 from itertools import pairwise
 from pathlib import Path
 
@@ -68,15 +68,27 @@ def help_text(argv: list[str], capsys) -> str:
     return capsys.readouterr().out
 
 
+def cader_console_script() -> Path:
+    """The `cader` console script of the environment running the tests: pip writes it to that interpreter's
+    scripts folder, so the test checks this installation even when PATH names another one (or none)."""
+    name = "cader.exe" if sys.platform == "win32" else "cader"
+    return Path(sysconfig.get_path("scripts")) / name
+
+
 def test_cader_help_lists_every_subcommand_with_its_line():
-    cader = shutil.which("cader")
-    assert cader, "the cader console script is not on PATH: pip install -e ."
-    proc = subprocess.run([cader, "--help"], capture_output=True, text=True, timeout=120, check=False)
+    cader = cader_console_script()
+    assert cader.is_file(), f"no cader console script at {cader}: pip install -e . with {sys.executable}"
+    proc = subprocess.run([str(cader), "--help"], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     for name in ("sft", "plan", "eval", "merge", "calibrate", "judge", "compare"):
         assert name in STAGES
         assert f"    {name} " in proc.stdout, name
     assert "(evaluate/judge.py compare)" in " ".join(proc.stdout.split())
+    # `python -m cader.cli` is the same command for an environment whose scripts folder is not on PATH
+    module = subprocess.run([sys.executable, "-m", "cader.cli", "--help"], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert module.returncode == 0, module.stderr
+    assert module.stdout == proc.stdout
 
 
 def test_cader_help_imports_no_stage():
@@ -136,11 +148,10 @@ def test_choices_print_as_choices(capsys):
 def test_choice_literals_match_the_registries():
     from typing import get_args, get_type_hints
 
+    from cader.calibrate.pipeline import calibrate_predictions
     from cader.calibrate.tau import MODES
     from cader.evaluate.judge.adapters import PREDICTION_FORMATS
     from cader.evaluate.judge.providers import PROVIDERS
-
-    from cader.calibrate.pipeline import calibrate_predictions
 
     judge = load_script(STAGES["judge"])
     mode = get_type_hints(calibrate_predictions)["mode"]
