@@ -13,55 +13,51 @@ The side file (`records=`, default cader_lmms_records.jsonl) gets one prediction
 `lmms: {task, split, doc_id, doc_hash}`; a rerun reuses the records whose task, doc id and doc hash match, so an
 interrupted lmms-eval run resumes without recomputing. The side file is a cader run: `cader view` and the report
 read it as such.
+
+`generate_until` runs all of the requests it is given (lmms-eval gives it every request of the run at once) as one
+CADER run, grouped by video, `concurrency=` samples in flight (`cader.evaluate.lmms.answering`). lmms-eval's
+multi-process launch is refused: it would split a video's questions over processes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
+import os
 from pathlib import Path
 
 import yaml
-from cader.contracts.jsonl import JsonlAppender, read_jsonl, repair_torn_tail
-from cader.evaluate.lmms.docs import BadDocument, doc_hash, sample_from_doc
+from cader.evaluate.lmms.answering import (
+    DocRequest,
+    MultiProcessRun,
+    SideFile,
+    answer_requests,
+    load_backends,
+    run_in_flight,
+    single_process_problem,
+)
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.runner import process_sample
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
-log = logging.getLogger(__name__)
 CONFIG_FIELDS = {f.name for f in dataclasses.fields(CaderConfig)}
+
+
+def read_config(config: str | None) -> dict:
+    """An evaluate/run.py config file's keys ({} without one)."""
+    return (yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}) if config else {}
 
 
 def cader_config(config: str | None, calibration: str | None, overrides: dict) -> CaderConfig:
     """CADER's settings: an evaluate/run.py config file's CaderConfig fields (its other keys, such as `backend`,
     are ignored), then `overrides` (model_args), then calibration.json's T and tau."""
-    values = {}
-    if config:
-        loaded = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
-        values.update({k: v for k, v in loaded.items() if k in CONFIG_FIELDS})
+    values = {k: v for k, v in read_config(config).items() if k in CONFIG_FIELDS}
     values.update(overrides)
     if calibration:
         from cader.calibrate.calibration_file import load_calibration
 
         values["temperature"], values["tau"] = load_calibration(calibration)
     return CaderConfig(**values)
-
-
-def first_video(visuals) -> str:
-    """The video path among what the task's doc_to_visual returned (cader reads the file itself)."""
-    for item in visuals or []:
-        if isinstance(item, (str, Path)):
-            return str(item)
-    raise BadDocument(f"doc_to_visual returned no video path: {type(visuals).__name__} {visuals!r:.120}")
-
-
-def failed_record(task: str, doc_id, error: str) -> dict:
-    """A predictions record for a document that could not become a sample."""
-    return {"benchmark": task, "sample_id": str(doc_id), "video": "", "duration": None, "question": "",
-            "options": [], "letters": [], "answer": None, "stage1": None, "route": None, "stage2": None,
-            "pred": None, "correct": False, "error": error,
-            "cost": {"forwards": 0, "frames_decoded": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}}
 
 
 class Cader(lmms):
@@ -71,70 +67,64 @@ class Cader(lmms):
 
     def __init__(self, model: str, verifier: str | None = None, config: str | None = None,
                  calibration: str | None = None, records: str = "cader_lmms_records.jsonl", device: str = "cpu",
-                 dtype: str = "float32", attn_implementation: str | None = None, batch_size=1, **overrides) -> None:
+                 verifier_device: str | None = None, dtype: str = "float32", attn_implementation: str | None = None,
+                 backend: str = "hf", concurrency: int = 1, batch_size=1, **overrides) -> None:
         """
         Args:
             model: the main model: an HF folder (cader's SFT export) or hub id
             verifier: the verifier model (default: the main model)
-            config: an evaluate/run.py config file (configs/eval/cader.yaml): its CADER settings are used
+            config: an evaluate/run.py config file (configs/eval/cader.yaml): its CADER settings are used, and its
+                vllm_main/vllm_verifier engine settings with backend=vllm
             calibration: calibration.json from calibrate/fit.py: its T and tau override the config's
             records: the side file of cader records (predictions.jsonl format), appended and resumed
             device: torch device of the HF backends
+            verifier_device: torch device of the HF verifier when it is another model (default: device)
             dtype: torch dtype of the HF backends
             attn_implementation: passed to transformers (None: its default)
-            batch_size: lmms-eval's batch size; cader batches inside a sample, so documents run one at a time
+            backend: hf (transformers) or vllm
+            concurrency: documents in flight; their model calls are merged into batched calls
+            batch_size: lmms-eval's batch size, unused: cader batches across the documents in flight (concurrency)
             overrides: any CaderConfig field (tau=0.9, variant=no_stage2, ...); other keys are refused
         """
         super().__init__()
+        problem = single_process_problem(os.environ)  # before any model loads: fail in seconds, not minutes
+        if problem:
+            raise MultiProcessRun(problem)
         unknown = sorted(set(overrides) - CONFIG_FIELDS)
         if unknown:
             raise ValueError(f"cader model_args: unknown {', '.join(unknown)} (CADER settings: "
                              f"{', '.join(sorted(CONFIG_FIELDS))})")
-        from cader.evaluate.backends.hf import HFBackend
-
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"cader model_args: concurrency must be a whole number >= 1, got {concurrency!r}")
         self.cfg = cader_config(config, calibration, overrides)
-        self.main = HFBackend(model, dtype=dtype, device=device, attn_implementation=attn_implementation)
-        self.verifier = (self.main if not verifier or verifier == model else
-                         HFBackend(verifier, dtype=dtype, device=device, attn_implementation=attn_implementation))
-        self.records_path = Path(records)
-        self.records_path.parent.mkdir(parents=True, exist_ok=True)
-        repair_torn_tail(self.records_path)
-        self.done = {self.key_of(r["lmms"]): r for r in read_jsonl(self.records_path) if isinstance(r.get("lmms"), dict)}
-        self.failures = 0
+        self.concurrency = concurrency
+        self.main, self.verifier = load_backends(
+            backend, model, verifier, device=device, verifier_device=verifier_device, dtype=dtype,
+            attn_implementation=attn_implementation, engines=read_config(config))
+        self.side = SideFile(records)
+        self.records_path = self.side.path
 
-    @staticmethod
-    def key_of(lmms_block: dict) -> tuple[str, str, str]:
-        return str(lmms_block.get("task")), str(lmms_block.get("doc_id")), str(lmms_block.get("doc_hash"))
+    @property
+    def failures(self) -> int:
+        """Documents this process recorded as failed (answered with no letter)."""
+        return self.side.failures
 
-    def answer(self, task: str, split: str, doc_id: int, doc_to_visual) -> dict:
-        """The cader record of one document: reused from the side file, or run now and appended to it."""
-        doc = self.task_dict[task][split][doc_id]
-        block = {"task": task, "split": split, "doc_id": doc_id, "doc_hash": doc_hash(doc)}
-        stored = self.done.get(self.key_of(block))
-        if stored is not None:
-            return stored
-        try:
-            sample = sample_from_doc(task, doc, doc_id, first_video(doc_to_visual(doc)))
-        except BadDocument as exc:  # recorded as a failed sample, like a bad benchmark row in evaluate/run.py
-            record = {**failed_record(task, doc_id, f"bad_sample: {exc}"), "lmms": block}
-        else:
-            record = {**process_sample(sample, sample.video, self.main, self.verifier, self.cfg), "lmms": block}
-        with JsonlAppender(self.records_path) as out:
-            out.write(record)
-        self.done[self.key_of(block)] = record
-        if record.get("error"):
-            self.failures += 1
-            log.warning("cader: %s doc %s failed: %s (answered with no letter)", task, doc_id, record["error"])
-        return record
+    def run(self, samples: list) -> list:
+        """The records of `samples`, in their order, `concurrency` in flight."""
+
+        def one(sample, main, verifier):
+            return process_sample(sample, sample.video, main, verifier, self.cfg)
+
+        return run_in_flight(samples, one, self.main, self.verifier, self.concurrency)
 
     def generate_until(self, requests: list[Instance]) -> list[str]:
-        """The final letter per request; "" for a failed sample (the task's scorer counts it wrong)."""
-        replies = []
+        """The final letter per request, in request order; "" for a failed sample (the task's scorer counts it
+        wrong)."""
+        asked = []
         for request in requests:
             _context, _gen_kwargs, doc_to_visual, doc_id, task, split = request.args
-            record = self.answer(task, split, doc_id, doc_to_visual)
-            replies.append(record.get("pred") or "")
-        return replies
+            asked.append(DocRequest(task, split, doc_id, self.task_dict[task][split][doc_id], doc_to_visual))
+        return [record.get("pred") or "" for record in answer_requests(asked, self.side, self.run)]
 
     def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
         raise NotImplementedError("cader answers multiple-choice video tasks through generate_until only "

@@ -1,0 +1,167 @@
+"""How the lmms-eval model answers a call's requests (no lmms-eval needed): grouped by video, replies in request
+order, bad documents recorded as failed, duplicates run once, resume from the side file by doc hash, samples in
+flight through batching wrappers, multi-process launches refused, and the vLLM backend choice."""
+
+import json
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+from cader.evaluate.backends.batching import BatchingBackend
+from cader.evaluate.lmms.answering import (
+    DocRequest,
+    SideFile,
+    answer_requests,
+    load_backends,
+    run_in_flight,
+    single_process_problem,
+    video_order,
+)
+from cader.evaluate.lmms.docs import UnsupportedTask
+
+
+def videomme_doc(i: int, video: str) -> dict:
+    return {"question_id": f"{i:03d}-1", "videoID": video, "duration": "long", "question": f"How many in {i}?",
+            "options": ["A. 1", "B. 2", "C. 3", "D. 4"], "answer": "ABCD"[i % 4]}  # fmt: skip
+
+
+def to_visual(doc):
+    return [f"/videos/{doc['videoID']}.mp4"]
+
+
+def request(doc_id: int, doc: dict, task: str = "videomme_long") -> DocRequest:
+    return DocRequest(task, "test", doc_id, doc, to_visual)
+
+
+class Recorder:
+    """A stand-in for CADER: records which samples it ran, in which order; answers each with its gold letter."""
+
+    def __init__(self):
+        self.ran = []
+
+    def __call__(self, samples):
+        for sample in samples:
+            self.ran.append(sample.sample_id)
+            yield {"benchmark": sample.benchmark, "sample_id": sample.sample_id, "video": sample.video,
+                   "pred": sample.answer, "correct": True, "error": None}  # fmt: skip
+
+
+def never(samples):
+    assert not samples, f"ran again: {[s.sample_id for s in samples]}"
+    return iter(())
+
+
+def test_video_order_keeps_a_videos_questions_together_in_first_seen_order():
+    samples = [SimpleNamespace(video=v) for v in ["a", "b", "a", "c", "b", "a"]]
+    assert video_order(samples) == [0, 2, 5, 1, 4, 3]
+    assert video_order([]) == []
+
+
+def test_one_process_only():
+    assert single_process_problem({}) is None and single_process_problem({"WORLD_SIZE": "1"}) is None
+    problem = single_process_problem({"WORLD_SIZE": "4", "RANK": "0"})
+    assert "WORLD_SIZE=4" in problem and "every 4th document" in problem and "concurrency=N" in problem
+    assert "not a process count" in single_process_problem({"WORLD_SIZE": "two"})
+
+
+def test_interleaved_videos_run_grouped_and_replies_come_back_in_request_order(tmp_path):
+    side_path = tmp_path / "side.jsonl"
+    docs = [videomme_doc(i, "vidA" if i % 2 == 0 else "vidB") for i in range(4)]
+    broken = {"question_id": "bad", "videoID": "vidA", "question": "no options"}
+    asked = [request(0, docs[0]), request(1, docs[1]), request(4, broken), request(2, docs[2]), request(3, docs[3]),
+             request(1, docs[1])]  # doc 1 twice: lmms-eval clones a request `repeats` times
+    side, run = SideFile(side_path), Recorder()
+    records = answer_requests(asked, side, run, progress=False)
+    assert run.ran == ["000-1", "002-1", "001-1", "003-1"]  # vidA's questions, then vidB's; doc 1 once
+    assert [r["pred"] for r in records] == ["A", "B", None, "C", "D", "B"]
+    assert records[2]["error"].startswith("bad_sample: videomme_long doc 4: no 'options' field")
+    assert side.failures == 1
+    lines = [json.loads(line) for line in side_path.read_text().splitlines()]
+    assert [r["lmms"]["doc_id"] for r in lines] == [4, 0, 2, 1, 3]  # failed at once, then as they ran
+    assert all(r["lmms"]["task"] == "videomme_long" and r["lmms"]["split"] == "test" for r in lines)
+
+
+def test_a_rerun_reuses_the_side_file_and_reruns_a_changed_document(tmp_path):
+    side_path = tmp_path / "side.jsonl"
+    docs = [videomme_doc(i, "vidA") for i in range(3)]
+    first = answer_requests([request(i, d) for i, d in enumerate(docs)], SideFile(side_path), Recorder(), False)
+    again = answer_requests([request(i, d) for i, d in enumerate(docs)], SideFile(side_path), never, False)
+    assert again == first
+    changed = {**docs[1], "answer": "D"}  # another dataset revision: another doc hash, so not a resume
+    run = Recorder()
+    records = answer_requests([request(0, docs[0]), request(1, changed)], SideFile(side_path), run, False)
+    assert run.ran == ["001-1"] and [r["pred"] for r in records] == ["A", "D"]
+
+
+def test_an_interrupted_run_keeps_what_it_finished(tmp_path):
+    side_path = tmp_path / "side.jsonl"
+    docs = [videomme_doc(i, "vidA") for i in range(3)]
+
+    def dies_on_the_third(samples):
+        for done, record in enumerate(Recorder()(samples)):
+            if done == 2:
+                raise KeyboardInterrupt
+            yield record
+
+    with pytest.raises(KeyboardInterrupt):
+        answer_requests([request(i, d) for i, d in enumerate(docs)], SideFile(side_path), dies_on_the_third, False)
+    run = Recorder()
+    answer_requests([request(i, d) for i, d in enumerate(docs)], SideFile(side_path), run, False)
+    assert run.ran == ["002-1"]
+
+
+def test_an_unsupported_task_is_refused_before_anything_is_written(tmp_path):
+    side_path = tmp_path / "side.jsonl"
+    with pytest.raises(UnsupportedTask, match="'mmmu_val' is not supported"):
+        answer_requests([request(0, videomme_doc(0, "v")), request(0, {}, task="mmmu_val")], SideFile(side_path),
+                        never, False)  # fmt: skip
+    assert not side_path.exists() or side_path.read_text() == ""
+
+
+class Inner:
+    name = "inner"
+    template = None
+
+
+def test_samples_in_flight_reach_batching_wrappers_and_come_back_in_order():
+    main, verifier = Inner(), Inner()
+    seen, lock = [], threading.Lock()
+
+    def one(sample, m, v):
+        with lock:
+            seen.append((type(m), type(v), m is v))
+        time.sleep(0.05 * (3 - sample))  # the first sample finishes last
+        return sample
+
+    assert list(run_in_flight([0, 1, 2], one, main, verifier, concurrency=3)) == [0, 1, 2]
+    assert seen == [(BatchingBackend, BatchingBackend, False)] * 3
+    seen.clear()
+    assert list(run_in_flight([0, 1], one, main, main, concurrency=2)) == [0, 1]
+    assert all(same for *_, same in seen)  # one wrapper when the verifier is the main model
+    seen.clear()
+    assert list(run_in_flight([0, 1], one, main, verifier, concurrency=1)) == [0, 1]
+    assert seen == [(Inner, Inner, False)] * 2  # one at a time: the backends as they are
+
+
+def test_backend_vllm_takes_the_config_files_engines(monkeypatch):
+    import cader.evaluate.backends.vllm as vllm_module
+
+    made = []
+
+    class FakeVLLM:
+        def __init__(self, path, *, dtype, engine):
+            made.append((path, dtype, engine))
+
+    monkeypatch.setattr(vllm_module, "VLLMBackend", FakeVLLM)
+    kwargs = {"device": "cpu", "verifier_device": None, "dtype": "float32", "attn_implementation": None}
+    main, verifier = load_backends("vllm", "M", "V", engines={"vllm_main": {"enforce_eager": True,
+                                                                              "max_model_len": 4096}}, **kwargs)
+    assert [m[0] for m in made] == ["M", "V"] and main is not verifier
+    assert made[0][2] == vllm_module.VLLMEngineConfig(enforce_eager=True, max_model_len=4096)
+    assert made[1][2] == vllm_module.VERIFIER_ENGINE  # no vllm_verifier: the default that shares a GPU
+    made.clear()
+    main, verifier = load_backends("vllm", "M", "M", engines={}, **kwargs)
+    assert main is verifier and len(made) == 1
+    with pytest.raises(ValueError, match="backend='tgi'; choose one of hf, vllm"):
+        load_backends("tgi", "M", None, engines={}, **kwargs)
