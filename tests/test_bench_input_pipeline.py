@@ -3,6 +3,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench"
 
 
@@ -21,6 +23,7 @@ def test_the_camera_pans_back_and_forth_without_jumping():
     assert max(abs(a - b) for a, b in zip(positions, positions[1:])) == 1
 
 
+@pytest.mark.slow
 def test_a_short_run_reports_each_path_against_the_goal(tmp_path):
     import av
     import torch

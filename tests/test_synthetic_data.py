@@ -456,6 +456,7 @@ def test_rejects_odd_frame_sizes(tmp_path):
         make_synthetic_data(tmp_path, width=95)
 
 
+@pytest.mark.slow
 def test_default_size_is_small(tmp_path):
     # (how long it takes is the suite's business, not an assertion: tests run beside the background main job)
     summary = make_synthetic_data(tmp_path)

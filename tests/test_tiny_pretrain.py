@@ -60,6 +60,7 @@ def test_same_seed_same_bytes_other_seed_other_videos(tmp_path):
     assert _digests(a.parent) != _digests(c.parent)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_script_writes_a_complete_trained_model(tmp_path):
     import torch
@@ -83,6 +84,7 @@ def test_script_writes_a_complete_trained_model(tmp_path):
     assert any(not torch.equal(trained[k], random[k]) for k in trained)
 
 
+@pytest.mark.slow
 def test_zero_epochs_writes_the_random_model(tmp_path):
     out = tmp_path / "model"
     cmd = [sys.executable, str(REPO / "scripts/make_tiny_model.py"), "--out", str(out), "--grounding_epochs", "0",

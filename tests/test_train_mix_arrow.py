@@ -66,6 +66,7 @@ def _dict_batches(dm: SFTDataModule, dict_mix) -> list[dict]:
     return list(loader)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_arrow_mix_trains_the_same_batches_and_losses(tiny_model_dir, shipped_mix, tmp_path):
     from transformers import AutoModelForImageTextToText
@@ -88,6 +89,7 @@ def test_the_arrow_mix_trains_the_same_batches_and_losses(tiny_model_dir, shippe
             assert model(**new).loss.item() == model(**old).loss.item()
 
 
+@pytest.mark.slow
 def test_a_rank_holds_tables_not_rows(tiny_model_dir, shipped_mix, tmp_path):
     from datasets.table import ConcatenationTable, MemoryMappedTable
 
@@ -186,6 +188,7 @@ def test_format_errors_name_file_and_row(tmp_path):
     assert isinstance(err, FormatError) and str(err).startswith(f"{path} row 0: ValueError: unknown speaker")
 
 
+@pytest.mark.slow
 def test_loader_workers_and_pickled_items_read_the_same_rows(tiny_model_dir, shipped_mix, tmp_path):
     import pickle
 

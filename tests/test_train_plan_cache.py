@@ -103,6 +103,7 @@ def test_warm_run_opens_no_video_and_reports_the_same(tiny_model_dir, data, tmp_
     assert all(os.path.dirname(f) == str(tmp_path / "cache") for f in _cache(warm, "file").values())
 
 
+@pytest.mark.slow
 def test_skipped_samples_are_cached_with_their_reason(tiny_model_dir, data, tmp_path, video_opens):
     # a budget so tight that samples are dropped, and a missing image: the warm report lists the same ids and reasons
     image = next(p for p in (data / "media" / "images").iterdir())
@@ -122,6 +123,7 @@ def test_skipped_samples_are_cached_with_their_reason(tiny_model_dir, data, tmp_
     assert sum(e["skipped"].get("missing_media", 0) for e in back.report.values()) == 0
 
 
+@pytest.mark.slow
 def test_changed_row_is_replanned_alone(tiny_model_dir, data, tmp_path, video_opens):
     cold = _setup(_dm(tiny_model_dir, data, tmp_path))
     rows = json.loads((data / "video_r1_cot.json").read_text())
@@ -153,6 +155,7 @@ def _uses(dm, rel_path):
     return {src.name: sum(rel_path in paths for paths in dm.read_source(src).rows["media"]) for src in dm.sources}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["touch", "replace"])
 def test_changed_media_file_replans_its_samples_only(tiny_model_dir, data, tmp_path, video_opens, how):
     cold = _setup(_dm(tiny_model_dir, data, tmp_path))
@@ -182,6 +185,7 @@ def _table_of_other_columns(path):
     Dataset.from_dict({"row": [0], "plan": ["{}"]}).map(lambda r: r, cache_file_name=str(path), new_fingerprint="x0")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "other_columns"])
 def test_broken_plan_file_is_rebuilt_with_a_warning(tiny_model_dir, data, tmp_path, caplog, damage):
     cold = _setup(_dm(tiny_model_dir, data, tmp_path))
@@ -214,6 +218,7 @@ def test_unwritable_cache_dir_warns_and_trains(tiny_model_dir, data, tmp_path, c
     assert any("cannot write plan cache" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.slow
 def test_parallel_plan_equals_serial(tiny_model_dir, data, tmp_path, monkeypatch):
     from cader.train import mix_rows, plan_cache
 
@@ -250,6 +255,7 @@ def _cold_setup(model_dir, data, tmp_path, report):
     _setup(_dm(model_dir, data, tmp_path, report=report))
 
 
+@pytest.mark.slow
 def test_concurrent_cold_runs_leave_tables_a_warm_run_reads(tiny_model_dir, data, tmp_path, video_opens):
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_cold_setup, args=(tiny_model_dir, data, tmp_path, f"c{k}")) for k in range(2)]

@@ -42,6 +42,7 @@ def _trainer(root, callbacks=(), max_steps=4, **kw):
                      use_distributed_sampler=False, callbacks=list(callbacks), **kw)
 
 
+@pytest.mark.slow
 def test_loss_decreases_on_a_repeated_batch(tiny_model_dir, train_dir, tmp_path):
     dm = _datamodule(tiny_model_dir, train_dir, tmp_path)
     dm.setup()
@@ -207,6 +208,7 @@ def test_missing_inputs_of_the_tiny_config_stop_sft_with_their_commands(tmp_path
     assert "python scripts/make_tiny_model.py --out runs/tiny/model" in err and "make_synthetic_data.py" in err
 
 
+@pytest.mark.slow
 def test_plan_only_budgets_the_mix_without_a_trainer(tiny_model_dir, train_dir, tmp_path, capsys):
     import importlib.util
 

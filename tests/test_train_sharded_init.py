@@ -140,6 +140,7 @@ class PartitionProbe(L.Callback):
             self.gathered = {n: p.detach().clone() for n, p in params.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_zero3_configure_model_partitions_and_the_export_equals_the_consolidated_shards(tiny_model_dir, tmp_path):
     pytest.importorskip("deepspeed")
@@ -193,6 +194,7 @@ def _fit_zero3(model_dir, root, batches, epochs: int, ckpt_path=None):
     return trainer, losses.losses
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_zero3_resume_from_the_sharded_checkpoint_continues_the_run(tiny_model_dir, tmp_path):
     pytest.importorskip("deepspeed")

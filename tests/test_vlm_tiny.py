@@ -71,6 +71,7 @@ def test_forward_loss_backward_and_generate(model, processor, barcode_video):
     assert gen.shape[1] > prompt["input_ids"].shape[1]
 
 
+@pytest.mark.slow
 def test_reloads_offline_in_a_fresh_process(tiny_model_dir):
     code = (
         "from transformers import AutoProcessor, AutoModelForImageTextToText\n"
