@@ -1,8 +1,10 @@
 """Data-parallel evaluation on several GPUs/nodes with torchrun (`evaluate/run.py --devices N [--num_nodes M]`).
 
 The command the user runs becomes the launcher: it starts `torch.distributed.run` with one process per device,
-each process a shard of the samples (rank r of world w takes `--shard r/w`, writing its own
-`predictions.shard-r-of-w.jsonl`, resumable like any run) on device `cuda:LOCAL_RANK`. A rank that finishes writes a
+each process a shard of the videos (rank r of world w takes `--shard r/w`: whole videos with all their
+questions, balanced by duration, `cader.evaluate.shards.shard_videos`; it writes its own
+`predictions.shard-r-of-w.jsonl`, resumable like any run) on device `cuda:LOCAL_RANK`. A rank the balance gives no
+video (more ranks than videos) writes an empty shard and its marker. A rank that finishes writes a
 `.done` marker beside its shard; node 0's launcher waits for all markers (shards on other nodes reach it through the
 shared output folder) and merges them into predictions.jsonl and the report. Nothing else is shared between ranks,
 so a slow rank holds no collective and no timeout applies.

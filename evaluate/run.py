@@ -71,7 +71,8 @@ def build_parser() -> ArgumentParser:
                         help="calibration.json from calibrate/fit.py; its T and tau override --temperature and --tau")
     parser.add_argument("--limit", type=int | None, default=None, help="run only the first N samples of the benchmark")
     parser.add_argument("--shard", type=str | None, default=None,
-                        help="run shard I of N (I/N, 0 <= I < N): every N-th sample, written to its own file")
+                        help="run shard I of N (I/N, 0 <= I < N): whole videos, balanced by duration, written to "
+                             "its own file")
     parser.add_argument("--merge", type=bool, default=False,
                         help="join the shard files in --out into predictions.jsonl and write the report; runs nothing")
     parser.add_argument("--compare", type=str | None, default=None,
@@ -108,6 +109,12 @@ def build_parser() -> ArgumentParser:
         "--concurrency", type=int, default=1,
         help="samples in flight; their model calls are merged into batched calls (vLLM gets every pending request "
              "at once, the HF backend left-padded batches)",
+    )
+    parser.add_argument(
+        "--group_by_video", type=bool, default=True,
+        help="take a video's questions together: one reader and one decode of each frame request per video, shared "
+             "by its questions and variants (records as per question, plus cost.frames_shared/forwards_shared); "
+             "false: every question opens and decodes its video on its own",
     )
     parser.add_argument(
         "--retry_failed", type=bool, default=False,
@@ -356,7 +363,7 @@ def _run(args, out, cfg, variant_cfgs, chosen, shard, rank, load_errors, config_
             )
     if variant_cfgs:  # several Table 2 rows in one pass, sharing frames and repeated model calls
         counts, work = run_variants(chosen, args.data_root, out, main_backend, verifier_backend, variant_cfgs,
-                                    progress=args.progress)
+                                    progress=args.progress, group_by_video=args.group_by_video)
         full = read_records(out / "full" / "predictions.jsonl") if "full" in variant_cfgs else None
         for name in variant_cfgs:
             records = read_records(out / name / "predictions.jsonl")
@@ -372,6 +379,7 @@ def _run(args, out, cfg, variant_cfgs, chosen, shard, rank, load_errors, config_
         counts = run_samples(
             chosen, args.data_root, target, main_backend, verifier_backend, cfg, progress=args.progress,
             retry_failed=args.retry_failed, stage1_priors=priors, concurrency=args.concurrency,
+            group_by_video=args.group_by_video,
         )
     except Stage1ReuseError as err:  # another model's or another setting's Stage 1: refuse, say why
         print(f"error: {err}", file=sys.stderr)

@@ -1,11 +1,16 @@
 """Run CADER over a benchmark: one predictions.jsonl record per sample, appended and flushed as each finishes.
 
 - Resume: ids already in the output file are skipped; a torn last line (killed mid-write) is cut off first.
-- Shards: `--shard I/N` (0 <= I < N) takes every N-th sample starting at I and writes
+- Shards: `--shard I/N` (0 <= I < N) takes whole videos, balanced by duration (`cader.evaluate.shards`), and writes
   `predictions.shard-I-of-N.jsonl`; `merge_shards` joins them (deduplicated) into predictions.jsonl.
 - Failures: a sample that cannot be run is still written, with `error` set, `pred` null and `correct` false, and
   whatever stage records were produced before the failure.
-- Each video is opened once per sample (one VideoReader) and reused by Stage 1, the crops and RGR.
+- `group_by_video` (the CLI's default): a video's questions run one after the other (in flight together with
+  `concurrency`), in order of each video's first question, through one VideoReader and one memo of its decodes
+  (`cader.evaluate.video_groups`: F1 decoded once per video and frame setting; crops and RGR contexts shared when
+  asked twice). Records equal per-question processing but for timings and `cost.frames_shared` /
+  `cost.forwards_shared` (what of the question's own cost came from work done for an earlier question or variant).
+  Without it, each sample opens its video (one VideoReader, reused by Stage 1, the crops and RGR).
 - Records are built through `cader.contracts.records.PredictionRecord` and read back through it: a line that
   breaks the contract is logged with file, line and field and skipped like a torn line (its sample counts as
   not done, so a resumed run runs it again). A sample never counts twice: a second record of one
@@ -33,11 +38,14 @@ from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError, mismatch, reuse_stage1, stage1_fingerprint
 from cader.evaluate.method.stage2 import Stage2Failure, run_stage2
+from cader.evaluate.shards import PREDICTIONS, parse_shard, predictions_path, select_samples
+from cader.evaluate.video_groups import VideoGroup, group_by_video
 from cader.vlm.files import write_atomic
 from cader.vlm.video import VideoReader, VideoReadError
 from tqdm import tqdm
 
-PREDICTIONS = "predictions.jsonl"
+__all__ = ["PREDICTIONS", "merge_shards", "parse_shard", "predictions_path", "process_sample", "read_records",
+           "run_samples", "run_variants", "select_samples"]
 log = logging.getLogger(__name__)
 
 
@@ -79,33 +87,6 @@ def video_flags(reader) -> list[str]:
         fmt = getattr(reader, "container_format", None)
         flags.append(f"single_frame: 1 frame of {reader.duration:.3f} s" + (f" ({fmt} container)" if fmt else ""))
     return flags
-
-
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """ "I/N" -> (I, N) with 0 <= I < N."""
-    if text in (None, ""):
-        return None
-    try:
-        index, count = (int(part) for part in str(text).split("/"))
-    except ValueError:
-        raise ValueError(f"--shard must look like I/N (e.g. 0/4), got {text!r}") from None
-    if count < 1 or not 0 <= index < count:
-        raise ValueError(f"--shard {text}: need 0 <= I < N (shards are numbered from 0)")
-    return index, count
-
-
-def predictions_path(out_dir: str | Path, shard: tuple[int, int] | None) -> Path:
-    if shard is None:
-        return Path(out_dir) / PREDICTIONS
-    return Path(out_dir) / f"predictions.shard-{shard[0]}-of-{shard[1]}.jsonl"
-
-
-def select_samples(samples: Sequence, limit: int | None = None, shard: tuple[int, int] | None = None) -> list:
-    """The first `limit` samples (in benchmark order), then this shard's share of them."""
-    chosen = list(samples[:limit] if limit is not None else samples)
-    if shard is not None:
-        chosen = chosen[shard[0] :: shard[1]]
-    return chosen
 
 
 def read_records(path: str | Path) -> list[dict]:
@@ -195,6 +176,8 @@ def process_sample(
 
     `prior`: a stored Stage-1 block of this sample (already checked by `check_stage1_priors`); its raw logits stand
     in for the Stage-1 forward, and F1 is decoded only if the sample goes to Stage 2.
+    `reader`: the video to read instead of opening `video_file` (a `VideoReader`, or a video group's
+    `SampleReader`, which raises the group's open error where a VideoReader would have raised it).
     """
     record = base_record(sample)
     record.update(stage1=None, route=None, stage2=None, pred=None, correct=False)
@@ -202,7 +185,7 @@ def process_sample(
     error = None
     try:
         check_sample(sample)
-        if reader is None:  # several variants of one sample share a reader (cader.evaluate.variants)
+        if reader is None:  # grouped runs and variants share one reader per video (cader.evaluate.video_groups)
             reader = VideoReader(video_file, decode_workers=cfg.decode_workers)
         if not reader.duration > 0:
             raise VideoReadError(video_file, f"zero duration ({reader.duration})")
@@ -272,6 +255,7 @@ def run_samples(
     retry_failed: bool = False,
     stage1_priors: dict | None = None,
     concurrency: int = 1,
+    group_by_video: bool = False,
 ) -> dict:
     """Process every sample not yet in `out_file`; returns counts {"done_before", "ran", "failed", "flagged",
     "retried", "stage1_reused"}.
@@ -281,14 +265,17 @@ def run_samples(
     `stage1_priors` (`load_stage1_priors`): Stage-1 results to reuse; checked before anything runs.
     `concurrency`: samples in flight; their model calls are merged into batched calls (`BatchingBackend`). Records
     are still written in sample order, each as soon as it and every sample before it are done.
+    `group_by_video`: take the samples video by video, sharing one reader and its decodes per video (module
+    docstring); records are then written in that order. Off by default here, so that a caller's records stay as they
+    were; `evaluate/run.py` turns it on.
     """
     with exclusive_writer(out_file):  # before the first read: a second run on this file is refused, not doubled
         return _run_samples(samples, data_root, Path(out_file), main, verifier, cfg, video_path, progress,
-                            retry_failed, stage1_priors, concurrency)
+                            retry_failed, stage1_priors, concurrency, group_by_video)
 
 
 def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_path, progress, retry_failed,
-                 stage1_priors, concurrency) -> dict:
+                 stage1_priors, concurrency, group_by_video) -> dict:
     if video_path is None:
         from cader.evaluate.benchmarks import video_path
     records = read_records(out_file)  # a torn last line is skipped here, cut by the appender
@@ -303,15 +290,31 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
     priors = stage1_priors or {}
     counts = {"done_before": len(done), "ran": 0, "failed": 0, "flagged": 0, "retried": retried,
               "stage1_reused": check_stage1_priors(todo, priors, main, cfg)}
+    groups = None
+    if group_by_video:
+        groups = _GroupsInFlight(todo, lambda s: str(video_path(s, data_root)), cfg.decode_workers,
+                                 STAGE2_CACHE_CROPS * cfg.max_frames)
+        todo = groups.order
+
     def one(sample, main_backend, verifier_backend):
         prior = priors.get((sample.benchmark, str(sample.sample_id)))
-        return process_sample(sample, video_path(sample, data_root), main_backend, verifier_backend, cfg, prior)
+        video = video_path(sample, data_root)
+        if groups is None:
+            return process_sample(sample, video, main_backend, verifier_backend, cfg, prior), None
+        view = groups.acquire(sample)
+        try:
+            return process_sample(sample, video, main_backend, verifier_backend, cfg, prior, reader=view), view
+        finally:
+            view.release()
+            groups.release(sample)
 
     with JsonlAppender(out_file, fsync=True) as appender:
         bar = tqdm(
             total=len(todo), desc=f"cader[{cfg.variant}]", unit="sample", disable=not progress, dynamic_ncols=True
         )
-        for record in _records_in_order(todo, one, main, verifier, concurrency):
+        for record, view in _records_in_order(todo, one, main, verifier, concurrency):
+            if view is not None:  # final here: every sample before it is done (video_groups, cost attribution)
+                record["cost"].update(frames_shared=view.frames_shared(), forwards_shared=0)
             bar.update(1)
             appender.write(record)
             counts["ran"] += 1
@@ -320,6 +323,44 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
             # no forced redraw: the bar keeps its own interval (in a log file, TQDM_MININTERVAL)
             bar.set_postfix(failed=counts["failed"], refresh=False)
     return counts
+
+
+# Windowed samplings (crops, RGR contexts) a grouped run keeps for later questions of the video, in units of the
+# frame cap: a few contexts, so that a run holds about what per-question processing holds plus F1.
+STAGE2_CACHE_CROPS = 2
+
+
+class _GroupsInFlight:
+    """The video groups of a run: samples in group order, each group opened by its first sample and closed when its
+    last one is done, so only groups with a sample in flight hold frames."""
+
+    def __init__(self, todo: list, video_of, decode_workers, stage2_frames: int):
+        self.video_of, self.decode_workers, self.stage2_frames = video_of, decode_workers, stage2_frames
+        grouped = group_by_video(todo, video_of)
+        self.order = [s for group in grouped for s in group]
+        self._position = {id(s): (i,) for i, s in enumerate(self.order)}
+        self._left = {video_of(group[0]): len(group) for group in grouped}
+        self._open: dict[str, VideoGroup] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, sample):
+        video = self.video_of(sample)
+        with self._lock:
+            if video not in self._open:
+                self._open[video] = VideoGroup(video, self.decode_workers, stage2_frames=self.stage2_frames)
+            group = self._open[video]
+        return group.view(self._position[id(sample)])
+
+    def release(self, sample) -> None:
+        video = self.video_of(sample)
+        with self._lock:
+            self._left[video] -= 1
+            if self._left[video] == 0:
+                self._open.pop(video).close()
+
+    def open_groups(self) -> int:
+        with self._lock:
+            return len(self._open)
 
 
 def _records_in_order(todo: list, one, main: Backend, verifier: Backend, concurrency: int):
@@ -352,6 +393,8 @@ def _records_in_order(todo: list, one, main: Backend, verifier: Backend, concurr
             with lock:
                 active[0] -= 1
 
+    # Workers take the samples in order, so a video's questions (contiguous when grouped) are in flight together and
+    # their requests reach the engine in the same batches (vLLM: one video prefill, then prefix-cache hits).
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="cader-sample") as pool:
         yield from pool.map(tracked, todo)
 
@@ -365,10 +408,12 @@ def run_variants(
     cfgs: dict[str, CaderConfig],
     video_path=None,
     progress: bool = True,
+    group_by_video: bool = True,
 ):
     """Every variant of `cfgs` on every sample, sample by sample, sharing decoded frames and repeated model calls
     (`cader.evaluate.variants`); writes `<out_dir>/<variant>/predictions.jsonl` (resumable per variant).
-    Returns ({variant: counts}, SharedWork)."""
+    `group_by_video`: the samples video by video, every question and variant of a video sharing its decodes
+    (otherwise each sample shares only among its variants). Returns ({variant: counts}, SharedWork)."""
     from cader.evaluate.variants import SharedWork
 
     if video_path is None:
@@ -378,35 +423,52 @@ def run_variants(
     with ExitStack() as locks:
         for file in files.values():
             locks.enter_context(exclusive_writer(file))
-        return _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, progress, work)
+        return _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, progress, work,
+                             group_by_video)
 
 
-def _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, progress, work):
-    from cader.evaluate.variants import MemoBackend, MemoReader
+# A sample's variants ask again for the crops and RGR contexts an earlier variant decoded: keep up to this many
+# frame caps of them (one sample's whole Stage 2 is at most 2K + 1 = 5 contexts).
+VARIANT_CACHE_CROPS = 8
+
+
+def _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, progress, work, grouped):
+    from cader.evaluate.variants import MemoBackend
 
     done = {v: {record_key(r) for r in read_records(f)} for v, f in files.items()}
     counts = {v: {"done_before": len(done[v]), "ran": 0, "failed": 0} for v in cfgs}
     appenders = {v: JsonlAppender(f, fsync=True) for v, f in files.items()}
+    first = next(iter(cfgs.values()))
+    budget = VARIANT_CACHE_CROPS * max(c.max_frames for c in cfgs.values())
+    groups = group_by_video(samples, lambda s: str(video_path(s, data_root))) if grouped else [[s] for s in samples]
+    bar = tqdm(total=len(samples), desc=f"cader[{','.join(cfgs)}]", unit="sample", disable=not progress)
     try:
-        for sample in tqdm(samples, desc=f"cader[{','.join(cfgs)}]", unit="sample", disable=not progress):
-            key = (sample.benchmark, str(sample.sample_id))
-            todo = [v for v in cfgs if key not in done[v]]
-            if not todo:
+        for group_samples in groups:
+            todo = [[v for v in cfgs if (s.benchmark, str(s.sample_id)) not in done[v]] for s in group_samples]
+            if not any(todo):
+                bar.update(len(group_samples))
                 continue
-            video = video_path(sample, data_root)
-            shared_reader = None
+            video = video_path(group_samples[0], data_root)
+            group = VideoGroup(video, first.decode_workers, work, stage2_frames=budget)
             try:
-                shared_reader = MemoReader(VideoReader(video, decode_workers=cfgs[todo[0]].decode_workers), work)
-            except VideoReadError:
-                pass  # process_sample opens it again and records the failure for each variant
-            memo_main = MemoBackend(main, work)
-            memo_verifier = memo_main if verifier is main else MemoBackend(verifier, work)
-            for variant in todo:
-                record = process_sample(sample, video, memo_main, memo_verifier, cfgs[variant], reader=shared_reader)
-                appenders[variant].write(record)
-                counts[variant]["ran"] += 1
-                counts[variant]["failed"] += record["error"] is not None
+                for i, (sample, variants) in enumerate(zip(group_samples, todo)):
+                    memo_main = MemoBackend(main, work)
+                    memo_verifier = memo_main if verifier is main else MemoBackend(verifier, work)
+                    for variant in variants:
+                        view = group.view((i, list(cfgs).index(variant)))
+                        hits = memo_main.hits + (memo_verifier.hits if memo_verifier is not memo_main else 0)
+                        record = process_sample(sample, video, memo_main, memo_verifier, cfgs[variant], reader=view)
+                        view.release()
+                        hits = memo_main.hits + (memo_verifier.hits if memo_verifier is not memo_main else 0) - hits
+                        record["cost"].update(frames_shared=view.frames_shared(), forwards_shared=hits)
+                        appenders[variant].write(record)
+                        counts[variant]["ran"] += 1
+                        counts[variant]["failed"] += record["error"] is not None
+                    bar.update(1)
+            finally:
+                group.close()
     finally:
+        bar.close()
         for appender in appenders.values():
             appender.close()
     return counts, work

@@ -1,11 +1,13 @@
 """Several Table 2 variants in one pass (`evaluate/run.py --variants full,no_rgr,...` or `all`).
 
 The variants differ only in what they do after Stage 1, and greedy decoding makes a model call a function of its
-prompt. So the samples are taken one at a time and every variant runs on it before the next sample, through two
-per-sample memos: `MemoReader` decodes each distinct frame request once (F1, a crop, an RGR resample), and
-`MemoBackend` answers each distinct model call once (Stage 1 for all six, the first proposal for all five that
+prompt. So the samples are taken one video at a time, one sample at a time within it, and every variant runs on a
+sample before the next. Frames come from the video's `cader.evaluate.video_groups.VideoGroup` (each distinct frame
+request decoded once for every question and variant of the video: F1, a crop, an RGR resample), and `MemoBackend`
+answers each distinct model call of a sample once (Stage 1 for all six, the first proposal for all five that
 propose, the first verification for the four that verify, ...). Each variant still gets the record it would get
-alone, with the cost it would have alone; `SharedWork` counts what was actually computed.
+alone, with the cost it would have alone, plus `cost.frames_shared` and `cost.forwards_shared`: how much of that
+came from work already done for an earlier variant or question; `SharedWork` counts what was actually computed.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from cader.vlm.video import Frames
 
 
 def _frames_key(frames: Frames | None) -> tuple:
-    # MemoReader hands out one Frames object per distinct request and keeps it alive for the sample, so the
-    # object's identity names its content (hashing the pixels would cost more than some forwards)
+    # a video group hands out one Frames object per distinct request, and MemoBackend keeps every Frames it keyed
+    # alive for its sample, so the object's identity names its content (hashing the pixels would cost more than
+    # some forwards) and no id is reused by other frames while the memo lives
     return () if frames is None else (id(frames),)
 
 
@@ -37,38 +40,12 @@ class SharedWork:
     frames_asked: int = 0
 
 
-class MemoReader:
-    """A VideoReader whose sampling calls are memoised for the life of one sample."""
-
-    def __init__(self, reader, work: SharedWork):
-        self.reader, self.work, self._memo = reader, work, {}
-        self.duration = reader.duration
-
-    def _get(self, key, make):
-        if key not in self._memo:
-            self._memo[key] = make()
-            self.work.frames += len(self._memo[key])
-        self.work.frames_asked += len(self._memo[key])
-        return self._memo[key]
-
-    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None) -> Frames:
-        key = ("uniform", fps, start, end, max_frames, max_pixels)
-        return self._get(key, lambda: self.reader.sample_uniform(fps, start=start, end=end, max_frames=max_frames,
-                                                                 max_pixels=max_pixels))
-
-    def sample_times(self, times: Sequence[float], max_pixels=None) -> Frames:
-        key = ("times", tuple(float(t) for t in times), max_pixels)
-        return self._get(key, lambda: self.reader.sample_times(times, max_pixels=max_pixels))
-
-    def __getattr__(self, name):
-        return getattr(self.reader, name)
-
-
 class MemoBackend(Backend):
-    """Answers a repeated call (same operation, arguments and prompts) from memory; one instance per sample."""
+    """Answers a repeated call (same operation, arguments and prompts) from memory; one instance per sample.
+    `hits` counts the prompts answered from memory (a record's `cost.forwards_shared`)."""
 
     def __init__(self, inner: Backend, work: SharedWork):
-        self.inner, self.work, self._memo = inner, work, {}
+        self.inner, self.work, self._memo, self._alive, self.hits = inner, work, {}, [], 0
         self.name = f"memo({inner.name})"
         template = getattr(inner, "template", None)
         if template is not None:
@@ -85,6 +62,8 @@ class MemoBackend(Backend):
             self.work.calls += 1
             for i, result in zip(missing, fresh):
                 self._memo[(key, prompt_key(prompts[i]))] = result
+                self._alive.append(prompts[i].video)  # its id is in the key: no other frames may take it
+        self.hits += len(prompts) - len(missing)
         self.work.calls_asked += 1
         for i, p in enumerate(prompts):
             out[i] = self._memo[(key, prompt_key(p))]

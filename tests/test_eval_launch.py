@@ -24,10 +24,12 @@ def test_torchrun_command_and_devices():
 
 
 def _benchmark(root: Path, video: Path, n: int = 4) -> None:
+    """`n` questions over two videos (shards hold whole videos: one video each, two questions each)."""
     folder = root / "synthetic"
     (folder / "videos").mkdir(parents=True)
-    (folder / "videos" / "clip.mp4").write_bytes(video.read_bytes())
-    rows = [{"id": f"t{i}", "video": "videos/clip.mp4", "duration": 60.0, "question": f"Which shade ({i})?",
+    for name in ("clip0.mp4", "clip1.mp4"):
+        (folder / "videos" / name).write_bytes(video.read_bytes())
+    rows = [{"id": f"t{i}", "video": f"videos/clip{i % 2}.mp4", "duration": 60.0, "question": f"Which shade ({i})?",
              "options": ["dark", "mid", "light", "none"], "answer": "A", "evidence_window": [10.0, 12.0],
              "colour": "red"} for i in range(n)]
     (folder / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -53,7 +55,9 @@ def test_two_ranks_merge_to_the_one_process_records(tiny_model_dir, barcode_vide
                               env=_clean_env(), capture_output=True, text=True, timeout=360, check=False)
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[label] = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
-    assert sorted((tmp_path / "two").glob("predictions.shard-*-of-2.jsonl"))
+    shards = sorted((tmp_path / "two").glob("predictions.shard-*-of-2.jsonl"))
+    videos = [{json.loads(x)["video"] for x in shard.read_text().splitlines()} for shard in shards]
+    assert len(videos) == 2 and all(len(v) == 1 for v in videos) and videos[0] != videos[1]  # one whole video each
     assert (tmp_path / "two" / "report.json").exists()
 
     def key(records):

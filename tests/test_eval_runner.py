@@ -166,7 +166,15 @@ def test_killed_mid_write_then_rerun_has_no_duplicates_or_loss(tmp_path, video_r
 def test_shards_and_merge(tmp_path, video_root):
     root, name = video_root
     samples = make_samples(name, 5)
+    for sample, video in zip(samples, "abacb"):  # three videos (one file under three names)
+        sample.video = f"{video}_{name}"
+        if not (root / sample.video).exists():
+            (root / sample.video).symlink_to(root / name)
+    # the first 4: a weighs 2 x 60 s, b and c 60 s each -> a to rank 0, b to 1, c to the lighter rank 1
     assert [s.sample_id for s in select_samples(samples, limit=4, shard=(1, 2))] == ["s1", "s3"]
+    # all 5: a and b 120 s, c 60 s -> a to 0, b to 1, c to 0 (equal loads: the lower rank); whole videos each
+    assert [s.sample_id for s in select_samples(samples, shard=(0, 2))] == ["s0", "s2", "s3"]
+    assert [s.sample_id for s in select_samples(samples, shard=(1, 2))] == ["s1", "s4"]
     for i in range(2):
         shard = parse_shard(f"{i}/2")
         run(

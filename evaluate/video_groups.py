@@ -1,0 +1,207 @@
+"""Per video, not per question: a video's questions (and Table 2 variants) share one reader and its decodes.
+
+Long-video benchmarks ask many questions about each video (LVBench about 15), and every question's Stage 1 samples
+the same frames (same r1, frame cap and pixel budget). The runner therefore takes the samples video by video
+(`group_by_video`) and gives each video one `VideoGroup`: one `VideoReader`, and a memo of its samplings. Each
+sample (each variant of a sample, under `--variants`) reads through its own `SampleReader`, a view of the group
+that a `VideoReader` caller cannot tell apart from the reader itself.
+
+What is kept, and for how long:
+- whole-video samplings (F1 of each frame setting): for the whole group;
+- windowed samplings and frame lists (Stage-2 crops, RGR contexts): in the group too, shared when requested twice,
+  but only the most recently used up to `stage2_frames` frames beyond those a sample in flight still holds;
+- a group is closed (its frames dropped) as soon as its last sample is done: one group per sample in flight.
+
+Cost attribution (`SampleReader.frames_shared`): a record's `cost.frames_decoded` stays what the question costs
+alone, as the method counts it (so full / uniform_stage2 ratios and the paper's Table 3 figures mean the same in a
+grouped run); `cost.frames_shared` says how many of those frames it took from its video group instead of decoding
+them. Each decode is paid by exactly one record, the first in processing order among those that asked for that very
+decode, so the frames a run actually decoded are sum(frames_decoded - frames_shared). The first in order, not the
+first in time: with samples in flight the same record pays whatever thread happened to decode first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from cader.vlm.video import Frames, VideoReader
+
+
+def group_by_video(samples: Iterable, key: Callable) -> list[list]:
+    """The samples in groups of one video: groups in order of each video's first sample, samples in their order.
+
+    Args:
+        samples: Benchmark samples.
+        key: sample -> the identity of its video (its resolved path).
+    """
+    groups: dict[Hashable, list] = {}
+    for sample in samples:
+        groups.setdefault(key(sample), []).append(sample)
+    return list(groups.values())
+
+
+@dataclass(eq=False)
+class _Entry:
+    """One distinct sampling of the group's video: decoded once, asked for by `requesters` ((*position, seq))."""
+
+    pinned: bool
+    n: int = 0
+    frames: Frames | None = None
+    error: Exception | None = None
+    ready: threading.Event = field(default_factory=threading.Event)
+    requesters: list[tuple] = field(default_factory=list)
+
+
+class VideoGroup:
+    """One video's reader and memo of samplings, for the samples of one group; thread-safe.
+
+    The reader is opened on first use; an open that fails is kept and raised to every sample that reads (each
+    records `video_unreadable` as it would alone, and the file is tried once).
+    """
+
+    def __init__(self, path, decode_workers: int | None = None, work=None, stage2_frames: int = 0,
+                 opener: Callable = VideoReader):
+        """Args:
+            path: The video file.
+            decode_workers: Parallel decoders of the reader (`VideoReader`).
+            work: A `cader.evaluate.variants.SharedWork` counting frames decoded and asked for (or None).
+            stage2_frames: Frames of windowed samplings kept for later requests once no sample holds them.
+            opener: Makes the reader (`VideoReader`; tests count opens through it).
+        """
+        self.path, self.decode_workers, self.work, self.stage2_frames = path, decode_workers, work, stage2_frames
+        self._opener, self._reader, self._open_error, self._opened = opener, None, None, False
+        self._entries: OrderedDict[tuple, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def reader(self):
+        """The group's VideoReader (opened once); raises the open's error on every call when it failed."""
+        with self._lock:
+            if not self._opened:
+                self._opened = True
+                try:
+                    self._reader = self._opener(self.path, decode_workers=self.decode_workers)
+                except Exception as err:  # noqa: BLE001 - recorded by each sample as process_sample would alone
+                    self._open_error = err
+        if self._open_error is not None:
+            raise self._open_error
+        return self._reader
+
+    def view(self, position: tuple) -> SampleReader:
+        """The reader of the sample (variant) at `position` in processing order (tuples compare in that order)."""
+        return SampleReader(self, tuple(position))
+
+    def cached_frames(self) -> int:
+        """Frames the memo holds now."""
+        with self._lock:
+            return sum(e.n for e in self._entries.values() if e.frames is not None)
+
+    def get(self, key: tuple, make: Callable[[], Frames], pinned: bool, requester: tuple) -> tuple[_Entry, Frames]:
+        """The entry of `key` and its frames, decoded by `make` if no one has; a waiting request decodes again when
+        the decode it waited for failed (or was dropped meanwhile)."""
+        while True:
+            with self._lock:
+                entry = self._entries.get(key)
+                creator = entry is None
+                if creator:
+                    entry = self._entries[key] = _Entry(pinned)
+                else:
+                    self._entries.move_to_end(key)
+            if creator:
+                try:
+                    frames = make()
+                except Exception as err:
+                    with self._lock:
+                        if self._entries.get(key) is entry:
+                            del self._entries[key]
+                    entry.error = err
+                    entry.ready.set()
+                    raise
+                entry.frames, entry.n = frames, len(frames)
+                entry.ready.set()
+            else:
+                entry.ready.wait()
+            with self._lock:
+                if not creator:
+                    frames = entry.frames
+                    if entry.error is not None or frames is None:
+                        continue
+                entry.requesters.append(requester)
+                if self.work is not None:
+                    self.work.frames += entry.n if creator else 0
+                    self.work.frames_asked += entry.n
+                self._trim()
+            return entry, frames
+
+    def _trim(self) -> None:
+        """Drop the least recently used windowed samplings beyond `stage2_frames` (holders keep theirs alive)."""
+        kept = sum(e.n for e in self._entries.values() if not e.pinned and e.ready.is_set())
+        for key in [k for k, e in self._entries.items() if not e.pinned and e.ready.is_set()]:
+            if kept <= self.stage2_frames:
+                break
+            entry = self._entries.pop(key)
+            kept -= entry.n
+            entry.frames = None
+
+    def paid_by(self, entry: _Entry) -> tuple:
+        with self._lock:
+            return min(entry.requesters)
+
+    def close(self) -> None:
+        """Drop every frame and the reader (the group's last sample is done)."""
+        with self._lock:
+            for entry in self._entries.values():
+                entry.frames = None
+            self._entries.clear()
+            self._reader, self.closed = None, True
+
+
+class SampleReader:
+    """What one sample (one variant) reads its video through: `VideoReader`'s sampling calls, answered from the
+    group's memo, plus everything else of the reader. Keeps the frames it handed out until `release`."""
+
+    def __init__(self, group: VideoGroup, position: tuple):
+        self.group, self.position = group, position
+        self._requests: list[tuple[_Entry, int]] = []
+        self._held: list[Frames] = []
+
+    @property
+    def duration(self) -> float:
+        return self.group.reader().duration
+
+    def __getattr__(self, name):
+        if name.startswith("_"):  # no reader lookups for private names (copy, pickle probe them)
+            raise AttributeError(name)
+        return getattr(self.group.reader(), name)
+
+    def _sample(self, key: tuple, make: Callable[[], Frames], pinned: bool) -> Frames:
+        seq = len(self._requests)
+        entry, frames = self.group.get(key, make, pinned, (*self.position, seq))
+        self._requests.append((entry, seq))
+        self._held.append(frames)
+        return frames
+
+    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None) -> Frames:
+        key = ("uniform", float(fps), start, end, max_frames, max_pixels)
+        reader = self.group.reader()
+        return self._sample(key, lambda: reader.sample_uniform(fps, start=start, end=end, max_frames=max_frames,
+                                                                max_pixels=max_pixels),
+                            pinned=start is None and end is None)
+
+    def sample_times(self, times: Sequence[float], max_pixels=None) -> Frames:
+        key = ("times", tuple(float(t) for t in times), max_pixels)
+        reader = self.group.reader()
+        return self._sample(key, lambda: reader.sample_times(times, max_pixels=max_pixels), pinned=False)
+
+    def release(self) -> None:
+        """The sample is done: its frames may go (the group keeps what its memo keeps)."""
+        self._held.clear()
+
+    def frames_shared(self) -> int:
+        """Frames this sample took from the group instead of decoding: those of each request that was not the first,
+        in processing order, of the requests of its decode. Final once every earlier position is done."""
+        return sum(entry.n for entry, seq in self._requests
+                   if self.group.paid_by(entry) != (*self.position, seq))
