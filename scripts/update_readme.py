@@ -1,15 +1,19 @@
-"""Regenerate the measured figures in README.md from the files that hold them, so no number there is typed by hand.
+"""Regenerate the measured figures in README.md and docs/ from the files that hold them, so no number there is typed
+by hand.
 
-Each generated block sits between `<!-- BEGIN generated: NAME -->` and `<!-- END generated: NAME -->` and is
-rendered from one file under docs/measured/, which the command named in the block writes:
+Each generated block sits between `<!-- BEGIN generated: NAME -->` and `<!-- END generated: NAME -->` in any page
+(README.md or a Markdown file under docs/) and is rendered from one file under docs/measured/, which the command
+named in the block writes:
 
     python scripts/bench/run_all.py --json_out docs/measured/bench.json            # the bench table
     bash scripts/quickstart.sh && cp runs/tiny/summary.json docs/measured/quickstart.json   # the miniature
     python scripts/miniature_seeds.py --json_out docs/measured/seeds.json           # its spread over seeds
     python scripts/update_readme.py                                                 # rewrite the blocks
-    python scripts/update_readme.py --check true                                    # exit 1 when README is stale
+    python scripts/update_readme.py --check true                                    # exit 1 when a page is stale
 
-tests/test_readme_generated.py runs the check, so README.md and docs/measured/ cannot drift apart.
+`bench` (docs/bench.md), `seeds` and `quickstart` (docs/miniature.md) are the full blocks; `bench_summary` and
+`seeds_summary` are their one-paragraph forms for the README. tests/test_readme_generated.py runs the check and
+requires every block somewhere, so the pages and docs/measured/ cannot drift apart and no figure can be dropped.
 """
 
 from __future__ import annotations
@@ -117,15 +121,47 @@ def render_seeds(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_bench_summary(rows: list[dict]) -> str:
+    """The bench table in one sentence: how many checks meet their goal, and every one that does not."""
+    passing = [r for r in rows if r.get("status") == "pass"]
+    missed = []
+    for r in rows:
+        if r.get("status") == "pass":
+            continue
+        value = "–" if r.get("value") is None else format(r["value"], "g")
+        why = "" if r.get("status") == "below goal" else f"; {r.get('status')}"
+        missed.append(f"{r['key']} {r['title'].split(':')[0]} {value} (goal {r['goal']}{why})")
+    line = (f"Performance checks (`python scripts/bench/run_all.py`, one run on this project's 2-core CPU machine): "
+            f"{len(passing)} of {len(rows)} meet their goal")
+    return line + ("; not met: " + ", ".join(missed) if missed else "") + ".\n"
+
+
+def render_seeds_summary(result: dict) -> str:
+    """The seed spread in one sentence: the bars held on every seed, the headline accuracy, the red flags."""
+    seeds, spread = result["seeds"], result["spread"]
+    n = len(seeds)
+    held = spread["bars_held"]
+    everywhere = sum(1 for count in held.values() if count == n)
+    accuracy = spread["stage1_accuracy"]
+    flagged = sorted(str(s) for s, v in result["per_seed"].items() if v["red_flags"])
+    return (f"Across seeds {', '.join(map(str, seeds))} (`python scripts/miniature_seeds.py`): {everywhere} of "
+            f"{len(held)} bars hold on every seed; held-out Stage-1 accuracy median {_pct(accuracy.get('median'))} "
+            f"(min {_pct(accuracy.get('min'))}, max {_pct(accuracy.get('max'))}); red flags: "
+            f"{('on seed ' + ', '.join(flagged)) if flagged else 'none on any seed'}.\n")
+
+
 RENDERERS = {"bench": ("bench.json", render_bench), "quickstart": ("quickstart.json", render_quickstart),
-             "seeds": ("seeds.json", render_seeds)}
+             "seeds": ("seeds.json", render_seeds), "bench_summary": ("bench.json", render_bench_summary),
+             "seeds_summary": ("seeds.json", render_seeds_summary)}
 
 
 def render_readme(text: str, measured: Path = MEASURED) -> str:
+    """`text` with every generated block rendered anew from the files under `measured`."""
+
     def block(match: re.Match) -> str:
         name = match.group(2)
         if name not in RENDERERS:
-            raise KeyError(f"README block {name!r} has no renderer ({sorted(RENDERERS)})")
+            raise KeyError(f"block {name!r} has no renderer ({sorted(RENDERERS)})")
         file, render = RENDERERS[name]
         path = measured / file
         body = render(json.loads(path.read_text())) if path.exists() else f"_not measured yet: {path.name} missing_\n"
@@ -134,25 +170,39 @@ def render_readme(text: str, measured: Path = MEASURED) -> str:
     return BLOCK.sub(block, text)
 
 
-def main(readme: str = str(REPO / "README.md"), check: bool = False) -> int:
-    """Rewrite the generated blocks of README.md from docs/measured/.
+def block_names(text: str) -> list[str]:
+    """The names of the generated blocks in `text`, in order."""
+    return [match.group(2) for match in BLOCK.finditer(text)]
+
+
+def pages(repo: Path = REPO) -> list[Path]:
+    """README.md and every Markdown page under docs/ that holds a generated block."""
+    candidates = [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
+    return [path for path in candidates if path.is_file() and "<!-- BEGIN generated:" in path.read_text()]
+
+
+def main(files: list[str] | None = None, check: bool = False) -> int:
+    """Rewrite the generated blocks of README.md and docs/ from docs/measured/.
 
     Args:
-        readme: The README to update.
+        files: The pages to update (default: README.md and every page under docs/ with a generated block).
         check: Only compare; exit 1 when a block differs from its rendering.
     """
-    path = Path(readme)
-    text = path.read_text()
-    rendered = render_readme(text)
-    if check:
-        if rendered != text:
-            print(f"{path} is stale: run python scripts/update_readme.py", file=sys.stderr)
-            return 1
-        return 0
-    if rendered != text:
-        path.write_text(rendered)
-        print(f"updated {path}")
-    return 0
+    paths = [Path(f) for f in files] if files else pages()
+    stale = []
+    for path in paths:
+        text = path.read_text()
+        rendered = render_readme(text)
+        if rendered == text:
+            continue
+        if check:
+            stale.append(path)
+        else:
+            path.write_text(rendered)
+            print(f"updated {path}")
+    for path in stale:
+        print(f"{path} is stale: run python scripts/update_readme.py", file=sys.stderr)
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
