@@ -1,24 +1,28 @@
 """How the lmms-eval model answers a call's requests (no lmms-eval needed): grouped by video, replies in request
 order, bad documents recorded as failed, duplicates run once, resume from the side file by doc hash, samples in
-flight through batching wrappers, multi-process launches refused, and the vLLM backend choice."""
+flight through batching wrappers, the records of `cader eval`'s grouped runner at any concurrency, multi-process
+launches refused, and the vLLM backend choice."""
 
 import json
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
+from cader.contracts.jsonl import read_jsonl
+from cader.dev.scripted import ScriptedBackend
 from cader.evaluate.backends.batching import BatchingBackend
 from cader.evaluate.lmms.answering import (
     DocRequest,
     SideFile,
     answer_requests,
     load_backends,
+    run_grouped,
     run_in_flight,
     single_process_problem,
-    video_order,
 )
-from cader.evaluate.lmms.docs import UnsupportedTask
+from cader.evaluate.lmms.docs import UnsupportedTask, sample_from_doc
+from cader.evaluate.method.config import CaderConfig
+from cader.evaluate.runner import process_sample, run_samples
 
 
 def videomme_doc(i: int, video: str) -> dict:
@@ -50,12 +54,6 @@ class Recorder:
 def never(samples):
     assert not samples, f"ran again: {[s.sample_id for s in samples]}"
     return iter(())
-
-
-def test_video_order_keeps_a_videos_questions_together_in_first_seen_order():
-    samples = [SimpleNamespace(video=v) for v in ["a", "b", "a", "c", "b", "a"]]
-    assert video_order(samples) == [0, 2, 5, 1, 4, 3]
-    assert video_order([]) == []
 
 
 def test_one_process_only():
@@ -165,3 +163,39 @@ def test_backend_vllm_takes_the_config_files_engines(monkeypatch):
     assert main is verifier and len(made) == 1
     with pytest.raises(ValueError, match="backend='tgi'; choose one of hf, vllm"):
         load_backends("tgi", "M", None, engines={}, **kwargs)
+
+
+def test_the_records_are_cader_evals_grouped_records_at_any_concurrency(tmp_path, barcode_video):
+    videos = {}
+    for name in "ab":  # the barcode file under two names: two videos to the readers
+        videos[name] = tmp_path / f"{name}.mp4"
+        videos[name].symlink_to(barcode_video)
+    order = "abaab"  # lmms-eval asks in dataset order: the videos alternate
+    docs = [videomme_doc(i, name) for i, name in enumerate(order)]
+
+    def visual(doc):
+        return [str(videos[doc["videoID"]])]
+
+    asked = [DocRequest("videomme_long", "test", i, doc, visual) for i, doc in enumerate(docs)]
+    unsure, confident = [0.0, 0.1, 0.0, 0.0], [0.0, 40.0, 0.0, 0.0]
+    logits = {doc["question"]: confident if i == 2 else unsure for i, doc in enumerate(docs)}
+    cfg = CaderConfig(max_frames=8, max_pixels=2048, max_new_tokens_propose=16, max_new_tokens_answer=16)
+    runs = {}
+    for level in (1, 2):
+        side = SideFile(tmp_path / f"side{level}.jsonl")
+        backend = ScriptedBackend(logits)
+        records = answer_requests(asked, side, lambda s, b=backend, n=level: run_grouped(s, process_sample, b, b, cfg, n),
+                                  progress=False)  # fmt: skip
+        assert [r["lmms"]["doc_id"] for r in records] == [0, 1, 2, 3, 4]  # request order
+        runs[level] = [{k: v for k, v in r.items() if k != "lmms"} for r in read_jsonl(side.path)]
+    samples = [sample_from_doc("videomme_long", doc, i, visual(doc)[0]) for i, doc in enumerate(docs)]
+    run_samples(samples, tmp_path, tmp_path / "cader.jsonl", ScriptedBackend(logits), ScriptedBackend(logits), cfg,
+                video_path=lambda s, _root: s.video, progress=False, group_by_video=True)  # fmt: skip
+    runs["cader eval"] = read_jsonl(tmp_path / "cader.jsonl")
+    for name, records in runs.items():
+        runs[name] = [{**r, "cost": {k: v for k, v in r["cost"].items() if k != "seconds"}} for r in records]
+    assert runs[1] == runs[2] == runs["cader eval"]
+    assert [r["sample_id"] for r in runs[2]] == ["000-1", "002-1", "003-1", "001-1", "004-1"]  # video by video
+    assert [r["route"] for r in runs[2]] == ["stage2", "exit", "stage2", "stage2", "stage2"]
+    # the first question of each video pays its decode; the later ones take F1 (8 frames) from the group
+    assert [r["cost"]["frames_shared"] >= 8 for r in runs[2]] == [False, True, True, False, True]

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_lmms_eval_run import VENV, WHY_NOT
+from test_lmms_eval_run import VENV, WHY_NOT, assert_same
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))]
 REPO = Path(__file__).resolve().parents[1]
@@ -64,24 +64,6 @@ except RuntimeError as exc:
     out["world_size"] = f"{type(exc).__name__}: {exc}"
 print("RESULT " + json.dumps(out))
 """
-
-
-def assert_same(a, b, where="record"):
-    """Equal but for float noise (the left-padded batched forward is not byte-equal to one prompt alone) and the
-    wall-clock cost."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            if not (where.endswith("].cost") and key == "seconds"):
-                assert_same(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list) and isinstance(b, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) or isinstance(b, float):
-        assert a == pytest.approx(b, abs=1e-4), where
-    else:
-        assert a == b, where
 
 
 def test_the_model_answers_resumes_and_refuses(tmp_path, tiny_model_dir, barcode_video):

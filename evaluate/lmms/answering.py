@@ -9,8 +9,10 @@ passes the uncached ones, also in one call). `answer_requests` turns that call i
 - documents already in the side file (same task, doc id and doc hash) are not run again; a document asked twice in
   one call runs once;
 - the rest run together, ordered so that a video's questions are adjacent (videos in the order they are first asked
-  about, across tasks: videomme and videomme_long share videos), `concurrency` samples in flight whose model calls
-  are merged into batched calls (`BatchingBackend`, as evaluate/runner.py does for `--concurrency`);
+  about, across tasks: videomme and videomme_long share videos), each video read through one reader whose decodes
+  its questions share (`run_grouped`: what `cader eval` does by default, so the records are the same),
+  `concurrency` samples in flight whose model calls are merged into batched calls (`BatchingBackend`, as
+  evaluate/runner.py does for `--concurrency`);
 - each record is appended to the side file as it comes, so an interrupted run resumes; the replies come back in
   request order.
 
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from cader.contracts.jsonl import JsonlAppender, exclusive_writer, read_jsonl, repair_torn_tail
 from cader.evaluate.lmms.docs import BadDocument, doc_hash, family_of, sample_from_doc
+from cader.evaluate.video_groups import VideoGroup, group_by_video
 from tqdm import tqdm
 
 log = logging.getLogger(__name__)
@@ -56,15 +59,6 @@ def single_process_problem(environ: Mapping[str, str]) -> str | None:
             "parallelise inside it with the model_args concurrency=N (samples in flight, batched model calls), "
             "device=/verifier_device= (main model and verifier on their own GPUs) or backend=vllm; or run "
             "`cader eval --devices N`, which shards by video, and `cader export-lmms` its predictions")
-
-
-def video_order(samples: Sequence) -> list[int]:
-    """Positions of `samples` with each video's samples adjacent: videos in the order of their first sample, a video's
-    samples in their own order (deterministic, so a rerun asks in the same order)."""
-    first: dict[str, int] = {}
-    for position, sample in enumerate(samples):
-        first.setdefault(str(sample.video), position)
-    return sorted(range(len(samples)), key=lambda position: (first[str(samples[position].video)], position))
 
 
 def run_in_flight(samples: Sequence, one, main, verifier, concurrency: int) -> Iterator[dict]:
@@ -99,6 +93,77 @@ def run_in_flight(samples: Sequence, one, main, verifier, concurrency: int) -> I
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="cader-lmms") as pool:
         yield from pool.map(counted, samples)
+
+
+class VideoGroups:
+    """The open `VideoGroup` of each video with a sample in flight (one reader, F1 decoded once per video and frame
+    setting, crops shared when asked twice; cader.evaluate.video_groups), closed when its last sample is done.
+
+    Args:
+        samples: the samples in processing order (a video's adjacent)
+        decode_workers: parallel decoders of each reader
+        stage2_frames: frames of windowed samplings a group keeps for its later questions
+    """
+
+    def __init__(self, samples: Sequence, decode_workers: int | None, stage2_frames: int) -> None:
+        self.decode_workers, self.stage2_frames = decode_workers, stage2_frames
+        self._position = {id(sample): (i,) for i, sample in enumerate(samples)}
+        self._left: dict[str, int] = {}
+        for sample in samples:
+            self._left[str(sample.video)] = self._left.get(str(sample.video), 0) + 1
+        self._open: dict[str, VideoGroup] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, sample):
+        """The sample's reader: a view of its video's group, opened by the video's first sample."""
+        video = str(sample.video)
+        with self._lock:
+            if video not in self._open:
+                self._open[video] = VideoGroup(video, self.decode_workers, stage2_frames=self.stage2_frames)
+            group = self._open[video]
+        return group.view(self._position[id(sample)])
+
+    def release(self, sample) -> None:
+        video = str(sample.video)
+        with self._lock:
+            self._left[video] -= 1
+            if self._left[video] == 0:
+                self._open.pop(video).close()
+
+    def open_groups(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+
+def run_grouped(samples: Sequence, process, main, verifier, cfg, concurrency: int) -> Iterator[dict]:
+    """The records of `samples` (a video's adjacent), in their order: each video read through one group, as
+    evaluate/runner.py's `group_by_video` does, so the records equal `cader eval`'s (`cost.frames_shared`: the frames
+    a record took from its video's group; the first question of a video in this order pays the decode).
+
+    Args:
+        samples: the samples, grouped by video
+        process: `cader.evaluate.runner.process_sample`
+        main: the main model's backend
+        verifier: the verifier's backend
+        cfg: CADER's settings
+        concurrency: samples in flight
+    """
+    from cader.evaluate.runner import STAGE2_CACHE_CROPS
+
+    groups = VideoGroups(samples, cfg.decode_workers, STAGE2_CACHE_CROPS * cfg.max_frames)
+
+    def one(sample, main_backend, verifier_backend):
+        view = groups.acquire(sample)
+        try:
+            return process(sample, sample.video, main_backend, verifier_backend, cfg, reader=view), view
+        finally:
+            view.release()
+            groups.release(sample)
+
+    for record, view in run_in_flight(samples, one, main, verifier, concurrency):
+        # final only now: every sample before this one is done (video_groups: cost attribution)
+        record["cost"].update(frames_shared=view.frames_shared(), forwards_shared=0)
+        yield record
 
 
 @dataclass(frozen=True)
@@ -187,8 +252,8 @@ def answer_requests(requests: Sequence[DocRequest], side: SideFile,
                 side.add(out, {**failed_record(request.task, request.doc_id, f"bad_sample: {exc}"), "lmms": block})
                 continue
             todo[key] = (block, sample)
-        pending = list(todo.values())
-        pending = [pending[position] for position in video_order([sample for _, sample in pending])]
+        pending = [item for group in group_by_video(todo.values(), key=lambda item: str(item[1].video))
+                   for item in group]
         log.info("cader: %d requests, %d documents to run (%d videos), the rest from %s", len(requests),
                  len(pending), len({str(sample.video) for _, sample in pending}), side.path)
         records = run([sample for _, sample in pending])

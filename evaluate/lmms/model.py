@@ -32,7 +32,7 @@ from cader.evaluate.lmms.answering import (
     SideFile,
     answer_requests,
     load_backends,
-    run_in_flight,
+    run_grouped,
     single_process_problem,
 )
 from cader.evaluate.method.config import CaderConfig
@@ -109,13 +109,9 @@ class Cader(lmms):
         """Documents this process recorded as failed (answered with no letter)."""
         return self.side.failures
 
-    def run(self, samples: list) -> list:
-        """The records of `samples`, in their order, `concurrency` in flight."""
-
-        def one(sample, main, verifier):
-            return process_sample(sample, sample.video, main, verifier, self.cfg)
-
-        return run_in_flight(samples, one, self.main, self.verifier, self.concurrency)
+    def run(self, samples: list):
+        """The records of `samples` (a video's adjacent), in their order, `concurrency` in flight."""
+        return run_grouped(samples, process_sample, self.main, self.verifier, self.cfg, self.concurrency)
 
     def generate_until(self, requests: list[Instance]) -> list[str]:
         """The final letter per request, in request order; "" for a failed sample (the task's scorer counts it
