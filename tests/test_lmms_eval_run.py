@@ -230,6 +230,9 @@ def test_lmms_eval_scores_cader_as_cader_scores_itself(tmp_path, tiny_model_dir)
         assert (lvb_side[sample_id]["pred"], lvb_side[sample_id]["options"]) == (record["pred"], record["options"])
         assert_same(method_part(lvb_side[sample_id]), method_part(record), sample_id)
 
+    # one generate_until call for both tasks, run video by video: vidA's questions, vidB's, then lvbA's
+    videos = [Path(r["video"]).stem for r in map(json.loads, records.read_text().splitlines())]
+    assert videos == ["vidA", "vidA", "vidB", "vidB", "lvbA", "lvbA", "lvbA", "lvbA"], videos
     side = {r["sample_id"]: r for r in map(json.loads, records.read_text().splitlines())
             if r["lmms"]["task"] == TASK}  # fmt: skip
     ours = {r["sample_id"]: r for r in map(json.loads, (tmp_path / "cader_out" / "predictions.jsonl").read_text()
