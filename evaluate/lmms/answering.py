@@ -18,8 +18,9 @@ passes the uncached ones, also in one call). `answer_requests` turns that call i
 
 One process only: lmms-eval shards a task's documents round-robin over its processes (`task.build_all_requests
 (rank=RANK, world_size=WORLD_SIZE)`, every WORLD_SIZE-th document), which sends a video's questions to different
-processes, and each process then scores only its own replies before rank 0 gathers them; no rank can answer
-another's documents for it. `single_process_problem` refuses that launch by name and says what to use instead.
+processes, and each process zips its replies onto its own requests and scores them before rank 0 gathers the
+results: a model gets no hook to answer another rank's documents. `single_process_problem` refuses that launch by
+name and says what to use instead.
 """
 
 from __future__ import annotations
@@ -259,8 +260,12 @@ def answer_requests(requests: Sequence[DocRequest], side: SideFile,
         records = run([sample for _, sample in pending])
         bar = tqdm(records, total=len(pending), desc="cader", unit="doc",
                    disable=None if progress is None else not progress)  # tqdm: None = off unless a terminal
+        failed_before = side.failures
         for (block, _sample), record in zip(pending, bar, strict=True):
             side.add(out, {**record, "lmms": block})
+        if pending:
+            log.info("cader: ran %d documents, %d failed (no letter); records in %s", len(pending),
+                     side.failures - failed_before, side.path)
     return [side.done[key] for key in keys]
 
 
