@@ -293,7 +293,7 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
     groups = None
     if group_by_video:
         groups = _GroupsInFlight(todo, lambda s: str(video_path(s, data_root)), cfg.decode_workers,
-                                 STAGE2_CACHE_CROPS * cfg.max_frames)
+                                 GROUP_CACHE_BYTES)
         todo = groups.order
 
     def one(sample, main_backend, verifier_backend):
@@ -325,17 +325,18 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
     return counts
 
 
-# Windowed samplings (crops, RGR contexts) a grouped run keeps for later questions of the video, in units of the
-# frame cap: a few contexts, so that a run holds about what per-question processing holds plus F1.
-STAGE2_CACHE_CROPS = 2
+# Pixels of windowed samplings (crops, RGR contexts) a grouped run keeps per video for its later questions: about
+# 1.7 contexts at the paper's 768 x 65,536 px (150 MB each; questions that differ rarely propose the same window),
+# every context at small frame budgets. Held per video group in flight, on top of its F1.
+GROUP_CACHE_BYTES = 256 * 2**20
 
 
 class _GroupsInFlight:
     """The video groups of a run: samples in group order, each group opened by its first sample and closed when its
     last one is done, so only groups with a sample in flight hold frames."""
 
-    def __init__(self, todo: list, video_of, decode_workers, stage2_frames: int):
-        self.video_of, self.decode_workers, self.stage2_frames = video_of, decode_workers, stage2_frames
+    def __init__(self, todo: list, video_of, decode_workers, stage2_bytes: int):
+        self.video_of, self.decode_workers, self.stage2_bytes = video_of, decode_workers, stage2_bytes
         grouped = group_by_video(todo, video_of)
         self.order = [s for group in grouped for s in group]
         self._position = {id(s): (i,) for i, s in enumerate(self.order)}
@@ -347,7 +348,7 @@ class _GroupsInFlight:
         video = self.video_of(sample)
         with self._lock:
             if video not in self._open:
-                self._open[video] = VideoGroup(video, self.decode_workers, stage2_frames=self.stage2_frames)
+                self._open[video] = VideoGroup(video, self.decode_workers, stage2_bytes=self.stage2_bytes)
             group = self._open[video]
         return group.view(self._position[id(sample)])
 
@@ -428,8 +429,8 @@ def run_variants(
 
 
 # A sample's variants ask again for the crops and RGR contexts an earlier variant decoded: keep up to this many
-# frame caps of them (one sample's whole Stage 2 is at most 2K + 1 = 5 contexts).
-VARIANT_CACHE_CROPS = 8
+# pixel bytes of them (about 7 contexts at the paper's settings; one variant's Stage 2 is at most 2K + 1 = 5).
+VARIANT_CACHE_BYTES = 2**30
 
 
 def _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, progress, work, grouped):
@@ -439,7 +440,6 @@ def _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, p
     counts = {v: {"done_before": len(done[v]), "ran": 0, "failed": 0} for v in cfgs}
     appenders = {v: JsonlAppender(f, fsync=True) for v, f in files.items()}
     first = next(iter(cfgs.values()))
-    budget = VARIANT_CACHE_CROPS * max(c.max_frames for c in cfgs.values())
     groups = group_by_video(samples, lambda s: str(video_path(s, data_root))) if grouped else [[s] for s in samples]
     bar = tqdm(total=len(samples), desc=f"cader[{','.join(cfgs)}]", unit="sample", disable=not progress)
     try:
@@ -449,7 +449,7 @@ def _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, p
                 bar.update(len(group_samples))
                 continue
             video = video_path(group_samples[0], data_root)
-            group = VideoGroup(video, first.decode_workers, work, stage2_frames=budget)
+            group = VideoGroup(video, first.decode_workers, work, stage2_bytes=VARIANT_CACHE_BYTES)
             try:
                 for i, (sample, variants) in enumerate(zip(group_samples, todo)):
                     memo_main = MemoBackend(main, work)

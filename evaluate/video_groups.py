@@ -9,7 +9,7 @@ that a `VideoReader` caller cannot tell apart from the reader itself.
 What is kept, and for how long:
 - whole-video samplings (F1 of each frame setting): for the whole group;
 - windowed samplings and frame lists (Stage-2 crops, RGR contexts): in the group too, shared when requested twice,
-  but only the most recently used up to `stage2_frames` frames beyond those a sample in flight still holds;
+  but only the most recently used up to `stage2_bytes` of pixels (a sample in flight keeps its own alive anyway);
 - a group is closed (its frames dropped) as soon as its last sample is done: one group per sample in flight.
 
 Cost attribution (`SampleReader.frames_shared`): a record's `cost.frames_decoded` stays what the question costs
@@ -49,6 +49,7 @@ class _Entry:
 
     pinned: bool
     n: int = 0
+    nbytes: int = 0
     frames: Frames | None = None
     error: Exception | None = None
     ready: threading.Event = field(default_factory=threading.Event)
@@ -62,16 +63,16 @@ class VideoGroup:
     records `video_unreadable` as it would alone, and the file is tried once).
     """
 
-    def __init__(self, path, decode_workers: int | None = None, work=None, stage2_frames: int = 0,
+    def __init__(self, path, decode_workers: int | None = None, work=None, stage2_bytes: int = 0,
                  opener: Callable = VideoReader):
         """Args:
             path: The video file.
             decode_workers: Parallel decoders of the reader (`VideoReader`).
             work: A `cader.evaluate.variants.SharedWork` counting frames decoded and asked for (or None).
-            stage2_frames: Frames of windowed samplings kept for later requests once no sample holds them.
+            stage2_bytes: Pixel bytes of windowed samplings (crops, RGR contexts) kept for later requests.
             opener: Makes the reader (`VideoReader`; tests count opens through it).
         """
-        self.path, self.decode_workers, self.work, self.stage2_frames = path, decode_workers, work, stage2_frames
+        self.path, self.decode_workers, self.work, self.stage2_bytes = path, decode_workers, work, stage2_bytes
         self._opener, self._reader, self._open_error, self._opened = opener, None, None, False
         self._entries: OrderedDict[tuple, _Entry] = OrderedDict()
         self._lock = threading.Lock()
@@ -120,7 +121,7 @@ class VideoGroup:
                     entry.error = err
                     entry.ready.set()
                     raise
-                entry.frames, entry.n = frames, len(frames)
+                entry.frames, entry.n, entry.nbytes = frames, len(frames), int(frames.frames.nbytes)
                 entry.ready.set()
             else:
                 entry.ready.wait()
@@ -137,13 +138,13 @@ class VideoGroup:
             return entry, frames
 
     def _trim(self) -> None:
-        """Drop the least recently used windowed samplings beyond `stage2_frames` (holders keep theirs alive)."""
-        kept = sum(e.n for e in self._entries.values() if not e.pinned and e.ready.is_set())
+        """Drop the least recently used windowed samplings beyond `stage2_bytes` (holders keep theirs alive)."""
+        kept = sum(e.nbytes for e in self._entries.values() if not e.pinned and e.ready.is_set())
         for key in [k for k, e in self._entries.items() if not e.pinned and e.ready.is_set()]:
-            if kept <= self.stage2_frames:
+            if kept <= self.stage2_bytes:
                 break
             entry = self._entries.pop(key)
-            kept -= entry.n
+            kept -= entry.nbytes
             entry.frames = None
 
     def paid_by(self, entry: _Entry) -> tuple:

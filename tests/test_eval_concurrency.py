@@ -125,7 +125,7 @@ def test_variants_in_one_pass_equal_separate_runs_with_shared_work(tmp_path, vid
 
     root, name = video_root
     samples = _samples(name, 4)
-    base = dict(max_frames=8, max_pixels=2048, max_new_tokens_propose=16, max_new_tokens_answer=16)
+    base = {"max_frames": 8, "max_pixels": 2048, "max_new_tokens_propose": 16, "max_new_tokens_answer": 16}
     cfgs = {v: CaderConfig(variant=v, **base) for v in VARIANTS}
     counts, work = run_variants(samples, root, tmp_path / "all", PerPrompt(), PerPrompt(), cfgs,
                                 video_path=lambda s, r: r / s.video, progress=False)

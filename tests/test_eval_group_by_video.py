@@ -190,7 +190,7 @@ def test_video_group_pays_each_decode_once_by_the_first_in_order_and_bounds_wind
         opened.append(path)
         return FakeReader(path)
 
-    group = VideoGroup("v.mp4", stage2_frames=5, opener=opener)
+    group = VideoGroup("v.mp4", stage2_bytes=5 * 12, opener=opener)  # 5 frames of 2 x 2 x 3 bytes
     late, early = group.view((1,)), group.view((0,))
     assert len(late.sample_uniform(1.0)) == 60 and early.sample_uniform(1.0) is late.sample_uniform(1.0)
     reader = group.reader()
@@ -198,7 +198,7 @@ def test_video_group_pays_each_decode_once_by_the_first_in_order_and_bounds_wind
     # position 1 asked first in time, position 0 pays: the first in processing order
     assert early.frames_shared() == 0 and late.frames_shared() == 60 + 60  # its second ask is shared too
     crop1 = early.sample_uniform(1.0, start=10, end=14)
-    early.sample_uniform(1.0, start=20, end=24)  # 4 + 4 > 5 windowed frames: the older crop is dropped
+    early.sample_uniform(1.0, start=20, end=24)  # 4 + 4 frames > 5: the older crop is dropped
     assert group.cached_frames() == 60 + 4 and reader.decodes == [60, 4, 4]
     again = late.sample_uniform(1.0, start=10, end=14)
     assert again is not crop1 and reader.decodes == [60, 4, 4, 4]  # decoded again, and paid again by its asker
@@ -217,7 +217,7 @@ def test_video_group_that_cannot_open_fails_every_sample_as_alone(tmp_path):
     group = VideoGroup(tmp_path / "missing.mp4", opener=opener)
     for position in range(3):
         with pytest.raises(VideoReadError, match="video_unreadable: .*missing.mp4: file does not exist"):
-            group.view((position,)).duration
+            _ = group.view((position,)).duration
     assert len(opens) == 1
 
 

@@ -68,6 +68,10 @@ CHECKS = [
           "must not be slower: NaN if it is)", "mix_memory.py", "<= 0.5",
           lambda r: float(r["rss_arrow_over_dicts"]) if r["warm_arrow_over_dicts"] <= 1 else float("nan"),
           lambda v: v <= 0.5),
+    Check("P12", "per video: frames decoded per question, grouped by video / per question (3 LVBench-like 10 min "
+          "videos x 8 questions, tiny model, cader_tiny settings; NaN if the records differ)", "per_video.py",
+          "<= 0.25", lambda r: float(r["ratio_frames"]) if r["same_records"] and r["honest"] else float("nan"),
+          lambda v: v <= 0.25),
 ]  # fmt: skip
 
 
