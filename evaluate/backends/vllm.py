@@ -209,9 +209,10 @@ class VLLMBackend(Backend):
     def _run(self, prompts: Sequence[Prompt], params):
         requests = [self._request(p) for p in prompts]
         # One call into vLLM at a time in this process: `LLM.generate` is not thread-safe and in-process engines
-        # share global state (the forward context), and with --concurrency the batcher threads of the main model and
-        # the verifier would call at once. (On the trained tiny export samples still fail inside the engine with a
-        # KeyError on its request id even so: an open problem, see docs/vllm.md.)
+        # share global state (the forward context). With --concurrency the batcher threads call at once (one per
+        # call kind and backend); unserialised, the engine fails with a KeyError on its request id, "Forward context
+        # is not set", or a segfault (tests/test_vllm_real.py calls it from 4 threads). Batching happens above this
+        # lock (BatchingBackend merges the samples' prompts), so the engine still sees full batches.
         with _ENGINE_LOCK:
             return self.llm.generate(requests, params, use_tqdm=False)
 

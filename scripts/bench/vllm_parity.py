@@ -11,8 +11,9 @@ Default mode: for each of the first `--limit` samples it builds every prompt kin
 first proposal, a reflection, the verifier, the final answer; plus one prompt with images) on the sample's frames,
 and compares: the prompt token ids (vLLM's as the engine reports them), Stage-1 letter scores and margins, P(Yes)
 and P(No) (within `--tolerance`, in log space too, so a probability read as 0 from a top-k list fails). fp32 on both
-sides agrees to ~1e-6; bf16 kernels differ between engines, so give bf16 a looser tolerance. Exit status 1 on any
-difference.
+sides agrees to ~1e-6; bf16 kernels differ between engines, so give bf16 a looser tolerance. The vLLM side then
+answers the same cases again from 4 threads at once (what `--concurrency` does to the engine), which must give the
+sequential answers exactly. Exit status 1 on any difference.
 
 `records`: runs `evaluate/run.py --backend hf` and `--backend vllm --concurrency N` on the same samples and compares
 the records (letters, routes, windows, fallbacks, errors); the JSON row has each backend's samples/s (from the first
@@ -245,9 +246,32 @@ def _worker(cases_file: str, out_file: str, settings_json: str) -> None:
     backend = VLLMBackend(settings["model"], dtype=settings["dtype"], engine=engine)
     started = time.perf_counter()
     answers = collect(backend, cases, settings["max_new_tokens"])
-    result = {"answers": answers, "describe": backend.describe(),
-              "seconds": {"engine_start": started - t0, "collect": time.perf_counter() - started}}
+    collected = time.perf_counter()
+    concurrent = concurrent_collect(backend, cases, settings["max_new_tokens"], settings.get("threads", 4), answers)
+    result = {"answers": answers, "describe": backend.describe(), "concurrent": concurrent,
+              "seconds": {"engine_start": started - t0, "collect": collected - started,
+                          "concurrent_collect": time.perf_counter() - collected}}
     Path(out_file).write_text(json.dumps(result))
+
+
+def concurrent_collect(backend, cases: list[dict], max_new_tokens: int, threads: int, expected: list[dict]) -> dict:
+    """`collect` from `threads` threads at once on one backend, as `--concurrency` does (the batcher threads of the
+    main model and the verifier call the engine at the same time): every thread's answers must equal `expected`,
+    the sequential answers. vLLM's `LLM.generate` is not thread-safe; unserialised calls fail inside the engine
+    (KeyError on its request id, "Forward context is not set") or mix requests up."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(_):
+        try:
+            return collect(backend, cases, max_new_tokens), None
+        except Exception as err:  # noqa: BLE001 - reported, the comparison fails on it
+            return None, f"{type(err).__name__}: {err}"
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        outcomes = list(pool.map(one, range(threads)))
+    errors = [err for _, err in outcomes if err]
+    return {"threads": threads, "errors": errors[:4],
+            "equal": sum(answers == expected for answers, _ in outcomes if answers is not None)}
 
 
 def parity(model: str, cases: list[dict], dtype: str = "fp32", tolerance: float = 1e-4, max_new_tokens: int = 8,
@@ -267,7 +291,12 @@ def parity(model: str, cases: list[dict], dtype: str = "fp32", tolerance: float 
         raise
     vllm = worker.result()
     result = compare(hf_answers, vllm["answers"], tolerance)
-    return {**result, "backends": {"hf": hf.describe(), "vllm": vllm["describe"]}, "vllm_seconds": vllm["seconds"],
+    concurrent = vllm["concurrent"]
+    if concurrent["errors"] or concurrent["equal"] != concurrent["threads"]:
+        result["failures"].append(f"vLLM called from {concurrent['threads']} threads at once: "
+                                  f"{concurrent['equal']} of them answered as the sequential calls; errors: "
+                                  f"{concurrent['errors']}")
+    return {**result, "concurrent": concurrent, "backends": {"hf": hf.describe(), "vllm": vllm["describe"]}, "vllm_seconds": vllm["seconds"],
             "answers": {"hf": hf_answers, "vllm": vllm["answers"]}}
 
 
