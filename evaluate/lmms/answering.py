@@ -9,8 +9,9 @@ passes the uncached ones, also in one call). `answer_requests` turns that call i
 - documents already in the side file (same task, doc id and doc hash) are not run again; a document asked twice in
   one call runs once;
 - the rest run together, ordered so that a video's questions are adjacent (videos in the order they are first asked
-  about, across tasks: videomme and videomme_long share videos), each video read through one reader whose decodes
-  its questions share (`run_grouped`: what `cader eval` does by default, so the records are the same),
+  about, across tasks: videomme and videomme_long share videos), each video read through one reader whose Stage-1
+  decode its questions share (`run_grouped`, as `cader eval` does by default: the same records but for timings
+  and the shared part of the cost),
   `concurrency` samples in flight whose model calls are merged into batched calls (`BatchingBackend`, as
   evaluate/runner.py does for `--concurrency`);
 - each record is appended to the side file as it comes, so an interrupted run resumes; the replies come back in
@@ -97,17 +98,20 @@ def run_in_flight(samples: Sequence, one, main, verifier, concurrency: int) -> I
 
 
 class VideoGroups:
-    """The open `VideoGroup` of each video with a sample in flight (one reader, F1 decoded once per video and frame
-    setting, crops shared when asked twice; cader.evaluate.video_groups), closed when its last sample is done.
+    """The open `VideoGroup` of each video with a sample in flight (cader.evaluate.video_groups: one reader, F1
+    decoded once per video and frame setting), closed when its last sample is done.
+
+    The groups keep no windowed samplings (crops, RGR contexts) for later questions: how much of them to keep is the
+    runner's private budget, so here a crop is decoded by each question that asks for it, and a record's
+    `cost.frames_shared` counts the F1 frames it took from its group.
 
     Args:
         samples: the samples in processing order (a video's adjacent)
         decode_workers: parallel decoders of each reader
-        stage2_frames: frames of windowed samplings a group keeps for its later questions
     """
 
-    def __init__(self, samples: Sequence, decode_workers: int | None, stage2_frames: int) -> None:
-        self.decode_workers, self.stage2_frames = decode_workers, stage2_frames
+    def __init__(self, samples: Sequence, decode_workers: int | None) -> None:
+        self.decode_workers = decode_workers
         self._position = {id(sample): (i,) for i, sample in enumerate(samples)}
         self._left: dict[str, int] = {}
         for sample in samples:
@@ -120,7 +124,7 @@ class VideoGroups:
         video = str(sample.video)
         with self._lock:
             if video not in self._open:
-                self._open[video] = VideoGroup(video, self.decode_workers, stage2_frames=self.stage2_frames)
+                self._open[video] = VideoGroup(video, self.decode_workers)
             group = self._open[video]
         return group.view(self._position[id(sample)])
 
@@ -138,8 +142,9 @@ class VideoGroups:
 
 def run_grouped(samples: Sequence, process, main, verifier, cfg, concurrency: int) -> Iterator[dict]:
     """The records of `samples` (a video's adjacent), in their order: each video read through one group, as
-    evaluate/runner.py's `group_by_video` does, so the records equal `cader eval`'s (`cost.frames_shared`: the frames
-    a record took from its video's group; the first question of a video in this order pays the decode).
+    evaluate/runner.py's `group_by_video` does, so the records equal `cader eval`'s but for timings and the shared
+    part of the cost (`cost.frames_shared`: the frames a record took from its video's group; the first question of
+    a video in this order pays the decode; `forwards_shared` 0, as in the runner).
 
     Args:
         samples: the samples, grouped by video
@@ -149,9 +154,7 @@ def run_grouped(samples: Sequence, process, main, verifier, cfg, concurrency: in
         cfg: CADER's settings
         concurrency: samples in flight
     """
-    from cader.evaluate.runner import STAGE2_CACHE_CROPS
-
-    groups = VideoGroups(samples, cfg.decode_workers, STAGE2_CACHE_CROPS * cfg.max_frames)
+    groups = VideoGroups(samples, cfg.decode_workers)
 
     def one(sample, main_backend, verifier_backend):
         view = groups.acquire(sample)
