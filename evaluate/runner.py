@@ -39,7 +39,7 @@ from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError, mismatch, reuse_stage1, stage1_fingerprint
 from cader.evaluate.method.stage2 import Stage2Failure, run_stage2
 from cader.evaluate.shards import PREDICTIONS, parse_shard, predictions_path, select_samples
-from cader.evaluate.video_groups import VideoGroup, group_by_video
+from cader.evaluate.video_groups import GroupsInFlight, VideoGroup, group_by_video
 from cader.vlm.files import write_atomic
 from cader.vlm.video import VideoReader, VideoReadError
 from tqdm import tqdm
@@ -292,7 +292,7 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
               "stage1_reused": check_stage1_priors(todo, priors, main, cfg)}
     groups = None
     if group_by_video:
-        groups = _GroupsInFlight(todo, lambda s: str(video_path(s, data_root)), cfg.decode_workers,
+        groups = GroupsInFlight(todo, lambda s: str(video_path(s, data_root)), cfg.decode_workers,
                                  GROUP_CACHE_BYTES)
         todo = groups.order
 
@@ -329,39 +329,6 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
 # 1.7 contexts at the paper's 768 x 65,536 px (150 MB each; questions that differ rarely propose the same window),
 # every context at small frame budgets. Held per video group in flight, on top of its F1.
 GROUP_CACHE_BYTES = 256 * 2**20
-
-
-class _GroupsInFlight:
-    """The video groups of a run: samples in group order, each group opened by its first sample and closed when its
-    last one is done, so only groups with a sample in flight hold frames."""
-
-    def __init__(self, todo: list, video_of, decode_workers, stage2_bytes: int):
-        self.video_of, self.decode_workers, self.stage2_bytes = video_of, decode_workers, stage2_bytes
-        grouped = group_by_video(todo, video_of)
-        self.order = [s for group in grouped for s in group]
-        self._position = {id(s): (i,) for i, s in enumerate(self.order)}
-        self._left = {video_of(group[0]): len(group) for group in grouped}
-        self._open: dict[str, VideoGroup] = {}
-        self._lock = threading.Lock()
-
-    def acquire(self, sample):
-        video = self.video_of(sample)
-        with self._lock:
-            if video not in self._open:
-                self._open[video] = VideoGroup(video, self.decode_workers, stage2_bytes=self.stage2_bytes)
-            group = self._open[video]
-        return group.view(self._position[id(sample)])
-
-    def release(self, sample) -> None:
-        video = self.video_of(sample)
-        with self._lock:
-            self._left[video] -= 1
-            if self._left[video] == 0:
-                self._open.pop(video).close()
-
-    def open_groups(self) -> int:
-        with self._lock:
-            return len(self._open)
 
 
 def _records_in_order(todo: list, one, main: Backend, verifier: Backend, concurrency: int):

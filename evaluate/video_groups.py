@@ -206,3 +206,46 @@ class SampleReader:
         in processing order, of the requests of its decode. Final once every earlier position is done."""
         return sum(entry.n for entry, seq in self._requests
                    if self.group.paid_by(entry) != (*self.position, seq))
+
+
+class GroupsInFlight:
+    """The video groups of a run: samples in group order (`order`), each group opened by its first sample and closed
+    when its last one is done, so only groups with a sample in flight hold frames; thread-safe.
+
+    Use: `view = groups.acquire(sample)`, read the video through `view`, then `view.release()` and
+    `groups.release(sample)`; once every sample before it is done, `view.frames_shared()` is final.
+    """
+
+    def __init__(self, todo: list, video_of: Callable, decode_workers: int | None = None, stage2_bytes: int = 0):
+        """Args:
+            todo: The samples to run.
+            video_of: sample -> its video file (the group key).
+            decode_workers: Parallel decoders per reader.
+            stage2_bytes: Pixel bytes of windowed samplings each group keeps (`VideoGroup`).
+        """
+        self.video_of, self.decode_workers, self.stage2_bytes = video_of, decode_workers, stage2_bytes
+        grouped = group_by_video(todo, video_of)
+        self.order = [s for group in grouped for s in group]
+        self._position = {id(s): (i,) for i, s in enumerate(self.order)}
+        self._left = {video_of(group[0]): len(group) for group in grouped}
+        self._open: dict[str, VideoGroup] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, sample) -> SampleReader:
+        video = self.video_of(sample)
+        with self._lock:
+            if video not in self._open:
+                self._open[video] = VideoGroup(video, self.decode_workers, stage2_bytes=self.stage2_bytes)
+            group = self._open[video]
+        return group.view(self._position[id(sample)])
+
+    def release(self, sample) -> None:
+        video = self.video_of(sample)
+        with self._lock:
+            self._left[video] -= 1
+            if self._left[video] == 0:
+                self._open.pop(video).close()
+
+    def open_groups(self) -> int:
+        with self._lock:
+            return len(self._open)
