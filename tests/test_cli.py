@@ -14,7 +14,8 @@ from cader.cli.main import STAGES, load_script, main
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Every command line README.md and the quickstart scripts show, with placeholders filled in.
+# The command lines README.md, docs/walkthrough.md and the quickstart scripts show, with placeholders filled in,
+# parsed in full here (tests/test_readme_docs.py checks every flag of every documented line exists).
 DOCUMENTED = [
     "train/sft.py --config configs/train/cot_mix_tiny.yaml",
     ("train/sft.py --config configs/train/cot_mix.yaml --data.release_root /data/LongVT-Parquet "
