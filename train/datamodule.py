@@ -159,7 +159,20 @@ class SFTDataModule(L.LightningDataModule):
                 media, budget drops) is reported with a loud warning; a source with no trainable row stops the run.
             processor_path: HF folder or hub id of the processor (linked to model.model_path by sft.py).
             batch_size: per-device micro-batch.
-            max_length ... min_target_tokens: the token budget (paper supplementary A; see cader.train.budget).
+            num_workers: DataLoader worker processes that decode and tokenise samples (0: in the training process).
+            seed: seed of the length-grouped sampler's shuffle (the epoch is added each epoch).
+            mega_batch: length grouping: each shuffled run of batch_size * mega_batch samples is sorted by length
+                before it is cut into micro-batches, so a batch holds samples of similar length (less padding).
+            max_length: most tokens per sample, vision included (paper Table 6: 10,240); the token budget
+                (cader.train.budget) lowers frames, then pixels, then cuts the target's end to fit.
+            fps: frames per second sampled from each training video (supplementary A: 1.0).
+            max_frames: most frames per video (supplementary A: 4,096).
+            video_max_pixels: most pixels per video frame (supplementary A: 65,536).
+            image_max_pixels: most pixels per image (supplementary A: 262,144).
+            min_frames: the budget never lowers a video below this many frames (step 1's floor).
+            min_pixels: the budget never lowers a frame or image below this many pixels (step 2's floor).
+            min_target_tokens: a sample whose assistant target would keep fewer tokens than this after the cut is
+                dropped (and counted) instead of trained on.
             report_dir: where data_report.json goes (default: the trainer's default_root_dir).
             plan_cache_dir: where the mix's Arrow tables (rows read by `datasets`, the tool filter, the token-budget
                 plans) are cached, so later runs and the other ranks memory-map them instead of reading, parsing

@@ -25,17 +25,28 @@ class SFTModule(L.LightningModule):
         """
         Args:
             model_path: HF folder or hub id (Qwen3-VL-8B-Instruct for the paper recipe).
-            lr, warmup_ratio: Table 6 (1e-5, 0.1); linear warmup, then `lr_scheduler_type` over the real number of
-                optimizer steps.
+            lr: peak learning rate of AdamW (paper Table 6: 1e-5).
+            weight_decay: AdamW weight decay of the weight matrices (biases and norms get none).
+            betas: AdamW's (beta1, beta2).
+            warmup_ratio: share of the optimizer steps spent in linear warmup from 0 to `lr` (Table 6: 0.1), then
+                `lr_scheduler_type` over the rest; counted on the real number of optimizer steps.
             lr_scheduler_type: decay after warmup, as LLaMA-Factory/transformers name it: "cosine" (Table 6) to 0,
                 "linear" to 0, or "constant_with_warmup".
             gradient_checkpointing: recompute activations in backward (needed at 10,240 tokens on the 8B model).
-            freeze_vision_tower / freeze_merger / freeze_language_model: keep those parameters fixed.
-            lora_r: 0 = full-parameter SFT (the paper); > 0 trains LoRA adapters (merged into the weights on export).
+            freeze_vision_tower: keep the vision encoder's parameters fixed.
+            freeze_merger: keep the vision-to-language merger (projector) fixed.
+            freeze_language_model: keep the language model fixed (with LoRA: its adapters still train).
+            lora_r: 0 = full-parameter SFT (the paper); > 0 trains LoRA adapters of this rank (merged into the
+                weights on export).
+            lora_alpha: LoRA scaling numerator (the update is scaled by lora_alpha / lora_r).
+            lora_dropout: dropout on the LoRA branch's input.
+            lora_targets: modules that get adapters: a regular expression over module names, or a list of names
+                (default: the language model's attention and MLP projections, not the vision tower).
             dtype: weights' dtype at load; use the trainer's precision ("bf16-true"/"bf16-mixed") for bf16 on GPU.
             vision_guard: with more than one process, run the vision tower in lockstep on every rank (image slot,
                 video slot, then the language model; a dummy input for a modality the batch lacks), because ZeRO-3
                 gathers parameters collectively and hangs when one rank skips the tower (see `_lockstep_vision`).
+            seed: torch seed set before the weights load (LoRA initialisation and any random init).
         """
         super().__init__()
         self.save_hyperparameters()
