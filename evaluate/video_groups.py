@@ -17,7 +17,10 @@ alone, as the method counts it (so full / uniform_stage2 ratios and the paper's 
 grouped run); `cost.frames_shared` says how many of those frames it took from its video group instead of decoding
 them. Each decode is paid by exactly one record, the first in processing order among those that asked for that very
 decode, so the frames a run actually decoded are sum(frames_decoded - frames_shared). The first in order, not the
-first in time: with samples in flight the same record pays whatever thread happened to decode first.
+first in time: with samples in flight the same record pays whatever thread happened to decode first. F1 is never
+dropped within a group, so its attribution is the same on every run; a windowed sampling dropped for the byte budget
+is decoded again, and paid again, by the next to ask, which with samples in flight can depend on timing (the sum
+stays exact). A rerun after an interruption pays again for what it decodes again.
 """
 
 from __future__ import annotations

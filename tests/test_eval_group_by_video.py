@@ -163,6 +163,31 @@ def test_rerun_after_an_interruption_in_the_middle_of_a_video_group(tmp_path, ba
                                                        }["s2"] > 0
 
 
+def test_variants_share_one_video_across_its_questions(tmp_path, barcode_video):
+    from cader.evaluate.method.config import VARIANTS
+    from cader.evaluate.runner import run_variants
+    from test_eval_concurrency import PerPrompt
+
+    root = barcode_video.parent
+    samples = _samples(root, barcode_video, "abab")
+    base = {"max_frames": 8, "max_pixels": 2048, "max_new_tokens_propose": 16, "max_new_tokens_answer": 16}
+    cfgs = {v: CaderConfig(variant=v, **base) for v in VARIANTS}
+    work = {}
+    for grouped in (False, True):
+        _, work[grouped] = run_variants(samples, root, tmp_path / str(grouped), PerPrompt(), PerPrompt(), cfgs,
+                                        video_path=lambda s, r: r / s.video, progress=False, group_by_video=grouped)
+    for variant in cfgs:
+        alone, grouped = (read_jsonl(tmp_path / str(g) / variant / "predictions.jsonl") for g in (False, True))
+        assert [r["sample_id"] for r in grouped] == ["s0", "s2", "s1", "s3"]
+        by_id = {r["sample_id"]: _comparable(r) for r in alone}
+        assert [_comparable(r) for r in grouped] == [by_id[r["sample_id"]] for r in grouped], variant
+    # the same model calls either way (they are per sample); F1 and the shared crop once per video, not per question
+    assert work[True].calls == work[False].calls and work[True].frames_asked == work[False].frames_asked
+    assert work[True].frames < work[False].frames
+    rows = [r for v in cfgs for r in read_jsonl(tmp_path / "True" / v / "predictions.jsonl")]
+    assert sum(r["cost"]["frames_decoded"] - r["cost"]["frames_shared"] for r in rows) == work[True].frames
+
+
 # ---- VideoGroup on its own: a fake reader counts decodes -------------------------------------------------------
 
 
