@@ -292,8 +292,7 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
               "stage1_reused": check_stage1_priors(todo, priors, main, cfg)}
     groups = None
     if group_by_video:
-        groups = GroupsInFlight(todo, lambda s: str(video_path(s, data_root)), cfg.decode_workers,
-                                 GROUP_CACHE_BYTES)
+        groups = GroupsInFlight(todo, lambda s: str(video_path(s, data_root)), cfg.decode_workers, GROUP_CACHE_BYTES)
         todo = groups.order
 
     def one(sample, main_backend, verifier_backend):
@@ -362,7 +361,8 @@ def _records_in_order(todo: list, one, main: Backend, verifier: Backend, concurr
                 active[0] -= 1
 
     # Workers take the samples in order, so a video's questions (contiguous when grouped) are in flight together and
-    # their requests reach the engine in the same batches (vLLM: one video prefill, then prefix-cache hits).
+    # their requests reach the engine close together, sharing one Frames object (vLLM's prefix cache, on by default
+    # in vLLM 0.32, can then serve the video part of a later prompt from the first one's prefill).
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="cader-sample") as pool:
         yield from pool.map(tracked, todo)
 
