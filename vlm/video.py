@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -207,6 +208,8 @@ class VideoReader:
         self._key_indices = keys[keys >= 0]  # a keyframe among hidden frames: frame 0 stands for it
         # The planned decode needs timestamps it can trust; without them, or once it failed, decode sequentially.
         self.planned = first.pts is not None and bool(PLANNED_FORMATS & set(first.container_format.split(",")))
+        self._kept: dict[tuple, Frames] = {}  # decodes done ahead of their use (`keep`)
+        self._kept_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"VideoReader({str(self.path)!r}, frames={self.num_frames}, fps={self.native_fps:.3f})"
@@ -216,12 +219,25 @@ class VideoReader:
         e = self.duration if end is None else min(self.duration, float(end))
         return s, e
 
+    def keep(self, frames: Frames, max_pixels: int | None = None) -> None:
+        """Hold `frames`, a decode of this reader made ahead of its use at `max_pixels` (by the decode-ahead stage of
+        `cader.evaluate.in_flight`, say): the next decode of exactly those indices at that pixel budget, and every
+        sampling that comes down to it, returns them instead of decoding again. Once: the caller that gets them owns
+        them, and a later decode of the same frames decodes."""
+        with self._kept_lock:
+            self._kept[(np.asarray(frames.indices, np.int64).tobytes(), max_pixels)] = frames
+
     def decode_indices(self, indices: np.ndarray, max_pixels: int | None = None) -> Frames:
         """Decode exactly these (sorted, unique, in-range) frame indices in one batch, each frame resized to
         `max_pixels` as soon as it is decoded (a long video never sits in memory at native resolution)."""
         indices = np.asarray(indices, dtype=np.int64)
         if len(indices) and (indices[0] < 0 or indices[-1] >= self.num_frames or np.any(np.diff(indices) <= 0)):
             raise ValueError(f"{self.path}: frame indices must be sorted, unique and in [0, {self.num_frames})")
+        if self._kept:
+            with self._kept_lock:
+                kept = self._kept.pop((indices.tobytes(), max_pixels), None)
+            if kept is not None:
+                return kept
         size = fit_pixels(self.height, self.width, max_pixels) if max_pixels else (self.height, self.width)
         if len(indices) == 0:
             return Frames(np.zeros((0, *size, 3), np.uint8), np.zeros(0), indices, self.native_fps)

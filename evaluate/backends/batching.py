@@ -7,8 +7,17 @@ backend one call per kind: vLLM then receives every pending request in one `gene
 fills), and the HF backend one left-padded forward for the Stage-1 letters or the verifier. Calls are merged only
 when they are the same operation with the same arguments (the same letters; the same `max_new_tokens`).
 
-A call waits at most `max_wait_s` for company, and never once `max_batch` prompts are pending or every in-flight
-sample is waiting on the model; so one sample alone runs as fast as without the wrapper.
+A call waits for company at most `max_wait_s`, or `wait_fraction` of the last inner call's time when that is longer,
+and never once `max_batch` prompts are pending or every in-flight sample is waiting on the model; so one sample
+alone runs as fast as without the wrapper. The window grows with the call because going out short-handed costs a
+whole extra call later: on a busy machine the threads coming back from one batch took longer than 50 ms to ask
+again, and a fixed 50 ms window split 24 Stage-1 calls at concurrency 4 into 12 calls instead of 6
+(scripts/bench/overlap.py, load average 6 on 2 cores).
+
+One inner call at a time: the inner backend is one device (one GPU forward, one vLLM engine whose calls are
+serialised anyway), so a call that arrives while another is running waits for it and then goes out with everything
+that arrived meanwhile. Before, it went out on its own after `max_wait_s` and ran next to the first (a smaller
+batch, and on a CPU model two forwards whose OpenMP teams fight each other and the decode threads for the cores).
 """
 
 from __future__ import annotations
@@ -21,14 +30,23 @@ from cader.evaluate.backends.base import Backend, Generation, LetterLogits, Prom
 
 
 class BatchingBackend(Backend):
-    def __init__(self, inner: Backend, max_batch: int = 8, max_wait_s: float = 0.05, in_flight=None):
-        """`in_flight`: a callable giving how many samples are being processed now (a call dispatches as soon as
-        all of them are waiting, without sitting out `max_wait_s`)."""
+    def __init__(self, inner: Backend, max_batch: int = 8, max_wait_s: float = 0.05, in_flight=None,
+                 wait_fraction: float = 0.25):
+        """Args:
+            inner: The backend that makes the calls (one at a time).
+            max_batch: Prompts per inner call at most.
+            max_wait_s: Seconds a call waits for company at least (module docstring).
+            in_flight: A callable giving how many samples are being processed now (a call dispatches as soon as
+                all of them are waiting, without sitting out the window).
+            wait_fraction: The window is also this fraction of the last inner call's seconds, when that is longer.
+        """
         self.inner, self.max_batch, self.max_wait_s = inner, max(1, int(max_batch)), float(max_wait_s)
+        self.wait_fraction, self._last_call_s = float(wait_fraction), 0.0
         self.name = f"batching({inner.name})"
         self._in_flight = in_flight or (lambda: 1)
         self._lock = threading.Condition()
         self._pending: list[tuple[tuple, list[Prompt], Future]] = []
+        self._busy = False  # an inner call is running (one at a time: module docstring)
         self.calls_made = 0  # inner calls, for tests and benchmarks
         template = getattr(inner, "template", None)
         if template is not None:
@@ -38,7 +56,8 @@ class BatchingBackend(Backend):
         return self.inner.fingerprint()
 
     def describe(self) -> dict:
-        return {**self.inner.describe(), "batching": {"max_batch": self.max_batch, "max_wait_s": self.max_wait_s}}
+        return {**self.inner.describe(), "batching": {"max_batch": self.max_batch, "max_wait_s": self.max_wait_s,
+                                                      "wait_fraction": self.wait_fraction}}
 
     def prompt_token_ids(self, prompts: Sequence[Prompt]) -> list[list[int]]:
         return self.inner.prompt_token_ids(prompts)
@@ -59,14 +78,15 @@ class BatchingBackend(Backend):
         with self._lock:
             self._pending.append((key, list(prompts), future))
             self._lock.notify_all()
-            deadline_left = self.max_wait_s
-            while not future.done() and not self._ready(key):
-                if deadline_left <= 0:
+            deadline = _now() + max(self.max_wait_s, self.wait_fraction * self._last_call_s)
+            batch = []
+            while not future.done():  # done: another thread took these prompts into its call
+                left = deadline - _now()
+                if not self._busy and (left <= 0 or self._ready(key)):
+                    batch, self._busy = self._take(key), True
                     break
-                waited_from = _now()
-                self._lock.wait(timeout=deadline_left)
-                deadline_left -= _now() - waited_from
-            batch = [] if future.done() else self._take(key)
+                # busy: the running call notifies when it ends; idle: wait for company until the deadline
+                self._lock.wait(timeout=None if self._busy else left)
         if batch:
             self._run(key, batch)
         return future.result()
@@ -88,6 +108,7 @@ class BatchingBackend(Backend):
 
     def _run(self, key: tuple, batch: list[tuple[list[Prompt], Future]]) -> None:
         prompts = [p for ps, _ in batch for p in ps]
+        started = _now()
         try:
             if key[0] == "letter_logits":
                 results = self.inner.letter_logits(prompts, list(key[1]))
@@ -96,16 +117,18 @@ class BatchingBackend(Backend):
             else:
                 results = self.inner.generate(prompts, key[1])
             self.calls_made += 1
+            start = 0
+            for ps, future in batch:
+                future.set_result(results[start:start + len(ps)])
+                start += len(ps)
         except BaseException as err:  # noqa: BLE001 -- every sample of the batch sees the failure of its own call
             for _, future in batch:
-                future.set_exception(err)
-            return
-        start = 0
-        for ps, future in batch:
-            future.set_result(results[start:start + len(ps)])
-            start += len(ps)
-        with self._lock:
-            self._lock.notify_all()
+                if not future.done():
+                    future.set_exception(err)
+        finally:  # the next call may go; the samples of this one see their results
+            with self._lock:
+                self._busy, self._last_call_s = False, _now() - started
+                self._lock.notify_all()
 
 
 def _now() -> float:

@@ -1,0 +1,124 @@
+"""Samples in flight, with the next samples' decode done ahead while these wait on the model.
+
+With `--concurrency N` the runner processes N samples at once, each on its own thread, their model calls merged
+by `BatchingBackend` into batches of up to N. On its own that pipeline runs in lockstep: the N threads decode their
+videos, all N wait on one batched call, all N get their results back at once and decode the next N videos, while
+the model waits. Decode and model take turns instead of overlapping: the run takes about
+waves x (decode of N + one call), not waves x max(decode of N, one call) (`scripts/bench/overlap.py`, P9).
+
+`records_in_flight` adds a decode-ahead stage: `prepare(sample)` (open the video and decode its Stage-1 frames)
+runs on `ahead` workers of its own, in sample order, up to `ahead` samples beyond those in flight, and the sample's
+thread starts from what it prepared. So while N samples wait on the model, the next ones are being decoded, and when
+the batch returns their threads go straight to the model with them. What stays bounded: at most
+`concurrency + ahead` samples are between being taken up and being done, so at most that many hold Stage-1 frames.
+
+`prepare` only does work the sample would do itself, and the sample checks it (a reader keeps a decode for the exact
+frames and pixel budget it was made for: `VideoReader.keep`), so records are the same with or without it. A
+`prepare` that raises is ignored: the sample then opens and decodes its video itself and records whatever fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from cader.evaluate.backends.base import Backend
+
+log = logging.getLogger(__name__)
+
+
+def records_in_flight(
+    todo: Sequence,
+    one: Callable,
+    main: Backend,
+    verifier: Backend,
+    concurrency: int,
+    prepare: Callable | None = None,
+    ahead: int | None = None,
+) -> Iterator:
+    """Yield `one(sample, main, verifier, prepared)` for each sample of `todo`, in order.
+
+    Args:
+        todo: The samples, in the order their results are yielded.
+        one: (sample, main backend, verifier backend, prepared or None) -> result; called on a sample thread.
+        main: The main backend; with concurrency > 1, `one` gets a `BatchingBackend` around it.
+        verifier: The verifier backend (the same object as `main` when one model does both).
+        concurrency: Samples in flight, and the largest batch of merged model calls. 1: one sample at a time on the
+            calling thread, nothing prepared ahead (the reference order of work).
+        prepare: sample -> what `one` starts from (say a reader holding the Stage-1 frames), run ahead on worker
+            threads; None: nothing ahead (`one` gets None).
+        ahead: Samples prepared beyond those in flight, and the workers preparing them (None: `concurrency`).
+    """
+    if concurrency <= 1 or len(todo) <= 1:
+        for sample in todo:
+            yield one(sample, main, verifier, None)
+        return
+    from cader.evaluate.backends.batching import BatchingBackend
+
+    ahead = concurrency if ahead is None else max(0, int(ahead))
+    lock, ready = threading.Lock(), [0]
+
+    def count(change: int) -> None:
+        with lock:
+            ready[0] += change
+
+    def in_flight() -> int:
+        # Samples whose prepared work is done and that are not done: those in `one`, and those about to be taken up
+        # by a thread coming back from its last sample. Counting only the ones inside `one` let the first thread
+        # back from a batch go out alone while the others were between samples (on a busy machine, half the calls).
+        # Samples still being decoded do not count: a batch does not wait for a decode.
+        return min(concurrency, ready[0])
+
+    wrapped_main = BatchingBackend(main, max_batch=concurrency, in_flight=in_flight)
+    wrapped_verifier = wrapped_main if verifier is main else BatchingBackend(
+        verifier, max_batch=concurrency, in_flight=in_flight
+    )
+    # Taken when a sample is submitted, given back when it is done (not when it is yielded: a slow sample at the
+    # head must not stop the others from moving on).
+    slots = threading.Semaphore(concurrency + ahead)
+
+    def run(sample, prepared: Future | None):
+        try:
+            return one(sample, wrapped_main, wrapped_verifier, _prepared(sample, prepared))
+        finally:
+            count(-1)
+            slots.release()
+
+    results: deque[Future] = deque()
+    preparers = ThreadPoolExecutor(max(1, ahead), thread_name_prefix="cader-ahead") if prepare and ahead else None
+    # Workers take the samples in order, so a video's questions (contiguous when grouped) are in flight together and
+    # their requests reach the engine in the same batches (vLLM: one video prefill, then prefix-cache hits).
+    samplers = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="cader-sample")
+    try:
+        for sample in todo:
+            while not slots.acquire(timeout=0.05):  # meanwhile, hand out what is done, in order
+                while results and results[0].done():
+                    yield results.popleft().result()
+            prepared = preparers.submit(prepare, sample) if preparers else None
+            if prepared is None:
+                count(+1)
+            else:
+                prepared.add_done_callback(lambda _: count(+1))
+            results.append(samplers.submit(run, sample, prepared))
+            while results and results[0].done():
+                yield results.popleft().result()
+        while results:
+            yield results.popleft().result()
+    finally:
+        samplers.shutdown(wait=True, cancel_futures=True)
+        if preparers:
+            preparers.shutdown(wait=True, cancel_futures=True)
+
+
+def _prepared(sample, prepared: Future | None):
+    """What `prepare` made for the sample, or None (nothing ahead, or it failed: the sample does the work itself)."""
+    if prepared is None:
+        return None
+    try:
+        return prepared.result()
+    except Exception as err:  # noqa: BLE001 - the sample redoes the work and records the failure, if it recurs
+        log.debug("prepare failed for %s (the sample redoes it): %s", getattr(sample, "sample_id", sample), err)
+        return None
