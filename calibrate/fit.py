@@ -34,8 +34,9 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter)
     """Keeps the modes table's lines as written."""
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(description=__doc__.split("\n")[0], epilog=MODES_HELP, formatter_class=_HelpFormatter)
+def build_parser(prog: str | None = None) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0], epilog=MODES_HELP,
+                            formatter_class=_HelpFormatter)
     parser.add_argument("--config", action=ActionConfigFile)
     # `--predictions A B` takes several files after one flag, which a list-typed signature parameter cannot
     parser.add_argument("--predictions", type=str, nargs="+", required=True,
@@ -44,8 +45,8 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv).as_dict()
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = build_parser(prog).parse_args(argv).as_dict()
     args.pop("config", None)
     try:
         result = calibrate_predictions(**args)

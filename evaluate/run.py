@@ -56,8 +56,8 @@ class RunError(Exception):
     """A whole-run problem (an unreadable input, a model that does not load, an output in use): one line, exit 2."""
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser(prog: str | None = None) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_argument("--model", type=str | None, default=None, help="main VLM: HF folder or hub id")
     parser.add_argument("--verifier", type=str | None, default=None, help="verifier VLM (default: --model)")
@@ -212,12 +212,12 @@ def model_problem(path: str | None) -> str | None:
     return f"{path}: no such folder" if missing_local_path(path) else None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Exit 0 on success; 2, with one line on stderr naming the flag or file, for a bad flag value, a missing input,
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """`prog` names the program in the usage. Exit 0 on success; 2, with one line on stderr naming the flag or file, for a bad flag value, a missing input,
     a model that cannot be loaded or an output another run is writing. A bad sample never ends the run."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     # jsonargparse keeps dataclass-typed groups as namespaces until instantiated
     args.vllm_main, args.vllm_verifier = (VLLMEngineConfig(**dict(vars(ns))) if not isinstance(ns, VLLMEngineConfig)
                                           else ns for ns in (args.vllm_main, args.vllm_verifier))

@@ -15,9 +15,9 @@ from cader.evaluate.viewer.build import write_viewer
 from jsonargparse import ActionConfigFile, ArgumentParser
 
 
-def build_parser() -> ArgumentParser:
+def build_parser(prog: str | None = None) -> ArgumentParser:
     helps = argument_help(write_viewer)
-    parser = ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_argument("root", type=str, help=helps["root"])
     parser.add_argument("--out", type=str | None, default=None, help=helps["out"])
@@ -30,8 +30,8 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv).as_dict()
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = build_parser(prog).parse_args(argv).as_dict()
     args.pop("config", None)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args["thumbs"] < 0:

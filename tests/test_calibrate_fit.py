@@ -35,12 +35,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _load_fit_main():
-    import importlib.util
+    import importlib
 
-    spec = importlib.util.spec_from_file_location("calibrate_fit_script", FIT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("cader.calibrate.fit")
 
 
 def _write_rows(path: Path, rows) -> str:

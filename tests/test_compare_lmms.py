@@ -3,7 +3,7 @@
 The samples files under tests/fixtures/lmms_eval_samples/ were written by lmms-eval 0.7.3's own code
 (make_samples.py there, PROVENANCE.md); no lmms-eval is needed here."""
 
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -19,9 +19,7 @@ LVBENCH = BASELINE / "20261201_120000_samples_lvbench.jsonl"
 
 
 def entry_main(argv: list[str]) -> None:
-    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
+    entry = importlib.import_module("cader.evaluate.judge.cli")
     entry.main(argv)
 
 

@@ -14,10 +14,11 @@ CONFIGS = sorted((REPO / "configs").rglob("*.yaml"))
 
 
 def _entry(relpath: str):
-    spec = importlib.util.spec_from_file_location(Path(relpath).stem + "_entry", REPO / relpath)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The module a documented script runs, imported through the `cader` command table (one name per script)."""
+    from cader.cli.main import COMMANDS
+
+    modules = {command.script: command.module for command in COMMANDS.values()}
+    return importlib.import_module(modules[relpath])
 
 
 def parse(config: Path):

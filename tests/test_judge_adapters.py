@@ -1,7 +1,7 @@
 """What the judge may see: only the trajectory fields the protocol names (AgentVidBench App. D.1). Another
 framework's output is mapped by an explicit adapter; gold keys in a foreign file never reach the request body."""
 
-import importlib.util
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -42,9 +42,7 @@ def questions_file(root: Path, ids) -> Path:
 
 
 def run_cli(root: Path, predictions: Path, fmt: str, ids) -> tuple[list[dict], Path]:
-    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
+    entry = importlib.import_module("cader.evaluate.judge.cli")
     out = root / "out"
     with LoopbackJudgeServer() as server:
         entry.main(["--predictions", str(predictions), "--prediction_format", fmt,

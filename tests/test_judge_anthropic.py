@@ -1,6 +1,6 @@
 """The real anthropic client against the loopback Messages API: the paper's judge path (App. D Table 16), end to end."""
 
-import importlib.util
+import importlib
 import json
 import logging
 from pathlib import Path
@@ -57,9 +57,7 @@ def write_inputs(root: Path, n: int):
 def run_cli_with_default_config(tmp_path: Path, server: LoopbackJudgeServer, n: int) -> Path:
     """evaluate/judge.py main() with configs/judge/default.yaml, pointed at the loopback Messages API."""
     write_inputs(tmp_path, n)
-    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
+    entry = importlib.import_module("cader.evaluate.judge.cli")
     out = tmp_path / "out"
     entry.main(["--config", str(CONFIG), "--predictions", str(tmp_path / "predictions.jsonl"),
                 "--questions", str(tmp_path / "questions.jsonl"), "--out", str(out),

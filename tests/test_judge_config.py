@@ -1,4 +1,4 @@
-import importlib.util
+import importlib
 from pathlib import Path
 
 import yaml
@@ -7,9 +7,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def load_entry():
-    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("cader.evaluate.judge.cli")
     return module
 
 

@@ -1,7 +1,7 @@
 """The judge's faults (issue 25): a byte that is not UTF-8 in the questions file, a reply dripping a byte at a time,
 a huge invalid reply in repair turns, and a missing input file. One test each, against the loopback double."""
 
-import importlib.util
+import importlib
 import json
 import time
 from pathlib import Path
@@ -25,9 +25,7 @@ def _keys(monkeypatch):
 
 
 def entry_main(argv: list[str]) -> None:
-    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
+    entry = importlib.import_module("cader.evaluate.judge.cli")
     entry.main(argv)
 
 

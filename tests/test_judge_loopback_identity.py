@@ -39,7 +39,7 @@ def write_inputs(root: Path, n: int = 3) -> tuple[Path, Path]:
 def cli(root: Path, server: LoopbackJudgeServer, model: str) -> Path:
     predictions, questions = write_inputs(root)
     out = root / "out"
-    load_script("judge_entry", REPO / "evaluate" / "judge.py").main(
+    importlib.import_module("cader.evaluate.judge.cli").main(
         ["--predictions", str(predictions), "--questions", str(questions), "--out", str(out), "--model", model,
          "--base_url", server.base_url, "--progress", "false", "--backoff_base", "0.001", "--max_api_retries", "1"])
     return out

@@ -2,7 +2,7 @@
 clients: reasoning models get max_completion_tokens and no temperature, Claude Opus 4.7 gets the 1M-context beta
 header when configured, and an unknown parameter is a config error."""
 
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -128,9 +128,7 @@ def test_cli_stops_on_an_unknown_parameter_before_any_call(tmp_path):
     raw["families"][0]["temprature"] = 0
     config = tmp_path / "judge.yaml"
     config.write_text(yaml.safe_dump(raw))
-    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
+    entry = importlib.import_module("cader.evaluate.judge.cli")
     with pytest.raises(SystemExit) as caught:
         entry.main(["--config", str(config), "--predictions", "p.jsonl", "--questions", "q.jsonl",
                     "--out", str(tmp_path / "out")])
@@ -144,9 +142,7 @@ def test_default_config_pointed_at_gpt5_sends_the_reasoning_shape(tmp_path):
              "ecom_required": False, "milestones": [{"id": "M1", "type": "ocr_text_reading", "description": "sign"}]}]
     (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "p.jsonl").write_text(json.dumps({"question_id": 11, "pred": "B", "response": "The bakery."}) + "\n")
-    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
+    entry = importlib.import_module("cader.evaluate.judge.cli")
     with LoopbackJudgeServer(also_answers_as=["gpt-5"]) as server:
         entry.main(["--config", str(CONFIG), "--predictions", str(tmp_path / "p.jsonl"), "--questions",
                     str(tmp_path / "q.jsonl"), "--out", str(tmp_path / "out"), "--provider", "openai",

@@ -1,7 +1,7 @@
 """--protocol paper|official: the official harness's prompt files read from a checkout (the fixture stands in for
 it), its trajectories/question<N>.txt judged verbatim, its denominators, and the report naming the protocol."""
 
-import importlib.util
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -28,9 +28,7 @@ def _key(monkeypatch):
 
 
 def entry_module():
-    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
+    entry = importlib.import_module("cader.evaluate.judge.cli")
     return entry
 
 

@@ -1,7 +1,7 @@
 """Rerun semantics against a scripted server: a question is judged again when what the judge reads changed or the
 judge configuration changed; the report says how many and why; --force redoes everything."""
 
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -135,9 +135,7 @@ def test_report_never_pairs_a_changed_prediction_with_its_old_scores(tmp_path):
 
 def test_cli_report_says_how_many_were_rejudged_and_why(tmp_path, capsys):
     rows = write_inputs(tmp_path)
-    spec = importlib.util.spec_from_file_location("judge_entry", REPO / "evaluate" / "judge.py")
-    entry = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(entry)
+    entry = importlib.import_module("cader.evaluate.judge.cli")
     with LoopbackJudgeServer() as server:
         args = ["--predictions", str(tmp_path / "predictions.jsonl"), "--questions", str(tmp_path / "questions.jsonl"),
                 "--out", str(tmp_path / "out"), "--model", LOOPBACK_MODEL, "--base_url", server.base_url,

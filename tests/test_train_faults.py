@@ -102,11 +102,9 @@ def test_print_config_shows_the_guard_and_progress_settings(capsys):
 
 
 def test_an_empty_mix_is_an_error_not_a_base_model_export(tiny_model_dir, train_dir, tmp_path, capsys):
-    import importlib.util
+    import importlib
 
-    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
-    sft = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sft)
+    sft = importlib.import_module("cader.train.sft")
     config = tiny_fit_config(tmp_path, tiny_model_dir, train_dir)
     assert sft.main(["--config", str(config), "--data.sources", "[]"]) == 2
     assert "no sources" in capsys.readouterr().err

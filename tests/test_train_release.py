@@ -4,7 +4,7 @@
 media root) stops planning and training with the reason; media paths outside the media root are counted row errors;
 a source losing too much warns; a hub id that is not downloaded fails at once instead of reaching for the network.
 """
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -28,9 +28,7 @@ RECIPE_SOURCES = ["longvideoreason", "videor1", "llavacot", "openvlthinker", "we
 
 
 def _sft():
-    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("cader.train.sft")
     return module
 
 

@@ -1,6 +1,6 @@
 """The learning-rate schedule: transformers' get_scheduler gives, at every step, the factors the recipe's own
 formula gave (hand-computed here), the module's optimizer uses the configured one, and `--print_config` shows it."""
-import importlib.util
+import importlib
 import math
 from pathlib import Path
 
@@ -74,9 +74,7 @@ def test_configure_optimizers_uses_the_configured_decay(tiny_model_dir, kind):
 
 
 def _sft():
-    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("cader.train.sft")
     return module
 
 

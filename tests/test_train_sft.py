@@ -197,11 +197,9 @@ def test_missing_tiny_inputs_name_the_command(tmp_path):
 
 
 def test_missing_inputs_of_the_tiny_config_stop_sft_with_their_commands(tmp_path, monkeypatch, capsys):
-    import importlib.util
+    import importlib
 
-    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
-    sft = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sft)
+    sft = importlib.import_module("cader.train.sft")
     monkeypatch.chdir(tmp_path)   # the tiny config's relative runs/tiny/... paths do not exist here
     assert sft.main(["--config", "cot_mix_tiny"]) == 2
     err = capsys.readouterr().err
@@ -210,11 +208,9 @@ def test_missing_inputs_of_the_tiny_config_stop_sft_with_their_commands(tmp_path
 
 @pytest.mark.slow
 def test_plan_only_budgets_the_mix_without_a_trainer(tiny_model_dir, train_dir, tmp_path, capsys):
-    import importlib.util
+    import importlib
 
-    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
-    sft = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sft)
+    sft = importlib.import_module("cader.train.sft")
 
     # cot_mix.yaml asks for 8 GPUs and DeepSpeed: building its Trainer on this CPU machine would fail.
     source = {"name": "video_r1", "format": "video_r1", "path": str(train_dir / "video_r1_cot.json"),
@@ -236,11 +232,9 @@ def test_plan_only_budgets_the_mix_without_a_trainer(tiny_model_dir, train_dir, 
 
 
 def test_a_model_neither_local_nor_cached_stops_sft_in_one_line(tmp_path, monkeypatch, capsys):
-    import importlib.util
+    import importlib
 
-    spec = importlib.util.spec_from_file_location("sft_entry", REPO / "train" / "sft.py")
-    sft = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sft)
+    sft = importlib.import_module("cader.train.sft")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     import huggingface_hub.constants

@@ -103,13 +103,13 @@ class SFTCLI(LightningCLI):
         return super()._instantiate_trainer(config, callbacks)
 
 
-def make_cli(argv: list[str] | None = None) -> SFTCLI:
-    """Parse `argv` (None: sys.argv) into an SFTCLI; nothing is instantiated yet."""
+def make_cli(argv: list[str] | None = None, prog: str | None = None) -> SFTCLI:
+    """Parse `argv` (None: sys.argv) into an SFTCLI; nothing is instantiated yet. `prog`: the usage's program."""
     kwargs = {
         "model_class": SFTModule, "datamodule_class": SFTDataModule, "run": False,
         "auto_configure_optimizers": False,   # SFTModule configures its own optimizer and schedule
         "save_config_kwargs": {"overwrite": True},
-        "parser_kwargs": {"default_env": False, "usage": USAGE,
+        "parser_kwargs": {"default_env": False, "usage": USAGE, **({"prog": prog} if prog else {}),
                           "description": "Fine-tune Qwen3-VL on the tool-free CoT mix, then write the HF export "
                                          "(CADER paper, supplementary A)."},
     }

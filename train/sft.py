@@ -28,9 +28,10 @@ from cader.train.datamodule import SourceError
 from cader.train.guards import TrainingStopped, finite_state
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Train and export as the flags in `argv` say (None: the command line); `prog` names the program in its usage."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    cli = make_cli(argv)   # parses the command line once; builds nothing yet
+    cli = make_cli(argv, prog)   # parses the command line once; builds nothing yet
     try:   # before any torch work: the thread count fixes the order of float sums, hence the exact losses
         threads = apply_num_threads(cli.config.num_threads)
     except ValueError as err:

@@ -99,16 +99,16 @@ def export_lmms(run: str, out: str) -> dict:
     return results
 
 
-def build_parser() -> ArgumentParser:
+def build_parser(prog: str | None = None) -> ArgumentParser:
     helps = argument_help(export_lmms)
-    parser = ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("run", type=str, help=helps["run"])
     parser.add_argument("--out", type=str, required=True, help=helps["out"])
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = build_parser(prog).parse_args(argv)
     try:
         results = export_lmms(args.run, args.out)
     except FileNotFoundError as exc:

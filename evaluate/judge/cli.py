@@ -1,0 +1,231 @@
+"""AgentVidBench trajectory judge (AgentVidBench paper §3.4, App. D) and paired statistics (App. G).
+
+Judge a predictions file:
+    python evaluate/judge.py --predictions runs/x/predictions.jsonl --questions DATA/eval/agentvidbench/questions.jsonl
+        --out runs/x/judge --provider openai --base_url http://127.0.0.1:8000/v1 --model NAME [--concurrency 16]
+    writes <out>/judgments.jsonl (appended as each finishes), <out>/judge_report.json and <out>/judge_report.md.
+    A rerun judges what is new, what failed, and what changed since (the prediction or question text, or the judge
+    configuration); `--force true` re-judges everything. Request parameters per model family come from `families`
+    (configs/judge/default.yaml). Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY only.
+    Another framework's output goes through an adapter: --prediction_format agentvidbench_run --predictions RUN_DIR
+    The official harness's judge prompt and denominators instead of the paper's: --protocol official
+        --harness_root DIR (your checkout of github.com/krafton-ai/agentvidbench); the report names the protocol.
+Compare systems on the same questions (the `compare` subcommand):
+    python evaluate/judge.py compare A/predictions.jsonl B/predictions.jsonl [...] [--questions questions.jsonl]
+
+The flags are the parameters of `judge` and `compare` below, with their help taken from the docstrings.
+"""
+
+# The annotations stay objects (no `from __future__ import annotations`): jsonargparse builds the flags from them.
+
+import json
+import sys
+from pathlib import Path
+from typing import Literal
+
+from cader.cli.docstrings import argument_help
+from cader.contracts.jsonl import FileInUse
+from cader.contracts.provenance import collect_provenance
+from cader.evaluate.judge.adapters import load_prediction_source
+from cader.evaluate.judge.aggregate import build_report, write_report
+from cader.evaluate.judge.client import RetryPolicy
+from cader.evaluate.judge.compare import compare_files, format_comparison
+from cader.evaluate.judge.params import JudgeConfigError
+from cader.evaluate.judge.pipeline import (
+    JUDGMENTS_FILE,
+    current_prompt_hashes,
+    describe_rejudging,
+    judge_predictions,
+    read_judgments,
+)
+from cader.evaluate.judge.protocol import make_protocol
+from cader.evaluate.judge.providers import make_provider
+from cader.evaluate.judge.questions import InputFileError, load_questions
+from jsonargparse import ActionConfigFile, ArgumentParser
+
+# The names of cader.evaluate.judge.adapters.PREDICTION_FORMATS and cader.evaluate.judge.providers.PROVIDERS
+PredictionFormat = Literal["agentvidbench_run", "cader"]
+Provider = Literal["anthropic", "hf-local", "openai", "openai-compatible"]
+Metric = Literal["accuracy", "traj"]
+Protocol = Literal["paper", "official"]  # cader.evaluate.judge.protocol.PROTOCOLS
+
+# What judging needs and `compare` does not: optional to the parser (argparse would demand them of `compare` too),
+# checked in main.
+JUDGE_INPUTS = ("predictions", "questions", "out", "model")
+
+
+def judge(
+    predictions: str,
+    questions: str,
+    out: str,
+    model: str,
+    prediction_format: PredictionFormat = "cader",
+    protocol: Protocol = "paper",
+    harness_root: str | None = None,
+    provider: Provider = "openai",
+    base_url: str | None = None,
+    system: str = "cader",
+    concurrency: int = 16,
+    max_replies: int = 3,
+    max_api_retries: int = 5,
+    backoff_base: float = 1.0,
+    backoff_max: float = 30.0,
+    retry_after_max: float = 120.0,
+    time_budget: float = 900.0,
+    timeout: float = 120.0,
+    max_tokens: int = 4096,
+    families: list[dict] | None = None,
+    cache: bool = True,
+    force: bool = False,
+    progress: bool = True,
+) -> dict:
+    """Judge one system's AgentVidBench trajectories and write judgments.jsonl and judge_report.json/md.
+
+    Args:
+        predictions: predictions.jsonl of one system (a run folder for --prediction_format agentvidbench_run)
+        questions: the AgentVidBench questions.jsonl, as the release publishes it
+        out: output folder for judgments.jsonl and judge_report.json/md
+        model: judge model name as the API serves it (a local path for hf-local)
+        prediction_format: how to read --predictions: cader's predictions.jsonl, or another framework's output
+            through its adapter
+        protocol: what the judge is sent and how accuracy is counted: paper (App. D.5 text; every question in the
+            denominator) or official (the official harness's prompt files read from --harness_root, a run
+            folder's trajectories/question<N>.txt verbatim, unanswered and errored questions left out of the
+            denominator as its evaluate.py does)
+        harness_root: a checkout of the official AgentVidBench harness (needed by --protocol official; its
+            evaluation/prompts/judge_system.md and evaluation/judge.py USER_TEMPLATE are read, never shipped)
+        provider: judge API: anthropic (Messages API), openai or openai-compatible (Chat Completions), or hf-local
+            (a local HF checkpoint)
+        base_url: the API's address: an OpenAI-compatible .../v1, or the Anthropic root (null: the provider's own)
+        system: the FRAMEWORK name the judge prompt shows
+        concurrency: questions judged at once
+        max_replies: judge replies per question, counting the repairs of replies that fail validation
+        max_api_retries: retries after 429, 5xx, timeouts and unreadable 200 replies
+        backoff_base: exponential backoff: retry k waits between d/2 and d seconds, d = min(backoff_max,
+            backoff_base * 2**k)
+        backoff_max: longest wait between retries, in seconds
+        retry_after_max: longest server Retry-After honoured, in seconds; a longer one waits this long
+        time_budget: seconds one question may take in all, calls and retry waits together
+        timeout: seconds per judge call
+        max_tokens: output tokens per judge reply (AgentVidBench App. D.5, Table 16: 4,096)
+        families: request parameters per model family (see configs/judge/default.yaml; null: the built-in table)
+        cache: reuse replies keyed by (prompt, judge configuration)
+        force: re-judge every question, even unchanged ones, without reading the cache
+        progress: a progress bar
+
+    Returns:
+        The judge report (also written as judge_report.json).
+    """
+    judge_protocol = make_protocol(protocol, harness_root)
+    judge_model = make_provider(provider, model, base_url, timeout=timeout, max_tokens=max_tokens, families=families)
+    for path in (questions, predictions):  # a path that is not there ends the run in one line naming it
+        if not Path(path).exists():
+            raise InputFileError(path)
+    question_rows, question_errors = load_questions(questions)
+    prediction_rows, prediction_errors = load_prediction_source(predictions, prediction_format)
+    input_errors = [*question_errors, *prediction_errors]
+    for error in input_errors:
+        print(f"input error: {error}", file=sys.stderr)
+    # The official evaluate.py judges only the run's results that did not error; the paper judges every one.
+    to_judge = prediction_rows if not judge_protocol.drops_unanswered else \
+        {k: r for k, r in prediction_rows.items() if not r.get("error")}
+    policy = RetryPolicy(max_replies=max_replies, max_api_retries=max_api_retries, backoff_base=backoff_base,
+                         backoff_max=backoff_max, retry_after_max=retry_after_max, time_budget=time_budget)
+    counts = judge_predictions(judge_model, question_rows, to_judge, out, framework=system,
+                               concurrency=concurrency, policy=policy, use_cache=cache, progress=progress, force=force,
+                               protocol=judge_protocol)
+    judgments = read_judgments(f"{out}/{JUDGMENTS_FILE}")
+    report = build_report(question_rows, prediction_rows, judgments, input_errors=input_errors,
+                          prompt_hashes=current_prompt_hashes(question_rows, to_judge, system, judge_protocol),
+                          run_counts=counts, protocol=judge_protocol.name, protocol_source=judge_protocol.source,
+                          provenance=collect_provenance())
+    json_path, md_path = write_report(out, report)
+    if report["warning"]:
+        print(f"WARNING: {report['warning']}", file=sys.stderr)
+    print(f"judged {counts['judged']} (cached {counts['cached']}), failed {counts['failed']}: "
+          f"{describe_rejudging(counts)}; {judge_protocol.name} protocol: accuracy {report['accuracy']} "
+          f"over {report['n']}, traj {report['traj']}, "
+          f"mc_rate {report['mc_rate']}; wrote {json_path} and {md_path}")
+    return report
+
+
+def compare(
+    files: list[str],
+    questions: str | None = None,
+    metric: Metric = "accuracy",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    json_out: str | None = None,
+) -> dict:
+    """Paired bootstrap CI, McNemar test and rank stability of several systems on the same questions (App. G).
+
+    Args:
+        files: predictions.jsonl or lmms-eval `<date>_samples_<task>.jsonl` files of any model (for accuracy), or
+            judgments.jsonl (for traj), one per system; the first is compared with each of the others
+        questions: questions.jsonl to score accuracy against (default: each record's own `correct` field)
+        metric: accuracy (multiple-choice answers) or traj (the judge's trajectory score)
+        n_resamples: bootstrap resamples
+        seed: seed of the bootstrap
+        json_out: also write the result to this file as JSON
+
+    Returns:
+        The comparison, as printed.
+    """
+    result = compare_files(files, questions_path=questions, metric=metric, n_resamples=n_resamples, seed=seed)
+    print(format_comparison(result))
+    if json_out:
+        with open(json_out, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=2)
+    return result
+
+
+def compare_parser() -> ArgumentParser:
+    parser = ArgumentParser(description=compare.__doc__.split("\n")[0])
+    parser.add_argument("--config", action=ActionConfigFile)
+    # several files after the subcommand, which a list-typed signature parameter cannot take
+    parser.add_argument("files", nargs="+", help=argument_help(compare)["files"])
+    parser.add_function_arguments(compare, skip={"files"})
+    return parser
+
+
+def judge_parser(prog: str | None = None) -> ArgumentParser:
+    """The whole command line: judge's flags, and `compare` as a subcommand."""
+    parser = ArgumentParser(prog=prog, description=judge.__doc__.split("\n")[0])
+    parser.add_argument("--config", action=ActionConfigFile)
+    described = argument_help(judge)
+    for name in JUDGE_INPUTS:
+        parser.add_argument(f"--{name}", type=str | None, default=None, help=f"{described[name]} (required to judge)")
+    parser.add_function_arguments(judge, skip=set(JUDGE_INPUTS))
+    subcommands = parser.add_subcommands(required=False, dest="command")
+    subcommands.add_subcommand("compare", compare_parser(), help=compare.__doc__.split("\n")[0])
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """`evaluate/judge.py [compare] ARGS` (None: the command line); `prog` names the program in its usage."""
+    parser = judge_parser(prog)
+    args = parser.parse_args(argv)
+    if args.command == "compare":
+        options = args.compare.as_dict()
+        options.pop("config", None)
+        try:
+            compare(**options)
+        except InputFileError as error:
+            sys.exit(f"input error: {error}")
+        return
+    options = {key: value for key, value in args.as_dict().items() if key not in ("config", "command", "compare")}
+    missing = [f"--{name}" for name in JUDGE_INPUTS if options[name] is None]
+    if missing:
+        parser.error(f"judging needs {', '.join(missing)}")
+    try:
+        judge(**options)
+    except JudgeConfigError as error:
+        sys.exit(f"config error: {error}")
+    except InputFileError as error:
+        sys.exit(f"input error: {error}")
+    except FileInUse as error:   # another judge run writes this --out
+        sys.exit(f"error: {error}")
+
+
+if __name__ == "__main__":
+    main()
