@@ -224,6 +224,15 @@ class Cost(Record):
     prompt_tokens: int = Field(description="Prompt tokens over every call.")
     completion_tokens: int = Field(description="Generated tokens over every call.")
     seconds: Number = Field(description="Wall time of the sample.")
+    frames_shared: int | None = Field(
+        default=None,
+        description="Of frames_decoded, the frames taken from a decode made for an earlier question of the same video "
+                    "or another variant of the sample (grouped runs, --variants); decoded for real: frames_decoded - "
+                    "frames_shared. Absent when nothing is shared.")
+    forwards_shared: int | None = Field(
+        default=None,
+        description="Of forwards, the calls answered from memory: the same call already made for another variant "
+                    "of the sample (--variants). Absent when nothing is shared.")
 
 
 class PredictionRecord(Record):

@@ -226,6 +226,12 @@ def _cost_summary(records: Sequence[dict]) -> dict:
     for r in records:
         for key, value in (r.get("cost") or {}).items():
             costs[key] += value
+    # frames_decoded and forwards say what each sample costs alone; what the run itself decoded and called leaves
+    # out what one sample took from another's work (cost.frames_shared, cost.forwards_shared)
+    for key in ("frames", "forwards"):
+        alone = "frames_decoded" if key == "frames" else "forwards"
+        if f"{key}_shared" in costs:
+            costs[f"{key}_run"] = costs[alone] - costs[f"{key}_shared"]
     return {
         "total": {k: round(v, 3) for k, v in costs.items()},
         "per_sample": {k: round(v / len(records), 3) for k, v in costs.items()} if records else {},
