@@ -1,4 +1,4 @@
-"""A tiny random-weight Qwen3-VL, built from config with an offline tokenizer: the embedded default for tests.
+"""A tiny random-weight Qwen3-VL, built from config with an offline tokenizer: the model of the tests and the miniature.
 
 Nothing here downloads. The model uses the same transformers classes, processor and chat template as
 Qwen3-VL-8B-Instruct, only with small sizes, so every code path that runs on it runs on the real model:

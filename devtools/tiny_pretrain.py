@@ -4,7 +4,7 @@ Qwen3-VL-8B-Instruct comes out of pre-training able to place an event in time fr
 its frames, to say whether a clip shows something and to answer about it; CADER's proposal (C.2), verifier (C.3) and
 final answer (C.4) use those abilities zero-shot: the paper's SFT mix holds none of them. A random-weight tiny model
 has none, and a few CPU minutes of the SFT mix do not teach the grounding: the proposal collapses to one constant
-window and every Stage-2 crop misses (issue 15). So the embedded default's "Instruct" model is the random model after
+window and every Stage-2 crop misses (measured with the role probe below). So the miniature's "Instruct" model is the random model after
 two short passes with ``train/sft.py`` itself (``configs/train/pretrain_tiny.yaml``), exported with the processor
 and chat template as any SFT export is:
 
@@ -13,7 +13,7 @@ and chat template as any SFT export is:
    the clip of the event).
 
 Why two passes in this order (each measured by the role probe, ``devtools/synthetic/probe.py``, on the held-out
-split after the SFT; numbers in the issue 15 note): with the roles pass alone the proposal stays one or two constant
+split after the SFT): with the roles pass alone the proposal stays one or two constant
 windows; with the grounding pass alone the proposals hold but the SFT then does not learn the colours (Stage 1 at
 chance); grounding first, then the roles, gives both.
 

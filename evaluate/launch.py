@@ -41,7 +41,7 @@ def torchrun_command(devices: int, num_nodes: int, argv: list[str], env: dict) -
     else:
         for key in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK"):
             if key not in env:
-                raise ValueError(f"--num_nodes {num_nodes}: set {key} on every node (see README, Multi-node)")
+                raise ValueError(f"--num_nodes {num_nodes}: set {key} on every node (see docs/walkthrough.md, Multi-node)")
         cmd += ["--node_rank", env["NODE_RANK"], "--master_addr", env["MASTER_ADDR"], "--master_port",
                 env["MASTER_PORT"]]
     return cmd + [str(RUN_SCRIPT), *argv]

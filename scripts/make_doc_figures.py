@@ -1,4 +1,4 @@
-"""Regenerate the calibration figures shown in the README (docs/figures/) from synthetic Stage-1 outcomes.
+"""Regenerate the calibration figures shown in docs/calibration_figures.md (docs/figures/) from synthetic Stage-1 outcomes.
 
 The outcomes come from `cader.dev.calibration_rows` (logits calibrated at a known temperature, 4- and 5-option
 benchmarks, and a Stage-2 answer for every sample as a uniform_stage2 run would give), so the figures show what a

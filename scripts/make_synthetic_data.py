@@ -1,4 +1,4 @@
-"""Write the embedded default data: a synthetic CoT training mix and small benchmark sets (no downloads).
+"""Write the miniature's data (the quickstart's and the README main job's): a synthetic CoT training mix and small benchmark sets (no downloads).
 
     python scripts/make_synthetic_data.py --out DIR [--seed 0] [--n_train 96] [--n_eval 8] [--n_heldout 240] [--n_test 96]
 

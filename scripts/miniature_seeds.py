@@ -1,5 +1,5 @@
 """The miniature across seeds: run `scripts/quickstart.sh` once per seed (model init and pre-training, synthetic
-data and SFT all follow SEED) and write the spread of its headline numbers, so the README shows how robust the
+data and SFT all follow SEED) and write the spread of its headline numbers, so the README and docs/miniature.md show how robust the
 miniature is rather than one run's luck.
 
     python scripts/miniature_seeds.py --seeds '[0, 1, 2]' --workdir runs/seeds --json_out docs/measured/seeds.json
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 from quickstart_summary import SIGNIFICANCE
 
-# The miniature shows the method only if every one of these holds on a seed (issue 30's bars).
+# The miniature shows the method only if every one of these holds on a seed (the bars of a demo that is not chance).
 BARS = {
     "stage1_2x_chance": "Stage-1 held-out accuracy at least twice chance",
     "margin_trend": f"correct answers have larger margins (one-sided Mann-Whitney p < {SIGNIFICANCE})",
@@ -119,7 +119,7 @@ def main(seeds: list[int] = [0, 1, 2], workdir: str = "runs/seeds", parallel: in
         workdir: One folder per seed under it.
         parallel: Seeds run at once (each on one torch thread).
         table2_limit: TABLE2_LIMIT for the quickstart (its default when unset).
-        json_out: Also write the result here (docs/measured/seeds.json for the README).
+        json_out: Also write the result here (docs/measured/seeds.json, rendered into the README and docs/miniature.md).
     """
     root = Path(workdir).resolve()
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:

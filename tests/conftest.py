@@ -103,7 +103,7 @@ def sequential_decode(path) -> np.ndarray:
 
 
 def readme_main_job() -> str:
-    """The README's third command (the main job on the embedded default), exactly as README.md shows it."""
+    """The README's third command (the main job: SFT of the tiny model on the synthetic mix), exactly as README.md shows it."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     block = readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
     if len(block) < 3 or "train/sft.py" not in block[2]:

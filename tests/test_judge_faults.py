@@ -1,4 +1,4 @@
-"""The judge's faults (issue 25): a byte that is not UTF-8 in the questions file, a reply dripping a byte at a time,
+"""The judge's faults: a byte that is not UTF-8 in the questions file, a reply dripping a byte at a time,
 a huge invalid reply in repair turns, and a missing input file. One test each, against the loopback double."""
 
 import importlib

@@ -297,7 +297,7 @@ def test_tag_and_thinking_boundaries(text, letter):
     assert parse_answer(text, L4).letter == letter
 
 
-# ---- issue 25: two answers, a final answer line, option texts ------------------------------------------------------
+# ---- two answers, a final answer line, option texts ------------------------------------------------------
 ISSUE_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Letters A-H only: "I could fit too" reads as the pronoun, so option I is left out of these properties.
 FILLER = st.lists(
@@ -446,7 +446,7 @@ ECHO = "A. red\nB. blue\nC. green\nD. yellow"
 @pytest.mark.parametrize(
     "text, letter",
     [
-        # issue 25: a leading label or echoed option used to win over everything after it
+        # a leading label or echoed option used to win over everything after it
         *[(f"{ECHO}\nAnswer: {final}", final) for final in "ABCD"],
         ("The answer is A. No wait, it's C.", "C"),
         (ECHO, None),

@@ -32,7 +32,7 @@ def test_quickstart_runs_the_whole_pipeline(shipped_tiny_run, tmp_path):
     assert AutoModelForImageTextToText.from_pretrained(root / "sft" / "export") is not None
     calibration = json.loads((root / "calibration" / "calibration.json").read_text())
     # precision mode on the 240-question held-out split certifies a non-empty exit set: exit error <= 5 % with
-    # probability >= 90 %, by the exact bound on the selection split (issue 28: no threshold here is a guess)
+    # probability >= 90 %, by the exact bound on the selection split (no threshold here is a guess)
     select = calibration["select"]
     assert calibration["temperature"] > 0 and calibration["mode"] == "precision" and calibration["alpha"] == 0.05
     assert select["n"] >= 100 and select["exit_rate"] > 0 and not select.get("no_exit"), select

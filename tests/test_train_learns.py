@@ -1,11 +1,11 @@
-"""Proof the embedded default learns the method's roles from pixels: the shipped tiny recipe, end to end through
+"""Proof the miniature (tiny Qwen3-VL + synthetic data) learns the method's roles from pixels: the shipped tiny recipe, end to end through
 `train/sft.py`, on the synthetic mix, probed on the held-out split (never trained on).
 
 Videos are 128 s with a 1-6 s coloured event inside a 16 s light scene (cader.dev.synthetic.media), so the
 1 fps Stage-1 pass (32 frames, one every 4 s) misses some of the brief events. The export is probed in every CADER
 role the way CADER calls it (cader.dev.synthetic.probe): each must beat what a model blind to the pixels gets,
 by a one-sided binomial (or rank) test:
-- Stage 1 (C.1 logits, thinking off) is at least twice chance (issue 15's bar), right where its frames showed the
+- Stage 1 (C.1 logits, thinking off) is at least twice chance, right where its frames showed the
   event, and more often right on its larger-margin half than on its smaller one (the routing signal, Fig. 5);
 - the proposal (C.2) parses into windows that differ from video to video and hold the evidence (the grounding the
   tiny model gets from its pre-training stand-in, scripts/make_tiny_model.py, must survive the SFT);

@@ -1,4 +1,4 @@
-"""Multi-node launch as documented (README, "Multi-node"): the same command on every node with MASTER_ADDR,
+"""Multi-node launch as documented (docs/walkthrough.md, "Multi-node"): the same command on every node with MASTER_ADDR,
 MASTER_PORT and NODE_RANK set, `--trainer.num_nodes 2 --trainer.devices 1`. Here the two "nodes" are two processes
 on loopback over gloo, with the CPU DeepSpeed strategy; each must see world size 2, its own global rank, and its
 own half of the data."""

@@ -1,4 +1,4 @@
-"""The embedded default's synthetic data set (written by ``scripts/make_synthetic_data.py``).
+"""The miniature's synthetic data set (written by ``scripts/make_synthetic_data.py``).
 
 - `media`: the videos and images (a coloured event at known times) and the question and answer texts about them.
 - `train_mix`: the CoT training mix in the released formats.

@@ -1,4 +1,4 @@
-"""Synthetic media with a learnable visual question (the embedded default's data).
+"""Synthetic media with a learnable visual question (the miniature's data).
 
 Every synthetic video is a grey background with a small dark square patrolling the top band (so consecutive
 frames differ), and one *event*: during ``[t_s, t_e)`` a shape of one colour fills the frame below the band.
@@ -6,7 +6,7 @@ The question "What colour is the shape that appears in the video?" is therefore 
 at known times, which gives CADER's Stage 2 a window to find. Frame ``i`` is shown at ``i / fps`` seconds and the
 event covers frames ``round(t_s * fps) .. round(t_e * fps) - 1``; ``t_s`` and ``t_e`` are multiples of ``1 / fps``.
 
-The embedded default's videos (``random_cued_spec``) are long against the event, which makes them a miniature of
+The miniature's videos (``random_cued_spec``) are long against the event, which makes them a miniature of
 the paper's setting: a 1-6 s event inside a 128 s video, so Stage 1's 1 fps pass (capped at 32 frames, one every
 4 s) sees a brief event in only some of the videos -- right when it does, guessing when it does not -- while a dense
 crop of the right window always shows it. The event lies inside a 16 s *scene* whose background is light
