@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 import time
 import traceback
@@ -72,6 +73,9 @@ CHECKS = [
           "videos x 8 questions, tiny model, cader_tiny settings; NaN if the records differ)", "per_video.py",
           "<= 0.25", lambda r: float(r["ratio_frames"]) if r["same_records"] and r["honest"] else float("nan"),
           lambda v: v <= 0.25),
+    Check("P13", "vLLM vs HF backend: evaluation samples/s on the quickstart's export, same CPU, 32 calibrated synthetic "
+          "samples, --concurrency 4 (NaN if the records differ; no goal on a CPU)", "vllm_speed.py", "same records",
+          lambda r: float(r["speedup"]) if r["same_records"] else float("nan"), lambda v: not math.isnan(v)),
 ]  # fmt: skip
 
 
