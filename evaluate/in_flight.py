@@ -59,18 +59,14 @@ def records_in_flight(
     from cader.evaluate.backends.batching import BatchingBackend
 
     ahead = concurrency if ahead is None else max(0, int(ahead))
-    lock, ready = threading.Lock(), [0]
-
-    def count(change: int) -> None:
-        with lock:
-            ready[0] += change
+    lock, left = threading.Lock(), [len(todo)]
 
     def in_flight() -> int:
-        # Samples whose prepared work is done and that are not done: those in `one`, and those about to be taken up
-        # by a thread coming back from its last sample. Counting only the ones inside `one` let the first thread
-        # back from a batch go out alone while the others were between samples (on a busy machine, half the calls).
-        # Samples still being decoded do not count: a batch does not wait for a decode.
-        return min(concurrency, ready[0])
+        # Samples not done, at most one per thread: while that many remain, every thread is in `one`, or decoding
+        # ahead, or about to take up its next sample. Counting only the samples inside `one` let the first thread back
+        # from a batch go out alone while the others were between samples (on a busy machine, half the calls). A call
+        # waits for the others at most the batcher's window.
+        return min(concurrency, left[0])
 
     wrapped_main = BatchingBackend(main, max_batch=concurrency, in_flight=in_flight)
     wrapped_verifier = wrapped_main if verifier is main else BatchingBackend(
@@ -84,7 +80,8 @@ def records_in_flight(
         try:
             return one(sample, wrapped_main, wrapped_verifier, _prepared(sample, prepared))
         finally:
-            count(-1)
+            with lock:
+                left[0] -= 1
             slots.release()
 
     results: deque[Future] = deque()
@@ -98,10 +95,6 @@ def records_in_flight(
                 while results and results[0].done():
                     yield results.popleft().result()
             prepared = preparers.submit(prepare, sample) if preparers else None
-            if prepared is None:
-                count(+1)
-            else:
-                prepared.add_done_callback(lambda _: count(+1))
             results.append(samplers.submit(run, sample, prepared))
             while results and results[0].done():
                 yield results.popleft().result()

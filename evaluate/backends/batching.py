@@ -41,7 +41,7 @@ class BatchingBackend(Backend):
             wait_fraction: The window is also this fraction of the last inner call's seconds, when that is longer.
         """
         self.inner, self.max_batch, self.max_wait_s = inner, max(1, int(max_batch)), float(max_wait_s)
-        self.wait_fraction, self._last_call_s = float(wait_fraction), 0.0
+        self.wait_fraction, self._last_call_s, self._free_since = float(wait_fraction), 0.0, float("-inf")
         self.name = f"batching({inner.name})"
         self._in_flight = in_flight or (lambda: 1)
         self._lock = threading.Condition()
@@ -78,9 +78,12 @@ class BatchingBackend(Backend):
         with self._lock:
             self._pending.append((key, list(prompts), future))
             self._lock.notify_all()
-            deadline = _now() + max(self.max_wait_s, self.wait_fraction * self._last_call_s)
+            deadline = _now() + self._window()
             batch = []
             while not future.done():  # done: another thread took these prompts into its call
+                # A call that waited out a running one gives the samples of that one a window to come back with
+                # their next calls (they come back together; without it, this call went out alone just before).
+                deadline = max(deadline, self._free_since + self._window())
                 left = deadline - _now()
                 if not self._busy and (left <= 0 or self._ready(key)):
                     batch, self._busy = self._take(key), True
@@ -90,6 +93,9 @@ class BatchingBackend(Backend):
         if batch:
             self._run(key, batch)
         return future.result()
+
+    def _window(self) -> float:
+        return max(self.max_wait_s, self.wait_fraction * self._last_call_s)
 
     def _ready(self, key: tuple) -> bool:
         same = sum(len(p) for k, p, _ in self._pending if k == key)
@@ -128,6 +134,7 @@ class BatchingBackend(Backend):
         finally:  # the next call may go; the samples of this one see their results
             with self._lock:
                 self._busy, self._last_call_s = False, _now() - started
+                self._free_since = _now()
                 self._lock.notify_all()
 
 
