@@ -48,9 +48,21 @@ block, so each is the exact token sequence the method reads: after the pre-fill 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from cader.dev.synthetic.format_rows import (
+    MixItem,
+    conversations_row,
+    longvideo_reason_row,
+    longvt_messages,
+    longvt_part,  # noqa: F401 - tests and benches import it from here
+    prompt_with_options,
+    sharegpt_row,
+    text_part,
+    video_r1_row,
+)
 from cader.dev.synthetic.media import (
     COLOUR_QUESTION,
     EMPTY_THINK,
@@ -93,31 +105,6 @@ SYNTHETIC_MIX = (
 CADER_ROLES_FILE = "cader_roles.json"
 MIN_CROP = 10.0        # configs/eval/cader_tiny.yaml's min_crop, as the proposal prompt states it
 REFLECT_EVERY = 2      # every 2nd training video also gets a reflection-prompt proposal row
-SYSTEM_TEXT = "You are a helpful assistant."
-TOOLS_SPEC = {
-    "type": "function",
-    "function": {
-        "name": "crop_video",
-        "description": "Return the clip of the video between two times (seconds).",
-        "parameters": {
-            "type": "object",
-            "properties": {"start_time": {"type": "number"}, "end_time": {"type": "number"}},
-            "required": ["start_time", "end_time"],
-        },
-    },
-}
-
-
-def prompt_with_options(
-    question: str, options: list[str], letters: str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-) -> str:
-    lines = "\n".join(f"{letters[i]}. {o}" for i, o in enumerate(options))
-    return f"{question}\nOptions:\n{lines}\nAnswer with the option's letter from the given choices."
-
-
-def tool_call_text(spec: VideoSpec) -> str:
-    call = {"name": "crop_video", "arguments": {"start_time": spec.t_s, "end_time": spec.t_e}}
-    return f"<think>I need a closer look at the event.</think>\n<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
 
 def write_json(path: Path, data) -> None:
@@ -141,13 +128,6 @@ def longvt_features():
     part = {"type": Value("string"), "text": Value("string"), "image_url": {"url": Value("string")},
             "video_url": {"url": Value("string")}}
     return Features({"messages": List({"role": Value("string"), "content": List(part)})})
-
-
-def longvt_part(kind: str, value: str) -> dict:
-    """One content part with every key present, the absent ones null."""
-    part = {"type": kind, "text": None, "image_url": None, "video_url": None}
-    part["text" if kind == "text" else kind] = value if kind == "text" else {"url": value}
-    return part
 
 
 def write_longvt_parquet(path: Path, rows: list[dict]) -> None:
@@ -175,86 +155,6 @@ def write_parquet(path: Path, rows: list[dict]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     pq.write_table(pa.Table.from_pylist(rows), tmp)
     tmp.replace(path)
-
-
-# ---------------------------------------------------------------- one sample per format
-
-
-def _parts_text(text: str) -> dict:
-    return longvt_part("text", text)
-
-
-def _longvt_messages(
-    media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
-) -> list[dict]:
-    media_part = longvt_part("video_url" if is_video else "image_url", media)
-    system = SYSTEM_TEXT
-    if tool_kind == 0:
-        system += f"\n# Tools\n<tools>\n{json.dumps(TOOLS_SPEC)}\n</tools>"
-    messages = [
-        {"role": "system", "content": [_parts_text(system)]},
-        {"role": "user", "content": [media_part, _parts_text(prompt)]},
-    ]
-    if tool_kind is not None:
-        messages.append({"role": "assistant", "content": [_parts_text(tool_call_text(spec))]})
-        if tool_kind != 1:  # kind 1 keeps only the <tool_call> marker
-            messages.append(
-                {
-                    "role": "tool",
-                    "content": [_parts_text("<tool_response>"), media_part, _parts_text("</tool_response>")],
-                }
-            )
-    messages.append({"role": "assistant", "content": [_parts_text(target)]})
-    return messages
-
-
-def _sharegpt_row(
-    media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
-) -> dict:
-    """OpenAI-style sharegpt (role/content) with LLaMA-Factory's turn names; user/observation and
-    assistant/function_call turns alternate as its converter requires."""
-    tag = "<video>" if is_video else "<image>"
-    messages = [{"role": "user", "content": f"{tag}{prompt}"}]
-    if tool_kind == 0:
-        messages.insert(0, {"role": "system", "content": f"<tools>\n{json.dumps(TOOLS_SPEC)}\n</tools>"})
-    elif tool_kind == 1:  # only the <tool_call> marker, in an earlier assistant turn
-        messages += [{"role": "assistant", "content": tool_call_text(spec)}, {"role": "user", "content": "Go on."}]
-    elif tool_kind == 2:  # tool roles
-        call = {"name": "crop_video", "arguments": {"start_time": spec.t_s, "end_time": spec.t_e}}
-        messages += [
-            {"role": "function_call", "content": json.dumps(call)},
-            {"role": "observation", "content": "The clip shows the event."},
-        ]
-    messages.append({"role": "assistant", "content": target})
-    return {
-        "messages": messages,
-        "videos": [media] if is_video else [],
-        "images": [] if is_video else [media],
-    }
-
-
-def _conversations_row(
-    media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
-) -> dict:
-    tag = "<video>" if is_video else "<image>"
-    turns = [{"from": "human", "value": f"{tag}{prompt}"}]
-    row: dict = {}
-    if tool_kind is not None:
-        call = {"name": "crop_video", "arguments": {"start_time": spec.t_s, "end_time": spec.t_e}}
-        turns += [
-            {"from": "function_call", "value": json.dumps(call)},
-            {"from": "observation", "value": "The clip shows the event."},
-        ]
-        row["tools"] = json.dumps([TOOLS_SPEC["function"]])
-    turns.append({"from": "gpt", "value": target})
-    row = {
-        "conversations": turns,
-        "videos": [media] if is_video else [],
-        "images": [] if is_video else [media],
-        # LLaMA-Factory reads tools as a JSON string; "" and "[]" both declare none
-        "tools": row.get("tools", ""),
-    }
-    return row
 
 
 # ---------------------------------------------------------------- the whole mix
@@ -335,6 +235,222 @@ def write_cader_roles(train_dir: Path, rng: np.random.Generator, specs: list[Vid
     return rows, counts
 
 
+@dataclass
+class MixRows:
+    """The rows of every format as they are built, and their counts for the manifest."""
+
+    rows: dict[str, list] = field(default_factory=lambda: {f: [] for f in FORMATS})
+    longvt_tool_rows: list[dict] = field(default_factory=list)   # all go to the first LongVT file (see deal)
+    conversation_rows: list[dict] = field(default_factory=list)  # sharegpt_conversations.json
+    counts: dict = field(default_factory=lambda: {f: {"total": 0, "tool_call": 0, "direct_answer": 0}
+                                                  for f in FORMATS})
+
+    def count(self, fmt: str, tool_call: bool = False, direct_answer: bool = False) -> int:
+        """Count one more row of `fmt`; return the format's running total, which some row choices cycle on.
+
+        fmt: one of FORMATS.
+        tool_call: the row carries a tool marker.
+        direct_answer: the row is a direct-answer row.
+        """
+        counts = self.counts[fmt]
+        counts["total"] += 1
+        counts["tool_call"] += tool_call
+        counts["direct_answer"] += direct_answer
+        return counts["total"]
+
+
+def write_training_media(
+    train_dir: Path, rng: np.random.Generator, n_train: int, n_images: int, width: int, height: int, fps: int,
+    duration: int, scene_len: int, event_len: float | tuple[int, int], decoy_rate: float,
+) -> tuple[list[VideoSpec], list[tuple[str, str]]]:
+    """Draw and write the training videos (media/videos/) and images (media/images/, every 4th a JPEG).
+
+    Returns (video specs, [(image path under train/, its colour)]).
+    train_dir: the media root, ``<out>/train``.
+    rng: draws the videos' cues, then the images' colours.
+    n_train: training videos.
+    n_images: training images.
+    width: frame and image width in pixels.
+    height: frame and image height in pixels.
+    fps: video frame rate.
+    duration: video length in seconds.
+    scene_len: the lit scene's length in seconds.
+    event_len: the event's length in seconds (a fixed value or a (low, high) range).
+    decoy_rate: share of videos with a decoy scene (lit like the scene, without the event).
+    """
+    specs = [
+        random_cued_spec(
+            rng, f"train_{i:04d}", (duration, duration), scene_len, event_len, fps=fps, width=width, height=height,
+            decoy_rate=decoy_rate,
+        )
+        for i in range(n_train)
+    ]
+    for spec in specs:
+        write_video(spec, train_dir / "media" / "videos" / f"{spec.name}.mp4")
+    colours = tuple(EVENT_COLOURS)
+    images = []
+    for i in range(n_images):
+        colour = colours[int(rng.integers(len(colours)))]
+        rel = f"media/images/img_{i:04d}{'.jpg' if i % 4 == 3 else '.png'}"
+        write_image(colour, train_dir / rel, width, height, index=i)
+        images.append((rel, colour))
+    return specs, images
+
+
+def mix_items(
+    specs: list[VideoSpec], images: list[tuple[str, str]], rng: np.random.Generator, n_tool: int
+) -> list[MixItem]:
+    """The CoT rows in writing order: each video and image once (formats dealt in turn; images have no
+    LongVideo-Reason format), then `n_tool` tool-call rows per format on videos drawn from the pool, their marker
+    kinds cycling.
+
+    specs: the training videos.
+    images: (path under train/, colour) of each training image.
+    rng: draws the tool rows' videos.
+    n_tool: tool-call rows per format.
+    """
+    items = [MixItem(FORMATS[i % len(FORMATS)], True, f"media/videos/{spec.name}.mp4", spec, spec.colour, None)
+             for i, spec in enumerate(specs)]
+    image_formats = ("longvt", "video_r1", "sharegpt")
+    items += [MixItem(image_formats[i % len(image_formats)], False, rel, None, colour, None)
+              for i, (rel, colour) in enumerate(images)]
+    for fmt in FORMATS:
+        for k in range(n_tool):
+            spec = specs[int(rng.integers(len(specs)))]
+            items.append(MixItem(fmt, True, f"media/videos/{spec.name}.mp4", spec, spec.colour, k % 3))
+    return items
+
+
+def add_cot_row(mix: MixRows, index: int, item: MixItem) -> None:
+    """Build `item`'s CoT row in its format and add it to `mix`.
+
+    mix: the rows so far; the row is appended and counted.
+    index: the row's position among all CoT rows (Video-R1 and LongVideo-Reason use it as problem_id).
+    item: what the row shows and which tool marker it carries.
+    """
+    options, letter = canonical_colour_options(item.colour)
+    question = COLOUR_QUESTION if item.is_video else IMAGE_QUESTION
+    prompt = prompt_with_options(question, options)
+    target = cot_text(item.spec, letter) if item.is_video else image_cot_text(item.colour, letter)
+    fmt, tool_kind = item.fmt, item.tool_kind
+    total = mix.count(fmt, tool_call=tool_kind is not None)
+    row_args = (item.media, item.is_video, prompt, target, tool_kind, item.spec)
+    if fmt == "longvt":
+        row = {"messages": longvt_messages(*row_args)}
+        (mix.rows[fmt] if tool_kind is None else mix.longvt_tool_rows).append(row)
+    elif fmt == "video_r1":
+        numerical = item.is_video and tool_kind is None and total % 8 == 0   # every 8th row, when a clean video
+        mix.rows[fmt].append(video_r1_row(index, item, question, options, target, numerical))
+    elif fmt == "longvideo_reason":
+        mix.rows[fmt].append(longvideo_reason_row(index, item, question, options, letter, target))
+    elif total % 2 == 0:   # sharegpt: alternate rows in the from/value layout
+        row = conversations_row(*row_args)
+        if tool_kind is None and len(mix.conversation_rows) % 2:
+            row["tools"] = "[]"   # the other way to declare no tools
+        mix.conversation_rows.append(row)
+    else:
+        mix.rows[fmt].append(sharegpt_row(*row_args))
+
+
+def add_direct_answer_row(mix: MixRows, video_index: int, spec: VideoSpec) -> None:
+    """Add the video's direct-answer row (module doc): Stage 1's prompt, target the pre-filled empty think block and
+    the letter; LongVT format for even, sharegpt for odd video indices.
+
+    mix: the rows so far; the row is appended and counted.
+    video_index: the video's index among the training videos.
+    spec: the video.
+    """
+    options, letter = canonical_colour_options(spec.colour)
+    system, user = stage1_prompt(COLOUR_QUESTION, options, LETTERS[: len(options)])
+    media, target = f"media/videos/{spec.name}.mp4", direct_answer_text(letter)
+    fmt = "longvt" if video_index % 2 == 0 else "sharegpt"
+    mix.count(fmt, direct_answer=True)
+    if fmt == "longvt":
+        messages = longvt_messages(media, True, user, target, None, spec)
+        messages[0] = {"role": "system", "content": [text_part(system)]}
+        mix.rows[fmt].append({"messages": messages})
+    else:
+        row = sharegpt_row(media, True, user, target, None, spec)
+        row["messages"].insert(0, {"role": "system", "content": system})
+        mix.rows[fmt].append(row)
+
+
+def deal_longvt_rows(clean_rows: list[dict], tool_rows: list[dict]) -> dict[str, list[dict]]:
+    """The clean LongVT rows dealt in turn over the five release files, the tool rows all into the first, so every
+    file keeps trainable rows once tool rows are filtered out. ValueError when there are fewer clean rows than files.
+
+    clean_rows: LongVT rows without a tool marker.
+    tool_rows: LongVT rows with one.
+    """
+    if len(clean_rows) < len(LONGVT_FILES):
+        raise ValueError(
+            f"{len(clean_rows)} clean LongVT rows cannot fill its {len(LONGVT_FILES)} release files; "
+            "raise n_train or n_images"
+        )
+    dealt = {name: [] for name in LONGVT_FILES}
+    for k, row in enumerate(clean_rows):
+        dealt[LONGVT_FILES[k % len(LONGVT_FILES)]].append(row)
+    dealt[LONGVT_FILES[0]] += tool_rows
+    return dealt
+
+
+def write_format_files(train_dir: Path, mix: MixRows) -> None:
+    """Write the four formats' files under `train_dir` (module doc), LongVT's also as the one legacy file.
+
+    train_dir: the media root, ``<out>/train``.
+    mix: every CoT and direct-answer row.
+    """
+    dealt = deal_longvt_rows(mix.rows["longvt"], mix.longvt_tool_rows)
+    for name, file_rows in dealt.items():
+        write_longvt_parquet(train_dir / name, file_rows)
+    write_longvt_parquet(train_dir / LONGVT_LEGACY_FILE, [r for name in LONGVT_FILES for r in dealt[name]])
+    write_json(train_dir / "video_r1_cot.json", mix.rows["video_r1"])
+    write_jsonl(train_dir / "longvideo_reason.jsonl", mix.rows["longvideo_reason"])
+    write_json(train_dir / "sharegpt.json", mix.rows["sharegpt"])
+    write_json(train_dir / "sharegpt_conversations.json", mix.conversation_rows)
+
+
+# Per format: the files write_format_files writes, and the format name the manifest gives
+FORMAT_FILES = {
+    "longvt": list(LONGVT_FILES),
+    "video_r1": ["video_r1_cot.json"],
+    "longvideo_reason": ["longvideo_reason.jsonl"],
+    "sharegpt": ["sharegpt.json", "sharegpt_conversations.json"],
+}
+FORMAT_NAMES = {
+    "longvt": "longvt_parquet",
+    "video_r1": "video_r1_json",
+    "longvideo_reason": "longvideo_reason_jsonl",
+    "sharegpt": "sharegpt",
+}
+
+
+def mix_manifest(counts: dict, n_role_rows: int, role_counts: dict) -> dict:
+    """manifest.json: per source its format, files and row counts (total, tool_call, direct_answer, clean).
+
+    counts: per format, its rows' counts (MixRows.counts).
+    n_role_rows: rows of cader_roles.json.
+    role_counts: those rows per CADER role.
+    """
+    sources = {
+        name: {
+            "format": FORMAT_NAMES[name],
+            "files": list(FORMAT_FILES[name]),
+            **counts[name],
+            "clean": counts[name]["total"] - counts[name]["tool_call"],
+        }
+        for name in FORMATS
+    }
+    sources["cader_roles"] = {"format": "sharegpt", "files": [CADER_ROLES_FILE], "total": n_role_rows,
+                              "tool_call": 0, "direct_answer": 0, "clean": n_role_rows, "roles": role_counts}
+    return {
+        "media_root": ".",
+        "target_format": "<think>...</think><answer>X</answer>",
+        "direct_answer_format": direct_answer_text("X"),
+        "sources": sources,
+    }
+
+
 def write_training_mix(
     train_dir: Path,
     rng: np.random.Generator,
@@ -350,196 +466,32 @@ def write_training_mix(
     decoy_rate: float = 0.0,
 ) -> dict:
     """Write videos/images, the four formats and the CADER role rows; return the manifest (also written to
-    manifest.json)."""
-    media_dir = train_dir / "media"
-    specs = [
-        random_cued_spec(
-            rng, f"train_{i:04d}", (duration, duration), scene_len, event_len, fps=fps, width=width, height=height,
-            decoy_rate=decoy_rate,
-        )
-        for i in range(n_train)
-    ]
-    for spec in specs:
-        write_video(spec, media_dir / "videos" / f"{spec.name}.mp4")
-    colours = tuple(EVENT_COLOURS)
-    images = []
-    for i in range(n_images):
-        colour = colours[int(rng.integers(len(colours)))]
-        suffix = ".jpg" if i % 4 == 3 else ".png"
-        rel = f"media/images/img_{i:04d}{suffix}"
-        write_image(colour, train_dir / rel, width, height, index=i)
-        images.append((rel, colour))
+    manifest.json). The same `rng` state gives the same files.
 
-    rows: dict[str, list] = {f: [] for f in FORMATS}
-    longvt_tool_rows: list[dict] = []   # tool rows all go to the first file, so every file keeps trainable rows
-    conversation_rows: list[dict] = []
-    counts = {f: {"total": 0, "tool_call": 0, "direct_answer": 0} for f in FORMATS}
-
-    def media_items():
-        for i, spec in enumerate(specs):
-            yield FORMATS[i % len(FORMATS)], True, f"media/videos/{spec.name}.mp4", spec, spec.colour
-        image_formats = ("longvt", "video_r1", "sharegpt")
-        for i, (rel, colour) in enumerate(images):
-            yield image_formats[i % len(image_formats)], False, rel, None, colour
-
-    items = list(media_items())
-    tool_items = []
-    for fmt in FORMATS:  # tool samples reuse videos of the pool, kinds cycle through the marker families
-        for k in range(n_tool):
-            spec = specs[int(rng.integers(len(specs)))]
-            tool_items.append((fmt, True, f"media/videos/{spec.name}.mp4", spec, spec.colour, k % 3))
-
-    all_items = [(*it, None) for it in items] + tool_items
-    for index, (fmt, is_video, media, spec, colour, tool_kind) in enumerate(all_items):
-        options, letter = canonical_colour_options(colour)
-        question = COLOUR_QUESTION if is_video else IMAGE_QUESTION
-        prompt = prompt_with_options(question, options)
-        target = cot_text(spec, letter) if is_video else image_cot_text(colour, letter)
-        counts[fmt]["total"] += 1
-        counts[fmt]["tool_call"] += tool_kind is not None
-        if fmt == "longvt":
-            row = {"messages": _longvt_messages(media, is_video, prompt, target, tool_kind, spec)}
-            (rows[fmt] if tool_kind is None else longvt_tool_rows).append(row)
-        elif fmt == "video_r1":
-            numerical = is_video and tool_kind is None and counts[fmt]["total"] % 8 == 0
-            if numerical:
-                seconds = int(spec.t_e - spec.t_s)
-                problem, opts, solution = (
-                    "For how many seconds is the coloured shape visible?",
-                    [],
-                    f"<answer>{seconds}</answer>",
-                )
-                process = (
-                    f"<think>The shape appears at {spec.t_s:.0f}s and disappears at {spec.t_e:.0f}s, "
-                    f"so it is visible for {seconds} seconds.</think>"
-                )
-            else:
-                problem, opts = question, [f"{LETTERS[i]}. {o}" for i, o in enumerate(options)]
-                think, answer = target.split("<answer>")
-                process, solution = think, f"<answer>{answer}"
-            if tool_kind is not None:
-                process = (
-                    tool_call_text(spec)
-                    if tool_kind != 2
-                    else "<think>Checking.</think><tool_response>clip</tool_response>"
-                ) + process
-            rows[fmt].append(
-                {
-                    "problem_id": index,
-                    "problem": problem,
-                    "data_type": "video" if is_video else "image",
-                    "problem_type": "numerical" if numerical else "multiple choice",
-                    "options": opts,
-                    "process": process,
-                    "solution": solution,
-                    "path": f"./{media}",
-                    "data_source": "synthetic_colour",
-                }
-            )
-        elif fmt == "longvideo_reason":
-            reasoning = target.split("</think>")[0].removeprefix("<think>")
-            if tool_kind is not None:
-                reasoning = (
-                    (
-                        tool_call_text(spec)
-                        if tool_kind != 2
-                        else "<tool_response>The clip shows the event.</tool_response>"
-                    )
-                    + "\n"
-                    + reasoning
-                )
-            lines = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
-            rows[fmt].append(
-                {
-                    "problem_id": index,
-                    "problem": f"{question}\n{lines}",
-                    "data_type": "video",
-                    "problem_type": "temporal",
-                    "reasoning": reasoning,
-                    "videos": media,
-                    "answer": f"<answer>{letter}</answer>",
-                }
-            )
-        else:
-            maker = _conversations_row if counts[fmt]["total"] % 2 == 0 else _sharegpt_row
-            row = maker(media, is_video, prompt, target, tool_kind, spec)
-            if maker is _conversations_row and tool_kind is None and len(conversation_rows) % 2:
-                row["tools"] = "[]"   # the other way to declare no tools
-            (conversation_rows if maker is _conversations_row else rows[fmt]).append(row)
-
-    # one direct-answer row per training video (module doc): Stage 1's prompt, target = pre-filled empty think + letter
-    for i, spec in enumerate(specs):
-        options, letter = canonical_colour_options(spec.colour)
-        system, user = stage1_prompt(COLOUR_QUESTION, options, LETTERS[: len(options)])
-        media, target = f"media/videos/{spec.name}.mp4", direct_answer_text(letter)
-        fmt = "longvt" if i % 2 == 0 else "sharegpt"
-        counts[fmt]["total"] += 1
-        counts[fmt]["direct_answer"] += 1
-        if fmt == "longvt":
-            messages = _longvt_messages(media, True, user, target, None, spec)
-            messages[0] = {"role": "system", "content": [_parts_text(system)]}
-            rows[fmt].append({"messages": messages})
-        else:
-            row = _sharegpt_row(media, True, user, target, None, spec)
-            row["messages"].insert(0, {"role": "system", "content": system})
-            rows[fmt].append(row)
-
-    # deal the clean LongVT rows over the five release files (tool rows into the first) so each has trainable rows
-    if len(rows["longvt"]) < len(LONGVT_FILES):
-        raise ValueError(
-            f"{len(rows['longvt'])} clean LongVT rows cannot fill its {len(LONGVT_FILES)} release files; "
-            "raise n_train or n_images"
-        )
-    dealt = {name: [] for name in LONGVT_FILES}
-    for k, row in enumerate(rows["longvt"]):
-        dealt[LONGVT_FILES[k % len(LONGVT_FILES)]].append(row)
-    dealt[LONGVT_FILES[0]] += longvt_tool_rows
-    for name, file_rows in dealt.items():
-        write_longvt_parquet(train_dir / name, file_rows)
-    write_longvt_parquet(train_dir / LONGVT_LEGACY_FILE, [r for name in LONGVT_FILES for r in dealt[name]])
-    write_json(train_dir / "video_r1_cot.json", rows["video_r1"])
-    write_jsonl(train_dir / "longvideo_reason.jsonl", rows["longvideo_reason"])
-    write_json(train_dir / "sharegpt.json", rows["sharegpt"])
-    write_json(train_dir / "sharegpt_conversations.json", conversation_rows)
+    train_dir: the media root, ``<out>/train``.
+    rng: every random draw, in a fixed order (videos, images, tool rows, CADER role rows).
+    n_train: training videos (each gets a CoT row, a direct-answer row and the CADER role rows).
+    n_images: training images (a CoT row each).
+    n_tool: tool-call rows per format (filtered out by the training readers).
+    width: frame and image width in pixels.
+    height: frame and image height in pixels.
+    fps: video frame rate.
+    duration: video length in seconds.
+    scene_len: the lit scene's length in seconds.
+    event_len: the event's length in seconds (a fixed value or a (low, high) range).
+    decoy_rate: share of videos with a decoy scene.
+    """
+    specs, images = write_training_media(
+        train_dir, rng, n_train, n_images, width, height, fps, duration, scene_len, event_len, decoy_rate
+    )
+    mix = MixRows()
+    for index, item in enumerate(mix_items(specs, images, rng, n_tool)):
+        add_cot_row(mix, index, item)
+    for video_index, spec in enumerate(specs):
+        add_direct_answer_row(mix, video_index, spec)
+    write_format_files(train_dir, mix)
     role_rows, role_counts = write_cader_roles(train_dir, rng, specs)
     write_json(train_dir / CADER_ROLES_FILE, role_rows)
-
-    files = {
-        "longvt": list(LONGVT_FILES),
-        "video_r1": ["video_r1_cot.json"],
-        "longvideo_reason": ["longvideo_reason.jsonl"],
-        "sharegpt": ["sharegpt.json", "sharegpt_conversations.json"],
-    }
-    formats = {
-        "longvt": "longvt_parquet",
-        "video_r1": "video_r1_json",
-        "longvideo_reason": "longvideo_reason_jsonl",
-        "sharegpt": "sharegpt",
-    }
-    manifest = {
-        "media_root": ".",
-        "target_format": "<think>...</think><answer>X</answer>",
-        "direct_answer_format": direct_answer_text("X"),
-        "sources": {
-            name: {
-                "format": formats[name],
-                "files": files[name],
-                "total": counts[name]["total"],
-                "tool_call": counts[name]["tool_call"],
-                "direct_answer": counts[name]["direct_answer"],
-                "clean": counts[name]["total"] - counts[name]["tool_call"],
-            }
-            for name in FORMATS
-        },
-    }
-    manifest["sources"]["cader_roles"] = {
-        "format": "sharegpt",
-        "files": [CADER_ROLES_FILE],
-        "total": len(role_rows),
-        "tool_call": 0,
-        "direct_answer": 0,
-        "clean": len(role_rows),
-        "roles": role_counts,
-    }
+    manifest = mix_manifest(mix.counts, len(role_rows), role_counts)
     write_json(train_dir / "manifest.json", manifest)
     return manifest
