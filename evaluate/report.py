@@ -1,7 +1,7 @@
 """report.json + report.md from predictions.jsonl: accuracy and the paper's tables, regenerated from the records.
 
-- Accuracy per benchmark and overall (failed samples count as wrong; mlvu_dev also gets M-Avg, the macro mean over
-  task types). Stage-1 accuracy (A1) alongside.
+- Accuracy per benchmark and overall (failed samples count as wrong; a benchmark whose registration names a macro
+  metric, as mlvu_dev's M-Avg, also gets the macro mean over task types). Stage-1 accuracy (A1) alongside.
 - Table 3: Stage-2 trigger rate / Stage-1 exit rate per benchmark, with the Table 1 accuracy (M-Avg for MLVU).
 - Table 4: counts per margin bin (>= .995, [.99, .995), [.97, .99), [.90, .97), < .90) with Stage-1 accuracy per bin.
 - Table 5: Stage-1 vs final accuracy on M < tau, split at 0.90.
@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cader.contracts.provenance import collect_provenance
+from cader.evaluate.benchmarks import macro_metric
 from cader.evaluate.report_stats import (
     benchmark_breakdowns,
     ci_text,
@@ -44,7 +45,6 @@ MARGIN_BINS = [
     ("[0.90,0.97)", 0.90, 0.97),
     ("<0.90", float("-inf"), 0.90),
 ]
-MACRO_BENCHMARKS = {"mlvu_dev"}  # reported as M-Avg in the paper (Table 1)
 HIGH_P_YES = 0.9  # Figure 4
 
 
@@ -84,7 +84,7 @@ def _benchmark_summary(records: Sequence[dict]) -> dict:
     for r in scored:
         by_task[str((r.get("meta") or {}).get("task_type", "all"))].append(bool(r.get("correct")))
     one_benchmark = len({r.get("benchmark") for r in records}) == 1  # task types of two benchmarks do not mix
-    if one_benchmark and (len(by_task) > 1 or records[0].get("benchmark") in MACRO_BENCHMARKS):
+    if one_benchmark and (len(by_task) > 1 or macro_metric(records[0].get("benchmark"))):
         summary["per_task_type"] = {t: _pct(sum(v), len(v)) for t, v in sorted(by_task.items())}
         # the mean of the unrounded per-task accuracies (rounding them first can move M-Avg by 0.01)
         means = [sum(v) / len(v) for v in by_task.values()]
@@ -96,13 +96,14 @@ def _trigger_row(records: Sequence[dict]) -> dict:
     """Table 3: total, S2 trigger and S1 exit rates, and the benchmark's headline accuracy. The paper's Table 3
     accuracies are its Table 1 numbers (CADER (Qwen3-VL): 60.1, 75.9, 65.7, 50.1, 54.0), so MLVU's is M-Avg."""
     summary = _benchmark_summary(records)
-    macro = bool(records) and records[0].get("benchmark") in MACRO_BENCHMARKS
+    # the benchmark's registration names its macro metric (MLVU: "M-Avg", the macro mean over task types)
+    macro = macro_metric(records[0].get("benchmark")) if records else None
     return {
         "total": len(records),
         "stage2_trigger_rate": summary["stage2_trigger_rate"],
         "stage1_exit_rate": summary["stage1_exit_rate"],
         "accuracy": summary["m_avg"] if macro else summary["accuracy"],
-        "accuracy_metric": "M-Avg" if macro else "accuracy",
+        "accuracy_metric": macro or "accuracy",
         "accuracy_ci95_exact": [None, None] if macro else summary["accuracy_ci95_exact"],  # a macro mean has none
     }
 

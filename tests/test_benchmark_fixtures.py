@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from cader.evaluate.benchmarks import LETTERS, load_benchmark, video_path
+from benchmark_facts import release_annotations
+from cader.evaluate.benchmarks import LETTERS, benchmarks, load_benchmark, video_path
 from cader.evaluate.benchmarks.agentvidbench import parse_question, read_questions, read_video_table
 from cader.evaluate.benchmarks.base import RowError
 from cader.evaluate.judge.questions import load_questions, load_videos
@@ -26,6 +27,26 @@ def _file(root: Path, rel: str) -> Path:
     path = root / rel
     assert path.is_file(), path
     return path
+
+
+RELEASED = [b for b in benchmarks() if release_annotations().get(b.folder)]
+
+
+@pytest.mark.parametrize("registered", RELEASED, ids=[b.name for b in RELEASED])
+def test_every_released_benchmark_has_a_conformance_fixture_it_reads(registered):
+    # the shared checks; each benchmark's own test below compares it with its official reader
+    root = FIXTURES / registered.folder
+    assert (root / "PROVENANCE.md").is_file(), f"{registered.name}: no {root}/PROVENANCE.md"
+    samples = list(_load(registered.name, registered.folder).values())
+    assert samples, f"{registered.name}: the fixture holds no sample"
+    for s in samples:
+        assert s.benchmark == registered.name and s.meta.get("task_type"), s.sample_id
+        assert s.letters == list(LETTERS[: len(s.options)])
+        # None: no ground truth; MLVU's release rows whose answer is no candidate keep the scorer's NO_MATCH
+        assert s.answer is None or s.answer in s.letters or s.meta.get("answer_not_in_options"), s.sample_id
+        assert video_path(s, root).resolve().is_relative_to(root.resolve()), (registered.name, s.sample_id)
+    # a release may name a video its download lost (LVBench's failed video2dataset rows), but not all of them
+    assert any(video_path(s, root).is_file() for s in samples), f"{registered.name}: no video file found"
 
 
 def test_videomme_long_as_lmms_eval_reads_it():

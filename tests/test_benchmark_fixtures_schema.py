@@ -9,20 +9,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from benchmark_facts import folder_facts, release_annotations
 from cader.dev.synthetic.eval_sets import write_eval_sets
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SYNTHETIC_ONLY = {"evidence_window"}
 
-# benchmark folder -> the annotation files (globs) whose schema must match
-ANNOTATIONS = {
-    "videomme": ["videomme/*.parquet"],
-    "mlvu": ["MLVU/json/[1-7]_*.json", "MLVU/json/8_sub_scene.json", "MLVU/json/9_summary.json"],
-    "longvideobench": ["lvb_val.json", "subtitles/*.json"],
-    "lvbench": ["data/video_info.meta.jsonl", "scripts/videos/*/*.json"],
-    "videoevalpro": ["data/*.parquet"],
-    "agentvidbench": ["questions.jsonl", "videos.jsonl"],
-}
+# benchmark folder -> the annotation files (globs) whose schema must match: each fixture's facts.json
+ANNOTATIONS = release_annotations()
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +104,7 @@ def test_synthetic_file_names_follow_the_release(synthetic, folder):
         return {p.relative_to(root).as_posix() for pattern in ANNOTATIONS[folder] for p in root.glob(pattern)}
 
     release, ours = names(FIXTURES / folder), names(synthetic / folder)
-    if folder in ("mlvu", "agentvidbench", "videomme", "videoevalpro"):  # fixed file names
+    if folder_facts(folder)["fixed_file_names"]:
         assert ours == release
     else:  # names derived from ids: same folders and suffixes
         assert {(str(Path(p).parent.parent), Path(p).suffix) for p in ours} == {

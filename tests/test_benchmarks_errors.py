@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from benchmark_facts import first_rows
 from cader.dev.synthetic.eval_sets import write_eval_sets
 from cader.evaluate.benchmarks import BenchmarkError, UnknownBenchmarkError, load_benchmark
 from cader.evaluate.benchmarks.base import RowError, answer_letter, strip_letter_prefixes
@@ -239,20 +240,12 @@ def test_lvbench_parsers():
 
 
 # Where each loader reads the question text, the options and the video path of its first row, and how the error
-# for that row is named: (benchmark, annotation file, question field, options field, video field, error row).
-FIRST_ROW = {
-    "videomme_long": ("videomme/videomme/test-00000-of-00001.parquet", "question", "options", "videoID", 0),
-    "mlvu_dev": ("mlvu/MLVU/json/1_plotQA.json", "question", "candidates", "video", 0),
-    "longvideobench_val": ("longvideobench/lvb_val.json", "question", "candidates", "video_path", 0),
-    "videoevalpro_mcq": ("videoevalpro/data/test-00000-of-00001.parquet", "question", "options", "video", 0),
-    "agentvidbench": ("agentvidbench/questions.jsonl", "question_text", "options", "video_path", 1),
-    "synthetic": ("synthetic/test.jsonl", "question", "options", "video", 1),
-}
+# for that row is named: the ``first_row`` of each fixture folder's facts.json (tests/benchmark_facts.py).
+FIRST_ROW = first_rows()
 
 
 def _edit_first_row(root, name, field, value):
-    file, *_ = FIRST_ROW[name]
-    path = root / file
+    path = root / FIRST_ROW[name]["file"]
 
     def edit(rows):
         rows[0][field] = value(rows[0][field]) if callable(value) else value
@@ -266,14 +259,14 @@ def _first_row_error(root, name, field, value):
     path = _edit_first_row(root, name, field, value)
     samples, errors = load_benchmark(name, root)
     assert len(errors) == 1, errors
-    assert errors[0].file.endswith(path.name) and errors[0].row == FIRST_ROW[name][4]
+    assert errors[0].file.endswith(path.name) and errors[0].row == FIRST_ROW[name]["error_row"]
     assert len(samples) == len(clean) - 1
     return errors[0].reason
 
 
 # MLVU's official scorer asks blank question and option texts as they are and scores the row
 # (test_mlvu_scores_blank_question_and_option_rows_and_flags_them); every other loader rejects them.
-BLANK_SCORED = {"mlvu_dev"}
+BLANK_SCORED = {name for name, first in FIRST_ROW.items() if first.get("blank_text_scored")}
 
 
 @pytest.mark.parametrize("name", sorted(FIRST_ROW))
@@ -281,9 +274,9 @@ BLANK_SCORED = {"mlvu_dev"}
 def test_empty_or_missing_question_text_is_a_counted_row_error(root, name, bad):
     if name in BLANK_SCORED and isinstance(bad, str):
         pytest.skip("scored as released (see BLANK_SCORED)")
-    if isinstance(bad, float) and name in ("videomme_long", "videoevalpro_mcq"):
+    if isinstance(bad, float) and FIRST_ROW[name]["file"].endswith(".parquet"):
         bad = None  # a NaN written by pandas into a string column reads back from parquet as null
-    reason = _first_row_error(root, name, FIRST_ROW[name][1], bad)
+    reason = _first_row_error(root, name, FIRST_ROW[name]["question"], bad)
     assert "question" in reason or "missing" in reason
 
 
@@ -292,7 +285,7 @@ def test_an_empty_option_is_a_counted_row_error(root, name):
     def blank_second(options):
         return [options[0], "  ", *options[2:]]
 
-    reason = _first_row_error(root, name, FIRST_ROW[name][2], blank_second)
+    reason = _first_row_error(root, name, FIRST_ROW[name]["options"], blank_second)
     assert "empty" in reason
 
 
@@ -301,9 +294,9 @@ def test_an_empty_option_is_a_counted_row_error(root, name):
     "escape", ["../../../outside.mp4", "/etc/passwd", "C:\\videos\\x.mp4", "..\\..\\x.mp4"]
 )
 def test_a_video_path_leaving_the_data_root_is_a_counted_row_error(root, name, escape):
-    if name == "videomme_long":  # the row names the video by id; the loader adds data/ and the suffix
+    if FIRST_ROW[name].get("video_is_an_id"):  # the row names the video by id; the loader adds the suffix
         escape = escape.removesuffix(".mp4")
-    reason = _first_row_error(root, name, FIRST_ROW[name][3], escape)
+    reason = _first_row_error(root, name, FIRST_ROW[name]["video"], escape)
     assert "absolute" in reason or "outside" in reason or "leaves" in reason
 
 
@@ -335,9 +328,7 @@ def test_lvbench_empty_question_and_option_beyond_z(root):
     ]
 
 
-@pytest.mark.parametrize(
-    "name", ["videomme_long", "mlvu_dev", "longvideobench_val", "agentvidbench", "synthetic"]
-)
+@pytest.mark.parametrize("name", sorted(FIRST_ROW))
 def test_more_than_26_options_is_a_counted_row_error(root, name):
-    reason = _first_row_error(root, name, FIRST_ROW[name][2], [f"colour {i}" for i in range(27)])
+    reason = _first_row_error(root, name, FIRST_ROW[name]["options"], [f"colour {i}" for i in range(27)])
     assert "27 options" in reason

@@ -1,12 +1,26 @@
 """Every benchmark loader on the generated synthetic layouts: counts, letters, answers, windows, ids."""
 
+import importlib
 import json
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
+import cader.evaluate.benchmarks as benchmarks_package
 import numpy as np
 import pytest
+from benchmark_facts import facts_of
 from cader.dev.synthetic.eval_sets import write_eval_sets
-from cader.evaluate.benchmarks import LETTERS, available, load_benchmark, video_path
+from cader.evaluate.benchmarks import (
+    LETTERS,
+    available,
+    benchmarks,
+    get_benchmark,
+    load_benchmark,
+    macro_metric,
+    video_path,
+)
 
 N_EVAL = 7
 
@@ -24,34 +38,42 @@ def manifest(eval_root):
     return json.loads((eval_root / "manifest.json").read_text())["benchmarks"]
 
 
-def test_registry_lists_every_benchmark():
-    assert available() == sorted(
-        [
-            "videomme_long",
-            "mlvu_dev",
-            "longvideobench_val",
-            "lvbench",
-            "videoevalpro_mcq",
-            "agentvidbench",
-            "synthetic",
-            "synthetic_heldout",
-        ]
-    )
+def test_every_benchmark_states_its_facts():
+    for benchmark in benchmarks():
+        facts = facts_of(benchmark)
+        assert facts, f"{benchmark.name}: no tests/fixtures/{benchmark.folder}/facts.json (see benchmark_facts.py)"
+        assert {"annotations", "states_duration_seconds"} <= set(facts), benchmark.name
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "videomme_long",
-        "mlvu_dev",
-        "longvideobench_val",
-        "lvbench",
-        "videoevalpro_mcq",
-        "agentvidbench",
-        "synthetic",
-        "synthetic_heldout",
-    ],
-)
+def test_registry_finds_every_loader_module():
+    # every module of the package but base registers at least one name, and every name comes back from available()
+    package = Path(benchmarks_package.__file__).parent
+    for path in sorted(package.glob("[!_]*.py")):
+        if path.stem == "base":
+            continue
+        module = importlib.import_module(f"cader.evaluate.benchmarks.{path.stem}")
+        registered = getattr(module, "BENCHMARKS", ()) + ((module.BENCHMARK,) if hasattr(module, "BENCHMARK") else ())
+        assert registered, f"{path.name} registers no benchmark"
+        assert all(get_benchmark(b.name) is b for b in registered)
+    assert available() == sorted(b.name for b in benchmarks())
+    assert [b.write_order for b in benchmarks()] == sorted(b.write_order for b in benchmarks())
+
+
+def test_macro_metric_is_the_one_its_fixture_states():
+    for benchmark in benchmarks():
+        assert macro_metric(benchmark.name) == facts_of(benchmark).get("macro_metric"), benchmark.name
+    assert macro_metric("not a registered benchmark") is None and macro_metric(None) is None
+
+
+def test_names_print_for_shell_scripts():
+    out = subprocess.run(
+        [sys.executable, "-m", "cader.evaluate.benchmarks", "--real"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == [b.name for b in benchmarks() if b.folder != "synthetic"]
+    assert set(out) < set(available())
+
+
+@pytest.mark.parametrize("name", available())
 def test_loader_reproduces_the_generated_truth(name, eval_root, manifest):
     samples, errors = load_benchmark(name, eval_root)
     truth = manifest[name]["samples"]
@@ -67,7 +89,7 @@ def test_loader_reproduces_the_generated_truth(name, eval_root, manifest):
         assert s.meta["evidence_window"] == pytest.approx(expected["evidence_window"])
         assert s.meta["task_type"]
         assert s.meta["source_file"] and "row" in s.meta
-        if name != "videomme_long":  # Video-MME states only a duration category
+        if facts_of(get_benchmark(name))["states_duration_seconds"]:  # Video-MME: only a category
             assert s.duration == pytest.approx(expected["duration"])
         if s.meta["task_type"] != "temporal grounding":  # LVBench time questions answer with a window
             assert s.options[LETTERS.index(s.answer)] == expected["colour"]

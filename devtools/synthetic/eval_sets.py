@@ -12,6 +12,7 @@ The layouts themselves are documented in each loader's module docstring; they ar
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,8 @@ from cader.dev.synthetic.media import (
     write_video,
 )
 from cader.dev.synthetic.train_mix import write_json, write_jsonl, write_parquet
+from cader.evaluate.benchmarks import Benchmark
+from cader.evaluate.benchmarks import benchmarks as registered_benchmarks
 
 TIME_QUESTION = "When does the coloured shape appear in the video?"
 MLVU_TASKS = (
@@ -84,7 +87,7 @@ def _youtube_like_id(rng: np.random.Generator) -> str:
 
 
 def write_videomme(root: Path, rng, n: int, new_spec: Callable) -> dict:
-    truth, rows = Truth("videomme"), []
+    truth, rows = Truth(root.name), []
     durations = ["long"] * n + ["short", "medium"]  # the two non-long rows must be filtered out by the loader
     for i, category in enumerate(durations):
         spec = new_spec(f"vmme_{i:03d}")
@@ -116,7 +119,7 @@ def write_videomme(root: Path, rng, n: int, new_spec: Callable) -> dict:
 
 
 def write_mlvu(root: Path, rng, n: int, new_spec: Callable) -> dict:
-    truth = Truth("mlvu")
+    truth = Truth(root.name)
     per_task: dict[str, list] = {stem: [] for stem, _ in MLVU_TASKS}
     for i in range(n):
         stem, qtype = MLVU_TASKS[i % len(MLVU_TASKS)]
@@ -154,7 +157,7 @@ def write_mlvu(root: Path, rng, n: int, new_spec: Callable) -> dict:
 
 
 def write_longvideobench(root: Path, rng, n: int, new_spec: Callable) -> dict:
-    truth, rows = Truth("longvideobench"), []
+    truth, rows = Truth(root.name), []
     for i in range(n):
         spec = new_spec(f"lvb_{i:03d}")
         video_id = _youtube_like_id(rng)
@@ -195,7 +198,7 @@ def write_lvbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
     ``data/``, the videos where video2dataset (``--output_format files``) puts them, numbered ``<shard><index>``
     with a sidecar JSON whose ``url`` carries the YouTube key.
     """
-    truth, rows, uid = Truth("lvbench"), [], 0
+    truth, rows, uid = Truth(root.name), [], 0
     for i in range(n):
         spec = new_spec(f"lvbench_{i:03d}")
         key = _youtube_like_id(rng)
@@ -251,7 +254,7 @@ def _video2dataset_sidecar(key: str, number: str) -> dict:
 
 
 def write_videoevalpro(root: Path, rng, n: int, new_spec: Callable) -> dict:
-    truth, rows = Truth("videoevalpro"), []
+    truth, rows = Truth(root.name), []
     for i in range(n):
         spec = new_spec(f"vep_{i:03d}")
         name = f"vep_{i:03d}.mp4"
@@ -280,7 +283,7 @@ def write_agentvidbench(root: Path, rng, n: int, new_spec: Callable) -> dict:
     """The agentvidbench dataset layout: questions.jsonl, the videos.jsonl table keyed by ``file_name`` with
     durations as text ("M:SS", every fourth an estimate "~M:SS"), ``videos/video<N>.mp4`` and
     ``transcripts/video<N>.srt`` (empty for every third video, as for a video without speech)."""
-    truth, questions, videos = Truth("agentvidbench"), [], []
+    truth, questions, videos = Truth(root.name), [], []
     for i in range(n):
         spec = new_spec(f"avb_{i:03d}")
         video_path = f"videos/video{i + 1}.mp4"
@@ -380,7 +383,7 @@ def _write_transcript(path: Path, spec: VideoSpec | None) -> None:
 
 
 def write_synthetic_split(root: Path, rng, n: int, new_spec: Callable, split: str) -> dict:
-    truth, rows = Truth("synthetic"), []
+    truth, rows = Truth(root.name), []
     for i in range(n):
         spec = new_spec(f"{split}_{i:04d}")
         rel = f"videos/{split}_{i:04d}.mp4"
@@ -407,6 +410,32 @@ def write_synthetic_split(root: Path, rng, n: int, new_spec: Callable, split: st
     return truth.entry()
 
 
+def write_synthetic_test(root: Path, rng, n: int, new_spec: Callable) -> dict:
+    """The ``synthetic`` benchmark: the test split of the synthetic task."""
+    return write_synthetic_split(root, rng, n, new_spec, "test")
+
+
+def write_synthetic_heldout(root: Path, rng, n: int, new_spec: Callable) -> dict:
+    """The ``synthetic_heldout`` benchmark: the held-out split calibration is fitted on."""
+    return write_synthetic_split(root, rng, n, new_spec, "heldout")
+
+
+def writer_of(benchmark: Benchmark) -> Callable:
+    """The function a registration's ``synthetic_writer`` (``"module:function"``) names; a clear error naming
+    the benchmark when it names nothing.
+
+    benchmark: a registration from ``cader.evaluate.benchmarks``.
+    """
+    module_name, _, function = benchmark.synthetic_writer.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), function)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise LookupError(
+            f"benchmark {benchmark.name!r}: synthetic_writer {benchmark.synthetic_writer!r} names no function "
+            f"({exc})"
+        ) from None
+
+
 def write_eval_sets(
     eval_dir: Path,
     rng: np.random.Generator,
@@ -421,27 +450,22 @@ def write_eval_sets(
     n_test: int | None = None,
     decoy_rate: float = 0.0,
 ) -> dict:
-    """Write every benchmark under ``eval_dir``; return (and write) the manifest; ``synthetic`` gets ``n_test``
-    questions (default ``n_eval``), enough for the ablation table. Videos are the training mix's
-    design (``media.random_cued_spec``): a brief event inside a light scene of a long video."""
+    """Write every registered benchmark (``cader.evaluate.benchmarks``, each with its ``synthetic_writer``) under
+    ``eval_dir/<folder>``; return (and write) the manifest; ``synthetic`` gets ``n_test`` questions (default
+    ``n_eval``), enough for the ablation table, ``synthetic_heldout`` ``n_heldout``, the others ``n_eval``.
+    Videos are the training mix's design (``media.random_cued_spec``): a brief event inside a light scene of a
+    long video."""
 
     def new_spec(name: str) -> VideoSpec:
         return random_cued_spec(rng, name, duration_range, scene_len, event_len, fps=fps, width=width, height=height,
                                 decoy_rate=decoy_rate)
 
+    sizes = {"eval": n_eval, "test": n_eval if n_test is None else n_test, "heldout": n_heldout}
     benchmarks = {
-        "videomme_long": write_videomme(eval_dir / "videomme", rng, n_eval, new_spec),
-        "mlvu_dev": write_mlvu(eval_dir / "mlvu", rng, n_eval, new_spec),
-        "longvideobench_val": write_longvideobench(eval_dir / "longvideobench", rng, n_eval, new_spec),
-        "lvbench": write_lvbench(eval_dir / "lvbench", rng, n_eval, new_spec),
-        "videoevalpro_mcq": write_videoevalpro(eval_dir / "videoevalpro", rng, n_eval, new_spec),
-        "agentvidbench": write_agentvidbench(eval_dir / "agentvidbench", rng, n_eval, new_spec),
-        "synthetic": write_synthetic_split(
-            eval_dir / "synthetic", rng, n_eval if n_test is None else n_test, new_spec, "test"
-        ),
-        "synthetic_heldout": write_synthetic_split(
-            eval_dir / "synthetic", rng, n_heldout, new_spec, "heldout"
-        ),
+        benchmark.name: writer_of(benchmark)(
+            eval_dir / benchmark.folder, rng, sizes[benchmark.synthetic_size], new_spec
+        )
+        for benchmark in registered_benchmarks()  # in write order: the writers share rng
     }
     manifest = {"data_root": ".", "evidence_key": "evidence_window", "benchmarks": benchmarks}
     write_json(eval_dir / "manifest.json", manifest)

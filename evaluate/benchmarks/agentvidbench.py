@@ -38,6 +38,7 @@ from typing import Any
 
 from cader.evaluate.benchmarks.base import (
     LETTERS,
+    Benchmark,
     BenchmarkError,
     Collector,
     RowError,
@@ -334,3 +335,12 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
             "agentvidbench: %d question(s) have no known video duration (see meta.duration_source)", unknown
         )
     return out.result()
+
+
+BENCHMARK = Benchmark(
+    name=NAME,
+    folder=FOLDER,
+    load=load,
+    synthetic_writer="cader.dev.synthetic.eval_sets:write_agentvidbench",
+    write_order=5,
+)

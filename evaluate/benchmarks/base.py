@@ -43,6 +43,39 @@ class Sample:
     meta: dict = field(default_factory=dict)
 
 
+Loader = Callable[[str | Path], tuple[list[Sample], list["BenchmarkError"]]]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One ``--benchmark`` name: what the registry (``cader.evaluate.benchmarks``) finds in a loader module's
+    ``BENCHMARK`` (or ``BENCHMARKS``, for a module serving several names) and everything else reads from it.
+
+    ``name``: the ``--benchmark`` name and ``Sample.benchmark``.
+    ``folder``: the folder under ``--data_root`` the release is unpacked into (also the synthetic writer's and
+    the conformance fixture's, ``tests/fixtures/<folder>/``).
+    ``load``: ``load(data_root) -> (samples, errors)``.
+    ``macro_metric``: the name of the headline number when the paper reports the macro mean over
+    ``meta["task_type"]`` (MLVU's "M-Avg"); ``None`` when the headline is plain accuracy.
+    ``synthetic_writer``: ``"module:function"`` of the writer that lays out a synthetic copy of the release
+    (``write(root, rng, n, new_spec) -> manifest entry``, see ``cader.dev.synthetic.eval_sets``); a string, so
+    loading a benchmark never imports the synthetic-data code.
+    ``synthetic_size``: which of ``write_eval_sets``'s counts the writer gets: ``"eval"`` (``n_eval``),
+    ``"test"`` (``n_test``) or ``"heldout"`` (``n_heldout``).
+    ``write_order``: where the writer runs in ``write_eval_sets``. The writers draw from one random stream, so
+    the order is part of what a seed writes: the first benchmarks hold 0-7, the order the miniature's data has
+    always been written in; a new benchmark keeps the default and runs after them (ties in name order).
+    """
+
+    name: str
+    folder: str
+    load: Loader
+    synthetic_writer: str
+    macro_metric: str | None = None
+    synthetic_size: str = "eval"
+    write_order: int = 100
+
+
 class BenchmarkError(ValueError):
     """A row that cannot become a Sample; the message names the file and the row."""
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
     LETTERS,
+    Benchmark,
     BenchmarkError,
     Collector,
     RowError,
@@ -82,3 +83,12 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
         return out.result()
     add_rows(out, ROW, file, enumerate(rows), root)
     return out.result()
+
+
+BENCHMARK = Benchmark(
+    name=NAME,
+    folder=FOLDER,
+    load=load,
+    synthetic_writer="cader.dev.synthetic.eval_sets:write_longvideobench",
+    write_order=2,
+)

@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, urlparse
 
 from cader.evaluate.benchmarks.base import (
     LETTERS,
+    Benchmark,
     BenchmarkError,
     Collector,
     RowError,
@@ -181,3 +182,12 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
         qa_items = ((f"{line}/qa[{index}]", qa) for index, qa in enumerate(row["qa"]))
         add_rows(out, ROW, file, qa_items, root, context=VideoLine(row, video, minutes))
     return out.result()
+
+
+BENCHMARK = Benchmark(
+    name=NAME,
+    folder=FOLDER,
+    load=load,
+    synthetic_writer="cader.dev.synthetic.eval_sets:write_lvbench",
+    write_order=3,
+)

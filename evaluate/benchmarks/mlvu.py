@@ -34,6 +34,7 @@ from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
     LETTERS,
+    Benchmark,
     BenchmarkError,
     Collector,
     RowError,
@@ -123,3 +124,13 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
             continue  # an open-ended task file
         add_rows(out, ROW, file, enumerate(rows), root)
     return out.result()
+
+
+BENCHMARK = Benchmark(
+    name=NAME,
+    folder=FOLDER,
+    load=load,
+    macro_metric="M-Avg",  # the paper's Table 1 reports MLVU as M-Avg
+    synthetic_writer="cader.dev.synthetic.eval_sets:write_mlvu",
+    write_order=1,
+)

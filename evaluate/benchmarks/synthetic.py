@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
+    Benchmark,
     BenchmarkError,
     Collector,
     RowMapping,
@@ -60,3 +61,22 @@ def load_split(data_root: str | Path, name: str) -> tuple[list[Sample], list[Ben
 
 load = partial(load_split, name="synthetic")
 load_heldout = partial(load_split, name="synthetic_heldout")
+
+BENCHMARKS = (
+    Benchmark(
+        name="synthetic",
+        folder=FOLDER,
+        load=load,
+        synthetic_writer="cader.dev.synthetic.eval_sets:write_synthetic_test",
+        synthetic_size="test",
+        write_order=6,
+    ),
+    Benchmark(
+        name="synthetic_heldout",
+        folder=FOLDER,
+        load=load_heldout,
+        synthetic_writer="cader.dev.synthetic.eval_sets:write_synthetic_heldout",
+        synthetic_size="heldout",
+        write_order=7,
+    ),
+)

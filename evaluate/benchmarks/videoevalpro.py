@@ -26,6 +26,7 @@ import math
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
+    Benchmark,
     BenchmarkError,
     Collector,
     RowError,
@@ -158,3 +159,12 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
         prefix = f"{file.stem}:" if len(files) > 1 else ""
         add_rows(out, ROW, file, _rows(file), root, context=prefix)
     return out.result()
+
+
+BENCHMARK = Benchmark(
+    name=NAME,
+    folder=FOLDER,
+    load=load,
+    synthetic_writer="cader.dev.synthetic.eval_sets:write_videoevalpro",
+    write_order=4,
+)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cader.evaluate.benchmarks.base import (
+    Benchmark,
     BenchmarkError,
     Collector,
     RowMapping,
@@ -77,3 +78,12 @@ def load(data_root: str | Path) -> tuple[list[Sample], list[BenchmarkError]]:
     for file in sorted((root / "videomme").glob("*.parquet")):
         add_rows(out, ROW, file, enumerate(read_parquet_rows(file)), root)
     return out.result()
+
+
+BENCHMARK = Benchmark(
+    name=NAME,
+    folder=FOLDER,
+    load=load,
+    synthetic_writer="cader.dev.synthetic.eval_sets:write_videomme",
+    write_order=0,
+)
