@@ -16,15 +16,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from cader.scripts.quickstart_summary import SIGNIFICANCE
 from jsonargparse import CLI
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-from quickstart_summary import SIGNIFICANCE
 
 # The miniature shows the method only if every one of these holds on a seed (the bars of a demo that is not chance).
 BARS = {

@@ -7,9 +7,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "gpu_sft_st
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("gpu_sft_step", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("cader.scripts.bench.gpu_sft_step")
     return module
 
 

@@ -1,6 +1,5 @@
 """P10 (scripts/bench/init_memory.py): the memory probe, the random checkpoint, and a small run of both ways."""
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -9,10 +8,7 @@ BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("init_memory", BENCH / "init_memory.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["init_memory"] = module
-    spec.loader.exec_module(module)
+    module = importlib.import_module("cader.scripts.bench.init_memory")
     return module
 
 

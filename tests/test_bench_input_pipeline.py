@@ -1,6 +1,5 @@
 """P6 (scripts/bench/input_pipeline.py): the clips are encoded as web video is, and a short run reports every path."""
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -9,10 +8,7 @@ BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("input_pipeline", BENCH / "input_pipeline.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["input_pipeline"] = module
-    spec.loader.exec_module(module)
+    module = importlib.import_module("cader.scripts.bench.input_pipeline")
     return module
 
 

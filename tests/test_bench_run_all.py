@@ -1,15 +1,11 @@
 import importlib.util
-import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench"
 
 
 def load(name):
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
+    module = importlib.import_module(f"cader.scripts.bench.{name}")
     return module
 
 

@@ -24,11 +24,7 @@ LETTERS = ["A", "B", "C", "D"]
 
 
 def load_doc_script():
-    spec = importlib.util.spec_from_file_location(
-        "make_contracts_doc", REPO / "scripts" / "make_contracts_doc.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("cader.scripts.make_contracts_doc")
     return module
 
 

@@ -22,13 +22,6 @@ def _key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "loopback-dummy")
 
 
-def load_script(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def write_inputs(root: Path, n: int = 3) -> tuple[Path, Path]:
     questions, predictions = synthetic_benchmark(n, seed=2)
     (root / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
@@ -71,7 +64,7 @@ def test_reports_say_loopback_numbers_are_not_from_a_real_judge(tmp_path, capsys
 
 
 def test_a_real_judge_report_carries_no_warning(tmp_path):
-    summary = load_script("quickstart_summary", REPO / "scripts" / "quickstart_summary.py")
+    summary = importlib.import_module("cader.scripts.quickstart_summary")
     (tmp_path / "judge").mkdir()
     report = {"judge_model": "gpt-5", "real_judge": True, "warning": None, "n": 3, "accuracy": 0.5, "traj": 0.7,
               "mc_rate": 0.6, "failed_judgments": [], "rerun": {"summary": "3 judged for the first time"}}
@@ -96,5 +89,5 @@ def test_quickstart_judge_step_never_labels_loopback_scores_with_judge_model(tmp
     rows = read_judgments(tmp_path / "judge" / "judgments.jsonl")
     assert len(rows) == 3 and {r["judge_model"] for r in rows.values()} == {LOOPBACK_MODEL}
     assert all(r["error"] is None for r in rows.values())
-    summary = load_script("quickstart_summary", REPO / "scripts" / "quickstart_summary.py")
+    summary = importlib.import_module("cader.scripts.quickstart_summary")
     assert NOT_A_REAL_JUDGE in summary.judge_lines(tmp_path)[0]

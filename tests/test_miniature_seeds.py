@@ -2,16 +2,12 @@
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-spec = importlib.util.spec_from_file_location("miniature_seeds", REPO / "scripts" / "miniature_seeds.py")
-seeds = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(seeds)
+seeds = importlib.import_module("cader.scripts.miniature_seeds")
 
 
 def _rate(k, n):

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("quickstart_summary", REPO / "scripts" / "quickstart_summary.py")
-summary = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(summary)
+summary = importlib.import_module("cader.scripts.quickstart_summary")
 
 LETTERS = list("ABCDEF")
 

@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("update_readme", REPO / "scripts" / "update_readme.py")
-update_readme = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(update_readme)
+update_readme = importlib.import_module("cader.scripts.update_readme")
 
 
 def test_every_page_matches_docs_measured():

@@ -4,7 +4,6 @@ and whole-file errors for every release format, the same ratio draws; and a rank
 import importlib.util
 import json
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +24,7 @@ RELEASE_FILES = [("longvt", p) for p in sorted((FIXTURES / "longvt_parquet").glo
 
 
 def _dict_mix():
-    spec = importlib.util.spec_from_file_location("dict_mix", REPO / "scripts" / "bench" / "dict_mix.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["dict_mix"] = module          # dataclasses look their module up there
-    spec.loader.exec_module(module)
+    module = importlib.import_module("cader.scripts.bench.dict_mix")
     return module
 
 

@@ -170,15 +170,9 @@ def test_run_parses_engine_settings_into_engine_configs(monkeypatch, tmp_path):
 
 # ---- scripts/bench/vllm_parity.py: the comparisons that must fail on a real difference ------------------------
 def _parity_bench():
-    import importlib.util
-    from pathlib import Path
+    import importlib
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "vllm_parity.py"
-    spec = importlib.util.spec_from_file_location("vllm_parity", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["vllm_parity"] = module
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("cader.scripts.bench.vllm_parity")
 
 
 def _answers(p_yes=1e-3, ids=(1, 2, 3), logits=(1.0, 0.2, -0.5)):

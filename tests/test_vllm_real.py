@@ -14,7 +14,6 @@ interpreter is absent.
 
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +31,7 @@ pytestmark = [
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("vllm_parity", REPO / "scripts" / "bench" / "vllm_parity.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["vllm_parity"] = module
-    spec.loader.exec_module(module)
+    module = importlib.import_module("cader.scripts.bench.vllm_parity")
     return module
 
 

@@ -185,17 +185,13 @@ def test_the_sample_encoder_gives_the_model_the_same_inputs_through_the_cache(h2
 
 def test_the_fill_script_decodes_each_planned_video_once_and_training_then_only_reads(tiny_model_dir, tmp_path,
                                                                                       monkeypatch):
-    import importlib.util
-    from pathlib import Path
+    import importlib
 
     from cader.dev.synthetic.dataset import make_synthetic_data
     from cader.train.cli import parse_sft_args
     from cader.train.datamodule import PlannedDataset, SFTDataModule
 
-    repo = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("fill_frame_cache", repo / "scripts" / "fill_frame_cache.py")
-    fill = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fill)
+    fill = importlib.import_module("cader.scripts.fill_frame_cache")
     make_synthetic_data(tmp_path / "data", n_train=6, n_images=2, n_tool=1, n_eval=1, n_heldout=1, train_duration=32)
     train = tmp_path / "data" / "train"
     source = {"name": "video_r1", "format": "video_r1", "path": str(train / "video_r1_cot.json"),

@@ -10,7 +10,7 @@ to run is reported as an error row; the others still run.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import math
 import sys
@@ -83,11 +83,7 @@ def load_main(script: str):
     path = BENCH_DIR / script
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module.main
+    return importlib.import_module(f"cader.scripts.bench.{path.stem}").main
 
 
 def run_check(check: Check) -> dict:

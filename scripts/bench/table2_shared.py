@@ -29,7 +29,7 @@ def main(n: int = 8) -> dict:
     from cader.evaluate.benchmarks.base import Sample
     from cader.evaluate.method.config import VARIANTS, CaderConfig
     from cader.evaluate.runner import run_samples, run_variants
-    from concurrency import _video  # noqa: E402  (scripts/bench on sys.path when run as a script)
+    from cader.scripts.bench.concurrency import _video
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

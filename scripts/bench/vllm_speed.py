@@ -12,21 +12,10 @@ the same bench on a GPU.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
+from cader.scripts.bench.vllm_parity import records
 from jsonargparse import CLI
-
-BENCH_DIR = Path(__file__).resolve().parent
-
-
-def _parity():
-    spec = importlib.util.spec_from_file_location("vllm_parity", BENCH_DIR / "vllm_parity.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["vllm_parity"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def main(run: str = "runs/tiny", limit: int = 32, concurrency: int = 4, out: str = "runs/bench_vllm_speed",
@@ -44,7 +33,7 @@ def main(run: str = "runs/tiny", limit: int = 32, concurrency: int = 4, out: str
     missing = [str(p) for p in needed if not p.exists()]
     if missing:
         raise FileNotFoundError(f"{', '.join(missing)} missing: run bash scripts/quickstart.sh first")
-    result = _parity().records(str(root / "sft" / "export"), str(root / "data" / "eval"), out, limit=limit,
+    result = records(str(root / "sft" / "export"), str(root / "data" / "eval"), out, limit=limit,
                                concurrency=concurrency, json_out=json_out,
                                extra_args=f"--calibration {root / 'calibration' / 'calibration.json'}")
     result["same_records"] = not result["failures"]
