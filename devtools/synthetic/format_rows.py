@@ -26,17 +26,31 @@ TOOLS_SPEC = {
 def prompt_with_options(
     question: str, options: list[str], letters: str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 ) -> str:
+    """The question, its option lines and the instruction to answer with a letter.
+
+    question: the question text.
+    options: the option texts.
+    letters: the option letters, in order.
+    """
     lines = "\n".join(f"{letters[i]}. {o}" for i, o in enumerate(options))
     return f"{question}\nOptions:\n{lines}\nAnswer with the option's letter from the given choices."
 
 
 def tool_call_text(spec: VideoSpec) -> str:
+    """An assistant turn that calls crop_video on the event's window.
+
+    spec: the video whose event window is cropped.
+    """
     call = {"name": "crop_video", "arguments": {"start_time": spec.t_s, "end_time": spec.t_e}}
     return f"<think>I need a closer look at the event.</think>\n<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
 
 def longvt_part(kind: str, value: str) -> dict:
-    """One content part with every key present, the absent ones null."""
+    """One content part with every key present, the absent ones null.
+
+    kind: text, image_url or video_url.
+    value: the text, or the media path.
+    """
     part = {"type": kind, "text": None, "image_url": None, "video_url": None}
     part["text" if kind == "text" else kind] = value if kind == "text" else {"url": value}
     return part
@@ -54,12 +68,25 @@ class MixItem(NamedTuple):
 
 
 def text_part(text: str) -> dict:
+    """A LongVT text part.
+
+    text: its text.
+    """
     return longvt_part("text", text)
 
 
 def longvt_messages(
     media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
 ) -> list[dict]:
+    """A LongVT-Parquet ``messages`` list: system, user (media then prompt), the tool turns, the target.
+
+    media: the video or image, relative to the media root.
+    is_video: whether `media` is a video.
+    prompt: the user's question text.
+    target: the final assistant text.
+    tool_kind: None for a clean row, else the tool-marker family (0: tools declared, 1: a tool call, 2: tool turns).
+    spec: the video the tool call crops (a tool row's).
+    """
     media_part = longvt_part("video_url" if is_video else "image_url", media)
     system = SYSTEM_TEXT
     if tool_kind == 0:
@@ -85,7 +112,15 @@ def sharegpt_row(
     media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
 ) -> dict:
     """OpenAI-style sharegpt (role/content) with LLaMA-Factory's turn names; user/observation and
-    assistant/function_call turns alternate as its converter requires."""
+    assistant/function_call turns alternate as its converter requires.
+
+    media: the video or image, relative to the media root.
+    is_video: whether `media` is a video.
+    prompt: the user's question text.
+    target: the final assistant text.
+    tool_kind: None for a clean row, else the tool-marker family (0: tools declared, 1: a tool call, 2: tool turns).
+    spec: the video the tool call crops (a tool row's).
+    """
     tag = "<video>" if is_video else "<image>"
     messages = [{"role": "user", "content": f"{tag}{prompt}"}]
     if tool_kind == 0:
@@ -109,25 +144,33 @@ def sharegpt_row(
 def conversations_row(
     media: str, is_video: bool, prompt: str, target: str, tool_kind: int | None, spec: VideoSpec | None
 ) -> dict:
+    """LLaMA-Factory sharegpt in the from/value layout (human, gpt, function_call, observation), ``tools`` a JSON
+    string.
+
+    media: the video or image, relative to the media root.
+    is_video: whether `media` is a video.
+    prompt: the user's question text.
+    target: the final assistant text.
+    tool_kind: None for a clean row, else the tool-marker family (0: tools declared, 1: a tool call, 2: tool turns).
+    spec: the video the tool call crops (a tool row's).
+    """
     tag = "<video>" if is_video else "<image>"
     turns = [{"from": "human", "value": f"{tag}{prompt}"}]
-    row: dict = {}
+    tools = ""   # LLaMA-Factory reads tools as a JSON string; "" and "[]" both declare none
     if tool_kind is not None:
         call = {"name": "crop_video", "arguments": {"start_time": spec.t_s, "end_time": spec.t_e}}
         turns += [
             {"from": "function_call", "value": json.dumps(call)},
             {"from": "observation", "value": "The clip shows the event."},
         ]
-        row["tools"] = json.dumps([TOOLS_SPEC["function"]])
+        tools = json.dumps([TOOLS_SPEC["function"]])
     turns.append({"from": "gpt", "value": target})
-    row = {
+    return {
         "conversations": turns,
         "videos": [media] if is_video else [],
         "images": [] if is_video else [media],
-        # LLaMA-Factory reads tools as a JSON string; "" and "[]" both declare none
-        "tools": row.get("tools", ""),
+        "tools": tools,
     }
-    return row
 
 
 def video_r1_row(index: int, item: MixItem, question: str, options: list[str], target: str, numerical: bool) -> dict:
