@@ -207,18 +207,7 @@ def process_sample(
         if to_stage2:
             if f1 is None:  # proposals need the Stage-1 frames themselves
                 f1 = sample_stage1_frames(reader, cfg, cost)
-            record["stage2"] = run_stage2(
-                main,
-                verifier,
-                reader,
-                sample.question,
-                sample.options,
-                sample.letters,
-                f1,
-                s1.pred,
-                cfg,
-                cost,
-            )
+            record["stage2"] = run_stage2(sample, reader, f1, s1.pred, cfg, main, verifier, cost)
             pred = record["stage2"]["pred"]
         record["pred"] = pred
         record["correct"] = None if sample.answer is None else pred == sample.answer

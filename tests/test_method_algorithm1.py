@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
+from cader.evaluate.benchmarks.base import Sample
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
 from cader.evaluate.method.stage2 import Stage2Failure, run_stage2
@@ -68,7 +69,7 @@ def run(main, verifier, duration=3600.0, **cfg):
     reader = FakeReader(duration)
     f1 = reader.sample_uniform(cfg.r1, max_frames=cfg.max_frames)
     cost = Cost()
-    rec = run_stage2(main, verifier, reader, "Q?", OPTIONS, LETTERS, f1, "A", cfg, cost)
+    rec = run_stage2(Sample("t", "1", "v.mp4", "Q?", OPTIONS, LETTERS, None), reader, f1, "A", cfg, main, verifier, cost)
     return rec, reader, cost, f1
 
 

@@ -7,6 +7,7 @@ miscounted cost is a wrong result downstream even when the control flow is right
 import numpy as np
 import pytest
 from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
+from cader.evaluate.benchmarks.base import Sample
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.parsing import AnswerParse, WindowParse, parse_window
 from cader.evaluate.method.prompts import format_seconds, verifier_prompt
@@ -124,7 +125,8 @@ def run(main, verifier, duration=300.0, cost=None, **cfg):
     f1 = reader.sample_uniform(cfg.r1, max_frames=cfg.max_frames)
     reader.calls.clear()
     cost = cost or Cost()
-    rec = run_stage2(main, verifier, reader, QUESTION, OPTIONS, LETTERS, f1, "D", cfg, cost)
+    rec = run_stage2(Sample("t", "1", "v.mp4", QUESTION, OPTIONS, LETTERS, None), reader, f1, "D", cfg, main, verifier,
+                     cost)
     return rec, reader, cost, f1
 
 

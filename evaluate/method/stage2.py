@@ -20,6 +20,7 @@ search as the last reflection does: A1, fallback "not_accepted", the resample st
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from cader.evaluate.backends.base import Backend, Prompt
 from cader.evaluate.method.budget import crop_window, dense_rate, is_too_broad
@@ -30,6 +31,14 @@ from cader.evaluate.method.rgr import fuse_segments, relevance_fps, rgr_times, u
 from cader.evaluate.method.stage1 import Cost
 from cader.vlm.sampling import cap_times
 from cader.vlm.video import Frames
+
+
+class MultipleChoice(Protocol):
+    """What Stage 2 reads of a sample (a `cader.evaluate.benchmarks.Sample` has it)."""
+
+    question: str
+    options: Sequence[str]
+    letters: Sequence[str]
 
 
 class Stage2Failure(RuntimeError):
@@ -50,24 +59,33 @@ def _window(a: float, b: float) -> list[float]:
 
 
 class Stage2Run:
-    """One sample's Stage 2. `reader` needs `duration`, `sample_uniform` and `sample_times` (a VideoReader)."""
+    """One sample's Stage 2, from its Stage-1 frames F1 and answer A1 (Algorithm 1 lines 15-40).
+
+    sample: the question, its options and their letters (a `cader.evaluate.benchmarks.Sample`).
+    reader: the sample's video: `duration`, `sample_uniform` and `sample_times` (a VideoReader).
+    f1: the Stage-1 frames, the first proposal's context (and every proposal's under no_rgr).
+    a1: the Stage-1 prediction, the answer wherever Stage 2 falls back.
+    cfg: the CADER settings (variant, delta, reflections, budgets).
+    main: the main VLM: proposals and the final answer.
+    verifier: the verifier VLM: P_yes of each crop.
+    cost: the sample's running cost; Stage 2's forwards, tokens and decoded frames are added to it.
+    """
 
     def __init__(
         self,
-        main: Backend,
-        verifier: Backend,
+        sample: MultipleChoice,
         reader,
-        question: str,
-        options: Sequence[str],
-        letters: Sequence[str],
         f1: Frames,
         a1: str,
         cfg: CaderConfig,
+        main: Backend,
+        verifier: Backend,
         cost: Cost,
     ):
-        self.main, self.verifier, self.reader = main, verifier, reader
-        self.question, self.options, self.letters = question, list(options), list(letters)
-        self.f1, self.a1, self.cfg, self.cost = f1, a1, cfg, cost
+        self.sample, self.reader, self.f1, self.a1, self.cfg = sample, reader, f1, a1, cfg
+        self.main, self.verifier, self.cost = main, verifier, cost
+        self.options, self.letters = list(sample.options), list(sample.letters)
+        self.asked = (sample.question, self.options, self.letters)  # every prompt's first three arguments
         self.duration = float(reader.duration)
         self.steps: list[dict] = []
         self.cycles = 0
@@ -98,7 +116,7 @@ class Stage2Run:
         return out
 
     def _p_yes(self, clip: Frames) -> tuple[float, float, float]:
-        system, user = verifier_prompt(self.question, self.options, self.letters)
+        system, user = verifier_prompt(*self.asked)
         (out,) = self.verifier.yes_no([Prompt(user, system=system, video=clip, enable_thinking=False)])
         self.cost.forwards += 1
         self.cost.prompt_tokens += out.prompt_tokens
@@ -116,9 +134,7 @@ class Stage2Run:
         tried: list[tuple[float, float]] = []
         f_cur, context = self.f1, "F1"
         for iteration in range(cfg.reflections + 1):
-            system, user = proposal_prompt(
-                self.question, self.options, self.letters, self.duration, cfg.min_crop, tried
-            )
+            system, user = proposal_prompt(*self.asked, self.duration, cfg.min_crop, tried)
             out = self._generate(system, user, f_cur, cfg.max_new_tokens_propose)
             parsed = parse_window(out.text, self.duration)
             step = {
@@ -209,7 +225,7 @@ class Stage2Run:
         return frames, "rgr"
 
     def _answer(self, clip: Frames, c_s: float, c_e: float, accepted: list[float]) -> dict:
-        system, user = final_prompt(self.question, self.options, self.letters, c_s, c_e)
+        system, user = final_prompt(*self.asked, c_s, c_e)
         out = self._generate(system, user, clip, self.cfg.max_new_tokens_answer)
         parsed = parse_answer(out.text, self.letters, self.options)   # option texts: text-only answers, conflicts
         # No letter at all: the cached Stage-1 answer (the paper only names the single-letter fallback).
@@ -229,16 +245,24 @@ class Stage2Run:
 
 
 def run_stage2(
-    main: Backend,
-    verifier: Backend,
+    sample: MultipleChoice,
     reader,
-    question: str,
-    options: Sequence[str],
-    letters: Sequence[str],
     f1: Frames,
     a1: str,
     cfg: CaderConfig,
+    main: Backend,
+    verifier: Backend,
     cost: Cost,
 ) -> dict:
-    """The "stage2" object of predictions.jsonl for one sample. Raises Stage2Failure (with the partial record)."""
-    return Stage2Run(main, verifier, reader, question, options, letters, f1, a1, cfg, cost).run()
+    """The "stage2" object of predictions.jsonl for one sample. Raises Stage2Failure (with the partial record).
+
+    sample: the question, its options and their letters (a `cader.evaluate.benchmarks.Sample`).
+    reader: the sample's video: `duration`, `sample_uniform` and `sample_times` (a VideoReader).
+    f1: the Stage-1 frames.
+    a1: the Stage-1 prediction (the fallback answer).
+    cfg: the CADER settings.
+    main: the main VLM.
+    verifier: the verifier VLM.
+    cost: the sample's running cost, added to.
+    """
+    return Stage2Run(sample, reader, f1, a1, cfg, main, verifier, cost).run()
