@@ -5,6 +5,7 @@ header when configured, and an unknown parameter is a config error."""
 import importlib
 import json
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import yaml
@@ -12,12 +13,20 @@ from cader.dev.judge_double import LoopbackJudgeServer
 from cader.evaluate.judge.client import RetryPolicy, judge_one
 from cader.evaluate.judge.params import (
     CONTEXT_1M_BETA,
-    DEFAULT_FAMILIES,
     JudgeConfigError,
     family_for,
+    judge_config,
     parse_families,
 )
-from cader.evaluate.judge.providers import make_provider
+from cader.evaluate.judge.providers import (
+    DEFAULT_FAMILIES,
+    PROVIDERS,
+    AnthropicProvider,
+    OpenAICompatibleProvider,
+    ProviderName,
+    families_of_the_registry,
+    make_provider,
+)
 from cader.evaluate.judge.questions import Question
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,10 +106,45 @@ def test_opus_4_7_gets_the_1m_context_beta_and_other_claude_models_do_not():
     assert row["error"] is None and "anthropic-beta" not in server.headers[0]
 
 
-def test_default_yaml_families_are_the_built_in_ones():
+def test_default_yaml_uses_the_built_in_families():
     raw = yaml.safe_load(CONFIG.read_text())
-    assert parse_families(raw["families"]) == parse_families(None) == parse_families(DEFAULT_FAMILIES)
+    assert raw["families"] is None  # the registry's table, so a new provider needs no YAML entry
+    assert parse_families(raw["families"]) == parse_families(DEFAULT_FAMILIES)
     assert family_for("anthropic", raw["model"], parse_families(raw["families"])).anthropic_beta == [CONTEXT_1M_BETA]
+
+
+def test_every_registered_provider_is_a_choice_and_has_a_catch_all_family():
+    assert get_args(ProviderName) == tuple(sorted(PROVIDERS))
+    families = parse_families(None)
+    for name, cls in PROVIDERS.items():
+        assert cls.FAMILIES[-1]["models"] == ["*"], f"{cls.__name__}: its last family is not a catch-all"
+        assert family_for(name, "a-model-no-specific-family-names", families).name == cls.FAMILIES[-1]["name"]
+
+
+def test_the_family_table_comes_from_the_registry_with_every_name_of_a_class():
+    # a fifth name for the Chat Completions class: every one of its families lists it; specific families first
+    registry = {"anthropic": AnthropicProvider, "openai": OpenAICompatibleProvider, "vllm": OpenAICompatibleProvider}
+    table = families_of_the_registry(registry)
+    assert [(f["name"], f["providers"]) for f in table] == [
+        ("claude-opus-4-7", ["anthropic"]),
+        ("openai-reasoning", ["openai", "vllm"]),
+        ("anthropic", ["anthropic"]),
+        ("openai-compatible", ["openai", "vllm"]),
+    ]
+    assert table[1]["token_limit_param"] == "max_completion_tokens" and table[3]["temperature"] == 0.0
+
+
+def test_a_family_naming_an_unregistered_provider_is_a_config_error():
+    family = {"name": "mine", "providers": ["openia"], "models": ["*"]}
+    with pytest.raises(JudgeConfigError, match=r"families\[0\] \(mine\).*unknown provider\(s\) \['openia'\]"):
+        parse_families([family])
+
+
+def test_one_class_under_two_names_judges_alike():
+    family = family_for("openai-compatible", "gpt-5", parse_families(None))
+    assert family.name == "openai-reasoning"
+    assert judge_config("openai-compatible", "gpt-5", 10, family) == judge_config("openai", "gpt-5", 10, family)
+    assert judge_config("openai-compatible", "gpt-5", 10, family)["provider"] == OpenAICompatibleProvider.NAME
 
 
 @pytest.mark.parametrize(("entry", "message"), [
@@ -125,7 +169,7 @@ def test_a_model_no_family_matches_is_a_config_error():
 
 def test_cli_stops_on_an_unknown_parameter_before_any_call(tmp_path):
     raw = yaml.safe_load(CONFIG.read_text())
-    raw["families"][0]["temprature"] = 0
+    raw["families"] = [{**DEFAULT_FAMILIES[0], "temprature": 0}]
     config = tmp_path / "judge.yaml"
     config.write_text(yaml.safe_dump(raw))
     entry = importlib.import_module("cader.evaluate.judge.cli")

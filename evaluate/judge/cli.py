@@ -39,13 +39,13 @@ from cader.evaluate.judge.pipeline import (
     read_judgments,
 )
 from cader.evaluate.judge.protocol import make_protocol
-from cader.evaluate.judge.providers import make_provider
+from cader.evaluate.judge.providers import ProviderName, make_provider
 from cader.evaluate.judge.questions import InputFileError, load_questions
 from jsonargparse import ActionConfigFile, ArgumentParser
 
-# The names of cader.evaluate.judge.adapters.PREDICTION_FORMATS and cader.evaluate.judge.providers.PROVIDERS
+# The names of cader.evaluate.judge.adapters.PREDICTION_FORMATS
 PredictionFormat = Literal["agentvidbench_run", "cader"]
-Provider = Literal["anthropic", "hf-local", "openai", "openai-compatible"]
+Provider = ProviderName  # the names of the provider registry, cader.evaluate.judge.providers.PROVIDERS
 Metric = Literal["accuracy", "traj"]
 Protocol = Literal["paper", "official"]  # cader.evaluate.judge.protocol.PROTOCOLS
 

@@ -11,7 +11,9 @@ Model families differ in what a request may carry:
   jhyeonseo/agentvidbench); the value is one of the anthropic SDK's `AnthropicBetaParam` literals.
 - Other OpenAI-compatible models (vLLM, SGLang) decode greedily with temperature 0 and `max_tokens`.
 
-The first family whose `providers` and `models` (fnmatch patterns, case-insensitive) match is used.
+The first family whose `providers` and `models` (fnmatch patterns, case-insensitive) match is used. The built-in
+table (`providers.DEFAULT_FAMILIES`) is made from the provider registry (`providers.PROVIDERS`): each provider class
+declares its API's families; the names a family may list are the registry's.
 """
 
 from __future__ import annotations
@@ -21,10 +23,8 @@ import json
 from fnmatch import fnmatchcase
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-ProviderName = Literal["openai", "openai-compatible", "anthropic", "hf-local"]
-OPENAI_PROVIDERS = ("openai", "openai-compatible")
 # The beta that gives Claude its 1M-token context window, as the official harness's Anthropic client sends it.
 CONTEXT_1M_BETA = "context-1m-2025-08-07"
 
@@ -33,22 +33,39 @@ class JudgeConfigError(ValueError):
     """The judge configuration is invalid; the message names the entry and the parameter."""
 
 
+def _registry():
+    """The provider registry module, read when a family is validated: it imports this module, so not at import."""
+    from cader.evaluate.judge import providers
+
+    return providers
+
+
 class ModelFamily(BaseModel):
     """What a request to one family of judge models carries besides the prompt and the token limit value."""
 
     model_config = ConfigDict(extra="forbid")
     name: str
-    providers: list[ProviderName] = Field(min_length=1)
+    providers: list[str] = Field(min_length=1, description="names of the provider registry (providers.PROVIDERS)")
     models: list[str] = Field(min_length=1, description="fnmatch patterns on the model name, case-insensitive")
     token_limit_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     temperature: float | None = Field(default=None, ge=0.0, le=2.0, description="null: not sent")
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     anthropic_beta: list[str] = Field(default_factory=list, description="anthropic-beta header values")
 
+    @field_validator("providers")
+    @classmethod
+    def _registered(cls, names: list[str]) -> list[str]:
+        known = _registry().PROVIDERS
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise ValueError(f"unknown provider(s) {unknown}; the registry has {', '.join(sorted(known))}")
+        return names
+
     @model_validator(mode="after")
     def _fits_its_providers(self) -> ModelFamily:
-        only_anthropic = set(self.providers) == {"anthropic"}
-        only_openai = set(self.providers) <= set(OPENAI_PROVIDERS)
+        apis = {_registry().PROVIDERS[name].API for name in self.providers}  # the wire format each name speaks
+        only_anthropic = apis == {"anthropic-messages"}
+        only_openai = apis == {"openai-chat-completions"}
         if self.anthropic_beta and not only_anthropic:
             raise ValueError("anthropic_beta is an Anthropic header: list only 'anthropic' in providers")
         if (self.token_limit_param == "max_completion_tokens" or self.reasoning_effort) and not only_openai:
@@ -66,18 +83,6 @@ class ModelFamily(BaseModel):
         return self.model_dump(exclude={"name", "providers", "models"})
 
 
-DEFAULT_FAMILIES: list[dict] = [
-    {"name": "openai-reasoning", "providers": ["openai", "openai-compatible"],
-     "models": ["gpt-5*", "o1*", "o3*", "o4*"], "token_limit_param": "max_completion_tokens", "temperature": None},
-    {"name": "claude-opus-4-7", "providers": ["anthropic"], "models": ["claude-opus-4-7*"],
-     "temperature": None, "anthropic_beta": [CONTEXT_1M_BETA]},
-    {"name": "anthropic", "providers": ["anthropic"], "models": ["*"], "temperature": None},
-    {"name": "openai-compatible", "providers": ["openai", "openai-compatible"], "models": ["*"],
-     "token_limit_param": "max_tokens", "temperature": 0.0},
-    {"name": "hf-local", "providers": ["hf-local"], "models": ["*"], "temperature": None},
-]
-
-
 def _describe(error: ValidationError, where: str) -> str:
     lines = []
     for item in error.errors():
@@ -91,8 +96,9 @@ def _describe(error: ValidationError, where: str) -> str:
 
 
 def parse_families(entries: list[dict] | None) -> list[ModelFamily]:
-    """Validate the config's `families` list (None: the defaults above); raises JudgeConfigError naming the entry."""
-    entries = DEFAULT_FAMILIES if entries is None else entries
+    """Validate the config's `families` list (None: the built-in table, `providers.DEFAULT_FAMILIES`); raises
+    JudgeConfigError naming the entry."""
+    entries = _registry().DEFAULT_FAMILIES if entries is None else entries
     if not isinstance(entries, list) or not entries:
         raise JudgeConfigError("judge config: families must be a non-empty list")
     families = []
@@ -118,7 +124,10 @@ def family_for(provider: str, model: str, families: list[ModelFamily]) -> ModelF
 
 def judge_config(provider: str, model: str, max_tokens: int, family: ModelFamily) -> dict:
     """Everything a judgment depends on besides the prompt (never the key or the server address)."""
-    provider = "openai" if provider in OPENAI_PROVIDERS else provider  # one client class under two names
+    # the provider class's own name: one class registered under several names (openai, openai-compatible) judges
+    # alike under each, so a rerun under another of them re-judges nothing
+    registered = _registry().PROVIDERS.get(provider)
+    provider = registered.NAME if registered is not None else provider
     return {"provider": provider, "model": model, "max_tokens": max_tokens, "family": family.name,
             **family.request_params()}
 

@@ -22,9 +22,15 @@ import time
 from contextvars import ContextVar
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
-from cader.evaluate.judge.params import ModelFamily, family_for, judge_config, parse_families
+from cader.evaluate.judge.params import (
+    CONTEXT_1M_BETA,
+    ModelFamily,
+    family_for,
+    judge_config,
+    parse_families,
+)
 
 # The loopback test double's one model name (cader.dev.judge_double): it answers to no other, and a judgment
 # served under it is reported as not coming from a real judge (aggregate.py).
@@ -131,6 +137,12 @@ class ProviderError(RuntimeError):
 
 
 class Provider(Protocol):
+    """What the judge pipeline needs of a provider instance. A provider *class* also declares, for the registry:
+    ``NAME`` (what ``judge_config`` records, whichever registered name built it), ``API`` (its wire format:
+    "openai-chat-completions", "anthropic-messages" or another; params.py checks which parameters a family may send
+    by it) and ``FAMILIES`` (the request parameters of its models' families, most specific first, the last a
+    catch-all with ``models: ["*"]``; without ``providers``, which the registry fills in)."""
+
     model: str
     config: dict  # what a judgment depends on besides the prompt (params.judge_config)
 
@@ -179,6 +191,14 @@ def _api_key(env_var: str, base_url: str | None) -> str:
 class OpenAICompatibleProvider:
     """Any server speaking /v1/chat/completions: OpenAI, vLLM, SGLang, the loopback test double."""
 
+    NAME = "openai"
+    API = "openai-chat-completions"
+    FAMILIES = (
+        {"name": "openai-reasoning", "models": ["gpt-5*", "o1*", "o3*", "o4*"],
+         "token_limit_param": "max_completion_tokens", "temperature": None},
+        {"name": "openai-compatible", "models": ["*"], "token_limit_param": "max_tokens", "temperature": 0.0},
+    )
+
     def __init__(self, model: str, base_url: str | None = None, *, timeout: float = 120.0, max_tokens: int = 4096,
                  family: ModelFamily | None = None, api_key_env: str = "OPENAI_API_KEY"):
         import openai
@@ -186,8 +206,8 @@ class OpenAICompatibleProvider:
         self._openai = openai
         self.model = model
         self.max_tokens = max_tokens
-        self.family = family or family_for("openai", model, parse_families(None))
-        self.config = judge_config("openai", model, max_tokens, self.family)
+        self.family = family or family_for(self.NAME, model, parse_families(None))
+        self.config = judge_config(self.NAME, model, max_tokens, self.family)
         # SDK retries are off: client.py owns retry, backoff and the attempt count.
         self._client = openai.OpenAI(api_key=_api_key(api_key_env, base_url), base_url=base_url or None,
                                      timeout=timeout, max_retries=0,
@@ -236,6 +256,14 @@ def anthropic_root(base_url: str | None) -> str | None:
 class AnthropicProvider:
     """The Messages API (the paper's judge: claude-opus-4-7, max output 4,096 tokens, 1M context; App. D Table 16)."""
 
+    NAME = "anthropic"
+    API = "anthropic-messages"
+    FAMILIES = (
+        {"name": "claude-opus-4-7", "models": ["claude-opus-4-7*"], "temperature": None,
+         "anthropic_beta": [CONTEXT_1M_BETA]},
+        {"name": "anthropic", "models": ["*"], "temperature": None},
+    )
+
     def __init__(self, model: str, base_url: str | None = None, *, timeout: float = 120.0, max_tokens: int = 4096,
                  family: ModelFamily | None = None, api_key_env: str = "ANTHROPIC_API_KEY"):
         import anthropic
@@ -243,8 +271,8 @@ class AnthropicProvider:
         self._anthropic = anthropic
         self.model = model
         self.max_tokens = max_tokens
-        self.family = family or family_for("anthropic", model, parse_families(None))
-        self.config = judge_config("anthropic", model, max_tokens, self.family)
+        self.family = family or family_for(self.NAME, model, parse_families(None))
+        self.config = judge_config(self.NAME, model, max_tokens, self.family)
         # The 1M-context beta travels as a client default header, as in the official harness's Anthropic client.
         headers = {"anthropic-beta": ",".join(self.family.anthropic_beta)} if self.family.anthropic_beta else None
         # SDK retries are off: client.py owns retry, backoff and the attempt count.
@@ -282,14 +310,18 @@ class AnthropicProvider:
 class HFLocalProvider:
     """A local HF checkpoint via cader.vlm.loading, greedy decoding; calls are serialised (one model, one device)."""
 
+    NAME = "hf-local"
+    API = "hf-local"
+    FAMILIES = ({"name": "hf-local", "models": ["*"], "temperature": None},)
+
     def __init__(self, model: str, base_url: str | None = None, *, timeout: float = 0.0, max_tokens: int = 4096,
                  family: ModelFamily | None = None, device: str = "cpu"):
         from cader.vlm.loading import load_model, load_processor
 
         self.model = model
         self.max_tokens = max_tokens
-        self.family = family or family_for("hf-local", model, parse_families(None))
-        self.config = judge_config("hf-local", model, max_tokens, self.family)
+        self.family = family or family_for(self.NAME, model, parse_families(None))
+        self.config = judge_config(self.NAME, model, max_tokens, self.family)
         self._processor = load_processor(model)
         self._model = load_model(model, device=device)
         self._lock = threading.Lock()
@@ -309,8 +341,36 @@ class HFLocalProvider:
             return Completion(self._processor.decode(new_tokens, skip_special_tokens=True), self.model)
 
 
-PROVIDERS = {"openai": OpenAICompatibleProvider, "openai-compatible": OpenAICompatibleProvider,
-             "anthropic": AnthropicProvider, "hf-local": HFLocalProvider}
+# The provider registry: each --provider name and the class it builds. Everything else that names a provider comes
+# from it: the CLI's --provider choices (ProviderName), the names a family may list (params.ModelFamily) and the
+# built-in family table (DEFAULT_FAMILIES, from each class's FAMILIES). One class may serve several names.
+PROVIDERS: dict[str, type] = {
+    "anthropic": AnthropicProvider,
+    "openai": OpenAICompatibleProvider,
+    "openai-compatible": OpenAICompatibleProvider,
+    "hf-local": HFLocalProvider,
+}
+ProviderName = Literal[tuple(sorted(PROVIDERS))]  # the registry's names, as a type jsonargparse shows as choices
+
+
+def families_of_the_registry(registry: dict[str, type]) -> list[dict]:
+    """The built-in family table: every class's specific families first, then every class's catch-all, each
+    listing the names the class is registered under (a catch-all ahead of another class's specific family
+    would never shadow it, as they list other providers; within a class the order is the class's own).
+
+    registry: provider name -> class, as PROVIDERS.
+    """
+    classes = list(dict.fromkeys(registry.values()))
+    names = {cls: [name for name, other in registry.items() if other is cls] for cls in classes}
+
+    def entry(cls: type, family: dict) -> dict:
+        return {"name": family["name"], "providers": names[cls], **{k: v for k, v in family.items() if k != "name"}}
+
+    specific = [entry(cls, family) for cls in classes for family in cls.FAMILIES[:-1]]
+    return specific + [entry(cls, cls.FAMILIES[-1]) for cls in classes]
+
+
+DEFAULT_FAMILIES: list[dict] = families_of_the_registry(PROVIDERS)
 
 
 def make_provider(name: str, model: str, base_url: str | None = None, *, families: list[dict] | None = None,
