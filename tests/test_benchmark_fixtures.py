@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from benchmark_facts import release_annotations
 from cader.evaluate.benchmarks import LETTERS, benchmarks, load_benchmark, video_path
 from cader.evaluate.benchmarks.agentvidbench import parse_question, read_questions, read_video_table
 from cader.evaluate.benchmarks.base import RowError
@@ -29,7 +28,7 @@ def _file(root: Path, rel: str) -> Path:
     return path
 
 
-RELEASED = [b for b in benchmarks() if release_annotations().get(b.folder)]
+RELEASED = [b for b in benchmarks() if b.released]
 
 
 @pytest.mark.parametrize("registered", RELEASED, ids=[b.name for b in RELEASED])

@@ -11,14 +11,16 @@ import cader.evaluate.benchmarks as benchmarks_package
 import numpy as np
 import pytest
 from benchmark_facts import facts_of
-from cader.dev.synthetic.eval_sets import write_eval_sets
+from cader.dev.synthetic.eval_sets import write_eval_sets, writer_of
 from cader.evaluate.benchmarks import (
     LETTERS,
+    Benchmark,
     available,
     benchmarks,
     get_benchmark,
     load_benchmark,
     macro_metric,
+    released,
     video_path,
 )
 
@@ -43,6 +45,8 @@ def test_every_benchmark_states_its_facts():
         facts = facts_of(benchmark)
         assert facts, f"{benchmark.name}: no tests/fixtures/{benchmark.folder}/facts.json (see benchmark_facts.py)"
         assert {"annotations", "states_duration_seconds"} <= set(facts), benchmark.name
+        # a released benchmark names the release's annotation files (its schema test); the synthetic task has none
+        assert bool(facts["annotations"]) == benchmark.released, benchmark.name
 
 
 def test_registry_finds_every_loader_module():
@@ -65,12 +69,31 @@ def test_macro_metric_is_the_one_its_fixture_states():
     assert macro_metric("not a registered benchmark") is None and macro_metric(None) is None
 
 
+def test_a_misspelt_registration_fails_naming_the_benchmark():
+    load = get_benchmark("synthetic").load
+    with pytest.raises(ValueError, match="'mine': synthetic_size 'evaluation'"):
+        Benchmark("mine", "mine", load, "cader.dev.synthetic.eval_sets:write_mine", synthetic_size="evaluation")
+    with pytest.raises(ValueError, match="'mine': synthetic_writer 'write_mine' is not 'module:function'"):
+        Benchmark("mine", "mine", load, "write_mine")
+
+
+def test_a_writer_that_names_nothing_is_an_error_naming_the_benchmark():
+    mine = Benchmark("mine", "mine", get_benchmark("synthetic").load, "cader.dev.synthetic.eval_sets:write_mine")
+    with pytest.raises(LookupError, match="benchmark 'mine': synthetic_writer .*write_mine' names no function"):
+        writer_of(mine)
+    assert all(callable(writer_of(b)) for b in benchmarks())
+
+
 def test_names_print_for_shell_scripts():
     out = subprocess.run(
         [sys.executable, "-m", "cader.evaluate.benchmarks", "--real"], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert out == [b.name for b in benchmarks() if b.folder != "synthetic"]
+    assert out == released() == [b.name for b in benchmarks() if b.released]
     assert set(out) < set(available())
+    everything = subprocess.run(
+        [sys.executable, "-m", "cader.evaluate.benchmarks"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert everything == [b.name for b in benchmarks()] and sorted(everything) == available()
 
 
 @pytest.mark.parametrize("name", available())

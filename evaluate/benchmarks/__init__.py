@@ -5,8 +5,8 @@
 
 The registry is found, not written: every module of this package that defines ``BENCHMARK`` (a
 ``base.Benchmark``) or ``BENCHMARKS`` (several, as ``synthetic.py``'s two splits) registers those names, so adding
-a benchmark is adding its module. ``available()`` lists the names (``python -m cader.evaluate.benchmarks`` prints
-them, one a line, for shell scripts); ``benchmarks()`` gives the registrations, with each one's folder, macro metric
+a benchmark is adding its module. ``available()`` lists the names, ``released()`` those with an official release
+(``python -m cader.evaluate.benchmarks [--real]`` prints them, one a line, for shell scripts); ``benchmarks()`` gives the registrations, with each one's folder, macro metric
 and synthetic writer. The synthetic names are ``synthetic`` (test split) and ``synthetic_heldout`` (the held-out
 split for ``calibrate/fit.py``; a separate name rather than a ``--split`` flag so every CLI that takes
 ``--benchmark`` can select it). Each loader's module docstring gives the layout it expects under
@@ -42,6 +42,7 @@ __all__ = [
     "get_benchmark",
     "load_benchmark",
     "macro_metric",
+    "released",
     "video_path",
 ]
 
@@ -88,6 +89,12 @@ def available() -> list[str]:
 def benchmarks() -> list[Benchmark]:
     """Every registration, in the order ``write_eval_sets`` writes their synthetic copies."""
     return list(_REGISTRY.values())
+
+
+def released() -> list[str]:
+    """The names of the benchmarks with an official release, in write order (the synthetic task's left out):
+    what the miniature runs full CADER on besides ``synthetic``, and what end-to-end tests iterate."""
+    return [b.name for b in _REGISTRY.values() if b.released]
 
 
 def get_benchmark(name: str) -> Benchmark:

@@ -43,6 +43,7 @@ class Sample:
     meta: dict = field(default_factory=dict)
 
 
+SYNTHETIC_SIZES = ("eval", "test", "heldout")  # write_eval_sets's n_eval, n_test, n_heldout
 Loader = Callable[[str | Path], tuple[list[Sample], list["BenchmarkError"]]]
 
 
@@ -62,6 +63,8 @@ class Benchmark:
     loading a benchmark never imports the synthetic-data code.
     ``synthetic_size``: which of ``write_eval_sets``'s counts the writer gets: ``"eval"`` (``n_eval``),
     ``"test"`` (``n_test``) or ``"heldout"`` (``n_heldout``).
+    ``released``: the benchmark has an official release (and a conformance fixture); False for the synthetic
+    task's own names.
     ``write_order``: where the writer runs in ``write_eval_sets``. The writers draw from one random stream, so
     the order is part of what a seed writes: the first benchmarks hold 0-7, the order the miniature's data has
     always been written in; a new benchmark keeps the default and runs after them (ties in name order).
@@ -73,7 +76,17 @@ class Benchmark:
     synthetic_writer: str
     macro_metric: str | None = None
     synthetic_size: str = "eval"
+    released: bool = True
     write_order: int = 100
+
+    def __post_init__(self) -> None:
+        # a misspelt registration fails when its module is imported, naming the benchmark
+        if self.synthetic_size not in SYNTHETIC_SIZES:
+            raise ValueError(f"benchmark {self.name!r}: synthetic_size {self.synthetic_size!r} is not one of "
+                             f"{', '.join(SYNTHETIC_SIZES)}")
+        if ":" not in self.synthetic_writer:
+            raise ValueError(f"benchmark {self.name!r}: synthetic_writer {self.synthetic_writer!r} is not "
+                             "'module:function'")
 
 
 class BenchmarkError(ValueError):

@@ -69,6 +69,7 @@ BENCHMARKS = (
         load=load,
         synthetic_writer="cader.dev.synthetic.eval_sets:write_synthetic_test",
         synthetic_size="test",
+        released=False,
         write_order=6,
     ),
     Benchmark(
@@ -77,6 +78,7 @@ BENCHMARKS = (
         load=load_heldout,
         synthetic_writer="cader.dev.synthetic.eval_sets:write_synthetic_heldout",
         synthetic_size="heldout",
+        released=False,
         write_order=7,
     ),
 )
