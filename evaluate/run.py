@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import sys
 import typing
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import Literal
 
 from cader.cli.docstrings import argument_help
-from cader.contracts.calibration import NO_EXIT_TAU
 from cader.contracts.jsonl import FileInUse, exclusive_writer
 from cader.evaluate.backends.vllm import VERIFIER_ENGINE, VLLMEngineConfig
 from cader.evaluate.benchmarks import available as available_benchmarks
@@ -32,6 +30,7 @@ from cader.evaluate.launch import done_marker, launch, launched_rank, rank_devic
 from cader.evaluate.method.config import CROP_EDGE_MODES, P_YES_MODES, VARIANTS, CaderConfig
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError
 from cader.evaluate.report import write_report
+from cader.evaluate.run_checks import argument_problems, path_problems
 from cader.evaluate.runner import (
     load_stage1_priors,
     merge_shards,
@@ -43,7 +42,6 @@ from cader.evaluate.runner import (
     select_samples,
 )
 from cader.vlm.files import write_json_atomic
-from cader.vlm.loading import missing_local_path
 from jsonargparse import ActionConfigFile, ArgumentParser
 
 log = logging.getLogger("cader.evaluate.run")
@@ -57,6 +55,10 @@ class RunError(Exception):
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
+    """The flags of evaluate/run.py (every CaderConfig field among them).
+
+    prog: the program name the usage shows.
+    """
     parser = ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_argument("--model", type=str | None, default=None, help="main VLM: HF folder or hub id")
@@ -125,7 +127,10 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
 
 
 def add_cader_arguments(parser: ArgumentParser) -> None:
-    """One flag per CaderConfig field, its help from the field's description and its choices as a Literal."""
+    """One flag per CaderConfig field, its help from the field's description and its choices as a Literal.
+
+    parser: the parser the flags are added to.
+    """
     types = typing.get_type_hints(CaderConfig)
     for name, choices in CHOICES.items():
         types[name] = Literal[choices]
@@ -135,6 +140,15 @@ def add_cader_arguments(parser: ArgumentParser) -> None:
 
 
 def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementation: str | None, engine=None):
+    """A loaded model: HFBackend or VLLMBackend.
+
+    kind: hf or vllm.
+    path: the model's folder or hub id.
+    device: the HF backend's torch device.
+    dtype: the weights dtype (auto: the checkpoint's).
+    attn_implementation: the HF attention kernel (None: transformers' choice).
+    engine: the vLLM engine settings (VLLMEngineConfig).
+    """
     if kind == "vllm":
         from cader.evaluate.backends.vllm import VLLMBackend
 
@@ -145,7 +159,11 @@ def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementat
 
 
 def variant_configs(variants: str | None, values: dict) -> dict[str, CaderConfig] | None:
-    """`--variants all` or a comma list -> {variant: its CaderConfig}; None when unset."""
+    """`--variants all` or a comma list -> {variant: its CaderConfig}; None when unset.
+
+    variants: the --variants value.
+    values: every CaderConfig field's value; each variant's config takes them with its own `variant`.
+    """
     if not variants:
         return None
     names = list(VARIANTS) if variants.strip() == "all" else [v.strip() for v in variants.split(",") if v.strip()]
@@ -155,110 +173,67 @@ def variant_configs(variants: str | None, values: dict) -> dict[str, CaderConfig
     return {v: CaderConfig(**{**values, "variant": v}) for v in names}
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def argument_problems(args) -> list[str]:
-    """Every flag value that cannot mean what it says, one line each (empty when all can). Checked before anything
-    is loaded, so a typo costs no model load and no partial run: `--limit -3` would run all but the last 3."""
-    problems = []
-    if args.limit is not None and args.limit < 0:
-        problems.append(f"--limit must be >= 0 (run the first N samples), got {args.limit}")
-    for name in ("concurrency", "devices", "num_nodes"):
-        if getattr(args, name) < 1:
-            problems.append(f"--{name} must be >= 1, got {getattr(args, name)}")
-    try:
-        parse_shard(args.shard)
-    except ValueError as err:
-        problems.append(str(err))
-    # tau: the rule calibration.json's tau follows (cader.contracts.calibration), so a flag cannot set what a
-    # calibration file may not: M is in [0, 1], and NO_EXIT_TAU (just above 1) means "no sample exits".
-    if not _finite(args.tau) or not 0.0 <= args.tau <= NO_EXIT_TAU:
-        problems.append(f"--tau must be in [0, 1] (or {NO_EXIT_TAU!r}: no early exit), got {args.tau!r}")
-    if not _finite(args.temperature) or args.temperature <= 0:
-        problems.append(f"--temperature must be a finite number > 0, got {args.temperature!r}")
-    if not _finite(args.delta) or not 0.0 <= args.delta <= 1.0:  # compared with P_yes, a probability
-        problems.append(f"--delta must be in [0, 1], got {args.delta!r}")
-    return problems
-
-
-def path_problems(args) -> list[str]:
-    """The input paths that do not exist, one line each naming the flag and the path."""
-    problems = []
-    if not args.merge and args.data_root and not Path(args.data_root).is_dir():
-        problems.append(f"--data_root {args.data_root}: no such folder")
-    for flag in ("calibration", "compare", "stage1_from"):
-        value = getattr(args, flag)
-        if value and not Path(value).is_file():
-            problems.append(f"--{flag} {value}: no such file")
-    if not args.merge:
-        for flag in ("model", "verifier"):
-            problem = model_problem(getattr(args, flag))
-            if problem:
-                problems.append(f"--{flag} {problem}")
-    return problems
-
-
-def model_problem(path: str | None) -> str | None:
-    """Why --model/--verifier `path` is certainly not loadable (None when it may be): a local path naming no folder
-    (`cader.vlm.loading.missing_local_path`; handed on, it would come back as a bad hub id), or a folder without
-    config.json. A hub id is left to the loader: it may be in the cache, or downloadable."""
-    if not path:
-        return None
-    local = Path(path).expanduser()
-    if local.is_dir():
-        return None if (local / "config.json").is_file() else f"{path}: folder has no config.json (not a model folder)"
-    return f"{path}: no such folder" if missing_local_path(path) else None
-
-
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    """`prog` names the program in the usage. Exit 0 on success; 2, with one line on stderr naming the flag or file, for a bad flag value, a missing input,
-    a model that cannot be loaded or an output another run is writing. A bad sample never ends the run."""
+    """Parse the flags, check them, then run the mode they ask for (`run_mode`).
+
+    Exit 0 on success; 2, with one line on stderr naming the flag or file, for a bad flag value, a missing input, a
+    model that cannot be loaded or an output another run is writing. A bad sample never ends the run.
+
+    argv: the flags (default: sys.argv[1:]).
+    prog: the program name the usage shows (the `cader` subcommand).
+    """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_arguments(argv, prog)
+    problems = argument_problems(args) + path_problems(args)
+    if problems:
+        return refuse(*problems)
+    try:
+        return run_mode(args, argv)
+    except RunError as err:
+        return refuse(str(err))
+
+
+def parse_arguments(argv: list[str], prog: str | None = None):
+    """The parsed flags, the vLLM engine groups as VLLMEngineConfig objects.
+
+    argv: the flags.
+    prog: the program name the usage shows.
+    """
     args = build_parser(prog).parse_args(argv)
     # jsonargparse keeps dataclass-typed groups as namespaces until instantiated
     args.vllm_main, args.vllm_verifier = (VLLMEngineConfig(**dict(vars(ns))) if not isinstance(ns, VLLMEngineConfig)
                                           else ns for ns in (args.vllm_main, args.vllm_verifier))
-    problems = argument_problems(args) + path_problems(args)
-    if problems:
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return 2
-    try:
-        return _main(args, argv)
-    except RunError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    return args
 
 
-def _main(args, argv: list[str]) -> int:
+def refuse(*problems: str) -> int:
+    """Print each problem as one `error:` line on stderr; return exit code 2.
+
+    problems: the lines to print.
+    """
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 2
+
+
+def run_mode(args, argv: list[str]) -> int:
+    """One of four modes: the launcher of a multi-device run (`launch_ranks`), a merge of shard files
+    (`merge_run`), several Table 2 variants in one pass or a run of one configuration (`run_benchmark`).
+    A torchrun rank runs its shard on its device.
+
+    args: the checked flags.
+    argv: the flags as given (the launcher hands them on to its ranks).
+    """
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    world = args.devices * args.num_nodes
     rank = launched_rank()
-    if world > 1 and rank is None:  # this process is the launcher: one rank per device, then merge
-        if args.shard or args.merge:
-            print("error: --devices/--num_nodes shard the run themselves; drop --shard/--merge", file=sys.stderr)
-            return 2
-        code = launch(args.devices, args.num_nodes, argv)
-        if code != 0 or int(os.environ.get("NODE_RANK", "0")) != 0:
-            return code
-        wait_for_shards(out, world)
-        return main([*argv, "--merge", "true", "--devices", "1", "--num_nodes", "1"])
+    if args.devices * args.num_nodes > 1 and rank is None:  # this process is the launcher
+        return launch_ranks(args, argv, out)
     if rank is not None:  # a torchrun rank: its shard, its device
         args.shard, args.device = f"{rank[0]}/{rank[1]}", rank_device(args.device, rank[2])
         done_marker(predictions_path(out, parse_shard(args.shard))).unlink(missing_ok=True)  # a rerun's old marker
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(CaderConfig)}
-    if args.calibration:
-        from cader.calibrate.calibration_file import CalibrationFileError, load_calibration
-
-        try:
-            values["temperature"], values["tau"] = load_calibration(args.calibration)
-        except CalibrationFileError as err:
-            raise RunError(f"--calibration {err}") from None
-        log.info("calibration %s: T = %s, tau = %s", args.calibration, values["temperature"], values["tau"])
+    values = cader_values(args)
     try:
         cfg = CaderConfig(**values)
     except ValueError as err:  # CaderConfig's own checks (r_min <= r_max, counts >= 1, ...)
@@ -271,27 +246,82 @@ def _main(args, argv: list[str]) -> int:
         "calibration": args.calibration,
     }
     compare = read_records(args.compare) if args.compare else None
-    load_errors_file = out / "load_errors.json"
-
     if args.merge:
-        try:
-            target, n = merge_shards(out)
-        except FileInUse as err:
-            raise RunError(str(err)) from None
-        log.info("merged %d records into %s", n, target)
-        errors = json.loads(load_errors_file.read_text()) if load_errors_file.exists() else []
-        write_report(out, read_records(target), errors, config_record, compare)
-        return 0
+        return merge_run(out, config_record, compare)
+    return run_benchmark(args, out, values, cfg, rank, config_record, compare)
 
+
+def launch_ranks(args, argv: list[str], out: Path) -> int:
+    """The launcher: torchrun starts one rank per device, each a shard; node 0 then merges them and writes the report.
+
+    args: the checked flags.
+    argv: the flags as given, handed on to the ranks.
+    out: the output folder.
+    """
+    if args.shard or args.merge:
+        return refuse("--devices/--num_nodes shard the run themselves; drop --shard/--merge")
+    code = launch(args.devices, args.num_nodes, argv)
+    if code != 0 or int(os.environ.get("NODE_RANK", "0")) != 0:
+        return code
+    wait_for_shards(out, args.devices * args.num_nodes)
+    return main([*argv, "--merge", "true", "--devices", "1", "--num_nodes", "1"])
+
+
+def cader_values(args) -> dict:
+    """Every CaderConfig field's value from its flag, T and tau from --calibration when it is given.
+
+    args: the checked flags.
+    """
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(CaderConfig)}
+    if args.calibration:
+        from cader.calibrate.calibration_file import CalibrationFileError, load_calibration
+
+        try:
+            values["temperature"], values["tau"] = load_calibration(args.calibration)
+        except CalibrationFileError as err:
+            raise RunError(f"--calibration {err}") from None
+        log.info("calibration %s: T = %s, tau = %s", args.calibration, values["temperature"], values["tau"])
+    return values
+
+
+def merge_run(out: Path, config_record: dict, compare: list[dict] | None) -> int:
+    """Join the shard files in `out` into predictions.jsonl and write the report; runs nothing.
+
+    out: the output folder holding the shard files.
+    config_record: the report's `config` block.
+    compare: another run's records, compared with this one in the report.
+    """
+    try:
+        target, n = merge_shards(out)
+    except FileInUse as err:
+        raise RunError(str(err)) from None
+    log.info("merged %d records into %s", n, target)
+    load_errors_file = out / "load_errors.json"
+    errors = json.loads(load_errors_file.read_text()) if load_errors_file.exists() else []
+    write_report(out, read_records(target), errors, config_record, compare)
+    return 0
+
+
+def run_benchmark(args, out: Path, values: dict, cfg: CaderConfig, rank, config_record: dict,
+                  compare: list[dict] | None) -> int:
+    """Claim the output files, load the benchmark and the models, run its samples (one configuration, or every
+    --variants row in one pass) and write the report(s); a rank then marks its shard done.
+
+    args: the checked flags.
+    out: the output folder.
+    values: every CaderConfig field's value (each variant's config is built from them).
+    cfg: the run's CaderConfig.
+    rank: (rank, world size, local rank) of a torchrun rank, else None.
+    config_record: the report's `config` block; the backends' descriptions are added to it.
+    compare: another run's records, compared with this one in the report.
+    """
     for name in ("model", "benchmark", "data_root"):
         if not getattr(args, name):
-            print(f"error: --{name} is required (unless --merge)", file=sys.stderr)
-            return 2
+            return refuse(f"--{name} is required (unless --merge)")
     shard = parse_shard(args.shard)
     variant_cfgs = variant_configs(args.variants, values)
     if variant_cfgs and shard is not None:
-        print("error: --variants runs in one process; drop --shard", file=sys.stderr)
-        return 2
+        return refuse("--variants runs in one process; drop --shard")
     # The output files are claimed before anything is read or loaded: a second run on this --out is refused at once
     # (it would append every record a second time), naming the pid of the run that writes them.
     files = [out / v / "predictions.jsonl" for v in variant_cfgs] if variant_cfgs else [predictions_path(out, shard)]
@@ -301,18 +331,25 @@ def _main(args, argv: list[str]) -> int:
                 locks.enter_context(exclusive_writer(file))
         except FileInUse as err:
             raise RunError(str(err)) from None
-        samples, load_errors = _load_samples(args, load_errors_file)
+        samples, load_errors = _load_samples(args, out / "load_errors.json")
         chosen = select_samples(samples, args.limit, shard)
         log.info("%s: %d samples loaded, %d selected, %d rows unusable", args.benchmark, len(samples), len(chosen),
                  len(load_errors))
-        code = _run(args, out, cfg, variant_cfgs, chosen, shard, rank, load_errors, config_record, compare)
+        main_backend, verifier_backend = load_backends(args, list((variant_cfgs or {"": cfg}).values()))
+        config_record.update(describe_backends(main_backend, verifier_backend))
+        run = Run(args, out, chosen, load_errors, config_record, compare, main_backend, verifier_backend)
+        code = run_variant_rows(run, variant_cfgs) if variant_cfgs else run_one(run, cfg, shard, rank)
     if code == 0 and rank is not None:  # after the lock is released: node 0's launcher then merges the shards
         done_marker(predictions_path(out, shard)).write_text("done\n")
     return code
 
 
 def _load_samples(args, load_errors_file: Path) -> tuple[list, list[str]]:
-    """The benchmark's samples and its unusable rows (as lines, also written to load_errors.json)."""
+    """The benchmark's samples and its unusable rows (as lines, also written to load_errors.json).
+
+    args: the checked flags (--benchmark, --data_root).
+    load_errors_file: where the unusable rows are written.
+    """
     from cader.evaluate.benchmarks import UnknownBenchmarkError, load_benchmark
 
     try:
@@ -327,7 +364,13 @@ def _load_samples(args, load_errors_file: Path) -> tuple[list, list[str]]:
 
 
 def _load_backend(args, flag: str, path: str, engine):
-    """The backend of `path`; RunError (one line) when it does not load: a hub id that is not there, no network."""
+    """The backend of `path`; RunError (one line) when it does not load: a hub id that is not there, no network.
+
+    args: the checked flags (--backend, --device, --dtype, --attn_implementation).
+    flag: the flag that named `path`, for the message.
+    path: the model's folder or hub id.
+    engine: its vLLM engine settings.
+    """
     try:
         return make_backend(args.backend, path, args.device, args.dtype, args.attn_implementation, engine=engine)
     except (OSError, ValueError) as err:
@@ -336,68 +379,105 @@ def _load_backend(args, flag: str, path: str, engine):
         raise RunError(f"--{flag} {path}: cannot load it ({first})") from None
 
 
-def _run(args, out, cfg, variant_cfgs, chosen, shard, rank, load_errors, config_record, compare) -> int:
+def load_backends(args, cfgs: list[CaderConfig]):
+    """(main, verifier) backends; one copy when they are the same model or no configuration uses the verifier.
+
+    args: the checked flags.
+    cfgs: the configurations the run runs.
+    """
     main_backend = _load_backend(args, "model", args.model, args.vllm_main)
     verifier_path = args.verifier or args.model
-    needs_verifier = any(c.uses_verifier and c.runs_stage2 for c in (variant_cfgs or {"": cfg}).values())
+    needs_verifier = any(c.uses_verifier and c.runs_stage2 for c in cfgs)
     if verifier_path == args.model or not needs_verifier:
-        verifier_backend = main_backend  # one copy when they are the same model (or the verifier is unused)
-    else:
-        verifier_backend = _load_backend(args, "verifier", verifier_path, args.vllm_verifier)
+        return main_backend, main_backend
+    return main_backend, _load_backend(args, "verifier", verifier_path, args.vllm_verifier)
 
+
+def describe_backends(main_backend, verifier_backend) -> dict:
+    """The report's `chat_template` and `backends` blocks for each role; warns of a template without thinking-off.
+
+    main_backend: the main model's backend.
+    verifier_backend: the verifier's backend.
+    """
+    roles = (("model", main_backend), ("verifier", verifier_backend))
     # Whether each model's template honours enable_thinking, and so whether the backend adds the think block itself.
-    config_record["chat_template"] = {
-        role: (backend.template.to_dict() if getattr(backend, "template", None) else None)
-        for role, backend in (("model", main_backend), ("verifier", verifier_backend))
-    }
+    templates = {role: (backend.template.to_dict() if getattr(backend, "template", None) else None)
+                 for role, backend in roles}
     # how each backend reads its scores (vLLM: logprob_token_ids over the whole vocabulary, never a top-k list)
-    config_record["backends"] = {
-        role: (backend.describe() if hasattr(backend, "describe") else {"name": type(backend).__name__})
-        for role, backend in (("model", main_backend), ("verifier", verifier_backend))
-    }
-    for role, check in config_record["chat_template"].items():
+    described = {role: (backend.describe() if hasattr(backend, "describe") else {"name": type(backend).__name__})
+                 for role, backend in roles}
+    for role, check in templates.items():
         if check and check["think_block_added"]:
             log.warning(
                 "the %s's chat template ignores enable_thinking; thinking-off prompts get the empty think block "
                 "from cader (recorded in report.json config.chat_template)", role
             )
-    if variant_cfgs:  # several Table 2 rows in one pass, sharing frames and repeated model calls
-        counts, work = run_variants(chosen, args.data_root, out, main_backend, verifier_backend, variant_cfgs,
-                                    progress=args.progress, group_by_video=args.group_by_video)
-        full = read_records(out / "full" / "predictions.jsonl") if "full" in variant_cfgs else None
-        for name in variant_cfgs:
-            records = read_records(out / name / "predictions.jsonl")
-            write_report(out / name, records, load_errors, {**config_record, "variant": name},
-                         compare if name == "full" or full is None else full)
-        write_json_atomic(out / "shared_work.json", {"counts": counts, **dataclasses.asdict(work)})
-        log.info("%d variants: %d model calls made of %d asked, %d frames decoded of %d asked", len(variant_cfgs),
-                 work.calls, work.calls_asked, work.frames, work.frames_asked)
-        return 0
+    return {"chat_template": templates, "backends": described}
+
+
+@dataclasses.dataclass
+class Run:
+    """What a run's mode needs once the samples and models are loaded."""
+
+    args: typing.Any             # the checked flags
+    out: Path                    # the output folder
+    samples: list                # the samples this process runs
+    load_errors: list[str]       # the benchmark's unusable rows
+    config_record: dict          # the report's `config` block
+    compare: list[dict] | None   # another run's records, compared in the report
+    main: typing.Any             # the main model's backend
+    verifier: typing.Any         # the verifier's backend
+
+
+def run_variant_rows(run: Run, variant_cfgs: dict[str, CaderConfig]) -> int:
+    """Several Table 2 rows in one pass, sharing frames and repeated model calls: <out>/<variant>/predictions.jsonl
+    and a report per variant (compared with `full` when it ran), shared_work.json.
+
+    run: the loaded samples and models.
+    variant_cfgs: {variant: its CaderConfig}.
+    """
+    args, out = run.args, run.out
+    counts, work = run_variants(run.samples, args.data_root, out, run.main, run.verifier, variant_cfgs,
+                                progress=args.progress, group_by_video=args.group_by_video)
+    full = read_records(out / "full" / "predictions.jsonl") if "full" in variant_cfgs else None
+    for name in variant_cfgs:
+        records = read_records(out / name / "predictions.jsonl")
+        write_report(out / name, records, run.load_errors, {**run.config_record, "variant": name},
+                     run.compare if name == "full" or full is None else full)
+    write_json_atomic(out / "shared_work.json", {"counts": counts, **dataclasses.asdict(work)})
+    log.info("%d variants: %d model calls made of %d asked, %d frames decoded of %d asked", len(variant_cfgs),
+             work.calls, work.calls_asked, work.frames, work.frames_asked)
+    return 0
+
+
+def run_one(run: Run, cfg: CaderConfig, shard: tuple[int, int] | None, rank) -> int:
+    """One configuration over the samples (or this shard's): predictions.jsonl, then the report unless sharded.
+
+    run: the loaded samples and models.
+    cfg: the configuration.
+    shard: (I, N) when this process runs shard I of N, else None.
+    rank: (rank, world size, local rank) of a torchrun rank, else None.
+    """
+    args, out = run.args, run.out
     target = predictions_path(out, shard)
     priors = load_stage1_priors(args.stage1_from) if args.stage1_from else None
     try:
         counts = run_samples(
-            chosen, args.data_root, target, main_backend, verifier_backend, cfg, progress=args.progress,
+            run.samples, args.data_root, target, run.main, run.verifier, cfg, progress=args.progress,
             retry_failed=args.retry_failed, stage1_priors=priors, concurrency=args.concurrency,
             group_by_video=args.group_by_video,
         )
     except Stage1ReuseError as err:  # another model's or another setting's Stage 1: refuse, say why
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(str(err))
     log.info(
         "wrote %s: %d new records (%d failed, %d flagged), %d already there, %d failed records retried, "
         "%d Stage-1 results reused",
-        target,
-        counts["ran"],
-        counts["failed"],
-        counts["flagged"],
-        counts["done_before"],
-        counts["retried"],
+        target, counts["ran"], counts["failed"], counts["flagged"], counts["done_before"], counts["retried"],
         counts["stage1_reused"],
     )
     if shard is None:
         records = read_records(target)
-        report = write_report(out, records, load_errors, config_record, compare)
+        report = write_report(out, records, run.load_errors, run.config_record, run.compare)
         log.info(
             "accuracy %s%% over %d samples (%d failed, %d flagged); report in %s", report["overall"]["accuracy"],
             report["n"], sum(bool(r.get("error")) for r in records), sum(bool(r.get("flags")) for r in records), out,

@@ -1,0 +1,64 @@
+"""evaluate/run.py's modes refuse what they cannot do with one line and exit 2, before any model or benchmark loads;
+a merge with no shard files writes an empty report."""
+
+import json
+
+import pytest
+from cader.evaluate import run
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")   # passes the path check; nothing here may load it
+    data = tmp_path / "data"
+    data.mkdir()
+    return ["--model", str(model), "--benchmark", "synthetic", "--data_root", str(data)]
+
+
+@pytest.fixture
+def nothing_loads(monkeypatch):
+    def refuse_to_load(*args, **kwargs):
+        raise AssertionError("a refused run loaded a model")
+
+    monkeypatch.setattr(run, "make_backend", refuse_to_load)
+    monkeypatch.setattr(run, "_load_samples", refuse_to_load)
+
+
+def errors(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+
+
+@pytest.mark.parametrize("extra", [["--shard", "0/2"], ["--merge", "true"]])
+def test_the_launcher_refuses_a_shard_or_merge_of_its_own(tmp_path, inputs, nothing_loads, capsys, extra):
+    assert run.main([*inputs, "--devices", "2", *extra, "--out", str(tmp_path / "o")]) == 2
+    assert errors(capsys) == ["error: --devices/--num_nodes shard the run themselves; drop --shard/--merge"]
+
+
+def test_variants_refuse_a_shard(tmp_path, inputs, nothing_loads, capsys):
+    assert run.main([*inputs, "--variants", "all", "--shard", "1/2", "--out", str(tmp_path / "o")]) == 2
+    assert errors(capsys) == ["error: --variants runs in one process; drop --shard"]
+
+
+@pytest.mark.parametrize("missing", ["model", "benchmark", "data_root"])
+def test_a_run_names_the_first_missing_input(tmp_path, inputs, nothing_loads, capsys, missing):
+    given = dict(zip(inputs[::2], inputs[1::2], strict=True))
+    del given[f"--{missing}"]
+    argv = [x for flag_value in given.items() for x in flag_value]
+    assert run.main([*argv, "--out", str(tmp_path / "o")]) == 2
+    assert errors(capsys) == [f"error: --{missing} is required (unless --merge)"]
+    assert not (tmp_path / "o" / "predictions.jsonl").exists()
+
+
+def test_a_bad_config_is_refused_before_the_output_is_claimed(tmp_path, inputs, nothing_loads, capsys):
+    assert run.main([*inputs, "--r_min", "5", "--r_max", "1", "--out", str(tmp_path / "o")]) == 2
+    assert errors(capsys) == ["error: r_min (5.0) must not exceed r_max (1.0)"]
+    assert list((tmp_path / "o").iterdir()) == []
+
+
+def test_a_merge_of_no_shards_writes_an_empty_report(tmp_path, nothing_loads):
+    out = tmp_path / "o"
+    assert run.main(["--merge", "true", "--out", str(out)]) == 0
+    assert (out / "predictions.jsonl").read_text() == ""
+    assert json.loads((out / "report.json").read_text())["n"] == 0
