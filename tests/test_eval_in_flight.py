@@ -120,7 +120,8 @@ def test_prepared_work_is_bounded_by_concurrency_plus_ahead():
 
 def test_the_batcher_makes_one_inner_call_at_a_time_and_merges_what_arrives_meanwhile():
     inner = Recorder(latency=0.3)
-    wrapped = BatchingBackend(inner, max_batch=4, max_wait_s=0.05, in_flight=lambda: 4, wait_fraction=0.0)
+    wrapped = BatchingBackend(inner, max_batch=4, max_wait_s=0.05, in_flight=lambda: 4, wait_fraction=0.0,
+                              first_wait_s=0.0)
     results = {}
 
     def ask(i, delay):
@@ -142,7 +143,8 @@ def test_the_batcher_makes_one_inner_call_at_a_time_and_merges_what_arrives_mean
 def test_the_window_grows_with_the_last_call():
     """After a 0.4 s call the window is 0.1 s (a quarter), so a partner 0.06 s late still joins the call."""
     inner = Recorder(latency=0.4)
-    wrapped = BatchingBackend(inner, max_batch=4, max_wait_s=0.02, in_flight=lambda: 2, wait_fraction=0.25)
+    wrapped = BatchingBackend(inner, max_batch=4, max_wait_s=0.02, in_flight=lambda: 2, wait_fraction=0.25,
+                              first_wait_s=0.0)
     _ask(wrapped, 9)  # in_flight 2, alone: waits out 0.02 s, then a 0.4 s call
     inner.latency = 0.0
     threads = [threading.Thread(target=_ask, args=(wrapped, 0))]
@@ -152,6 +154,17 @@ def test_the_window_grows_with_the_last_call():
     for t in (*threads, late):
         t.join()
     assert [sorted(b) for b in inner.batches] == [["q9"], ["q0", "q1"]]
+
+
+def test_the_first_call_waits_longer_for_its_wave():
+    """Nothing timed yet: a partner 0.15 s late (its decode ended later) joins the first call."""
+    inner = Recorder()
+    wrapped = BatchingBackend(inner, max_batch=4, max_wait_s=0.05, in_flight=lambda: 2, first_wait_s=0.25)
+    late = threading.Thread(target=lambda: (time.sleep(0.15), _ask(wrapped, 1)))
+    late.start()
+    _ask(wrapped, 0)
+    late.join()
+    assert [sorted(b) for b in inner.batches] == [["q0", "q1"]]
 
 
 def test_a_failed_inner_call_frees_the_batcher_for_the_next():

@@ -7,7 +7,8 @@ backend one call per kind: vLLM then receives every pending request in one `gene
 fills), and the HF backend one left-padded forward for the Stage-1 letters or the verifier. Calls are merged only
 when they are the same operation with the same arguments (the same letters; the same `max_new_tokens`).
 
-A call waits for company at most `max_wait_s`, or `wait_fraction` of the last inner call's time when that is longer,
+A call waits for company at most `max_wait_s`, or `wait_fraction` of the last inner call's time when that is longer
+(`first_wait_s` before any call has been timed),
 and never once `max_batch` prompts are pending or every in-flight sample is waiting on the model; so one sample
 alone runs as fast as without the wrapper. The window grows with the call because going out short-handed costs a
 whole extra call later: on a busy machine the threads coming back from one batch took longer than 50 ms to ask
@@ -31,7 +32,7 @@ from cader.evaluate.backends.base import Backend, Generation, LetterLogits, Prom
 
 class BatchingBackend(Backend):
     def __init__(self, inner: Backend, max_batch: int = 8, max_wait_s: float = 0.05, in_flight=None,
-                 wait_fraction: float = 0.25):
+                 wait_fraction: float = 0.25, first_wait_s: float = 0.25):
         """Args:
             inner: The backend that makes the calls (one at a time).
             max_batch: Prompts per inner call at most.
@@ -39,9 +40,11 @@ class BatchingBackend(Backend):
             in_flight: A callable giving how many samples are being processed now (a call dispatches as soon as
                 all of them are waiting, without sitting out the window).
             wait_fraction: The window is also this fraction of the last inner call's seconds, when that is longer.
+            first_wait_s: The window before any call has been timed (a model call is assumed to cost more).
         """
         self.inner, self.max_batch, self.max_wait_s = inner, max(1, int(max_batch)), float(max_wait_s)
         self.wait_fraction, self._last_call_s, self._free_since = float(wait_fraction), 0.0, float("-inf")
+        self.first_wait_s = float(first_wait_s)
         self.name = f"batching({inner.name})"
         self._in_flight = in_flight or (lambda: 1)
         self._lock = threading.Condition()
@@ -57,7 +60,8 @@ class BatchingBackend(Backend):
 
     def describe(self) -> dict:
         return {**self.inner.describe(), "batching": {"max_batch": self.max_batch, "max_wait_s": self.max_wait_s,
-                                                      "wait_fraction": self.wait_fraction}}
+                                                      "wait_fraction": self.wait_fraction,
+                                                      "first_wait_s": self.first_wait_s}}
 
     def prompt_token_ids(self, prompts: Sequence[Prompt]) -> list[list[int]]:
         return self.inner.prompt_token_ids(prompts)
@@ -95,6 +99,8 @@ class BatchingBackend(Backend):
         return future.result()
 
     def _window(self) -> float:
+        if self.calls_made == 0:  # nothing timed yet: the first wave's decodes end up to 0.2 s apart when busy
+            return max(self.max_wait_s, self.first_wait_s)
         return max(self.max_wait_s, self.wait_fraction * self._last_call_s)
 
     def _ready(self, key: tuple) -> bool:
