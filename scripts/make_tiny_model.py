@@ -1,4 +1,5 @@
-"""Write the miniature's model (the quickstart's and the README main job's): a tiny Qwen3-VL built from config, then taught the CADER roles.
+"""Write the miniature's model (the quickstart's and the README main job's): a tiny Qwen3-VL built from config,
+then taught the CADER roles.
 
     python scripts/make_tiny_model.py --out runs/tiny/model                                 # a few CPU minutes
     python scripts/make_tiny_model.py --out DIR --grounding_epochs 0 --roles_epochs 0       # random weights only

@@ -142,7 +142,9 @@ def test_choices_print_as_choices(capsys):
     assert "Temporal Segment Proposal" in text and "Eq. 4" in text   # the CADER constants cite the paper
     assert "--mode {precision,budget,accuracy,cascade,joint}" in " ".join(help_text(["calibrate"], capsys).split())
     judge_help = " ".join(help_text(["judge"], capsys).split())
-    assert "--provider {anthropic,hf-local,openai,openai-compatible}" in judge_help
+    from cader.evaluate.judge.providers import PROVIDERS
+
+    assert "--provider {" + ",".join(sorted(PROVIDERS)) + "}" in judge_help
     assert "--prediction_format {agentvidbench_run,cader}" in judge_help
 
 

@@ -176,14 +176,9 @@ def test_run_py_all_variants_and_benchmarks(tiny_model_dir, data_root, tmp_path)
         expected_route = "exit" if variant == "no_stage2" else "stage2"
         assert {r["route"] for r in records} == {expected_route}
     # every benchmark loads and runs (one sample each), and a rerun resumes without duplicates
-    for bench in (
-        "videomme_long",
-        "mlvu_dev",
-        "longvideobench_val",
-        "lvbench",
-        "videoevalpro_mcq",
-        "agentvidbench",
-    ):
+    from cader.evaluate.benchmarks import released
+
+    for bench in released():
         out = tmp_path / bench
         for _ in range(2 if bench == "lvbench" else 1):
             assert main(base + ["--benchmark", bench, "--out", str(out), "--limit", "1"]) == 0

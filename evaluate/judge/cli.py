@@ -94,8 +94,8 @@ def judge(
             denominator as its evaluate.py does)
         harness_root: a checkout of the official AgentVidBench harness (needed by --protocol official; its
             evaluation/prompts/judge_system.md and evaluation/judge.py USER_TEMPLATE are read, never shipped)
-        provider: judge API: anthropic (Messages API), openai or openai-compatible (Chat Completions), or hf-local
-            (a local HF checkpoint)
+        provider: judge API, a name of the provider registry (cader.evaluate.judge.providers.PROVIDERS; each
+            class there says which API it speaks)
         base_url: the API's address: an OpenAI-compatible .../v1, or the Anthropic root (null: the provider's own)
         system: the FRAMEWORK name the judge prompt shows
         concurrency: questions judged at once
