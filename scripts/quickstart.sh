@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole pipeline on the embedded default, CPU only, no downloads:
+# The whole pipeline on the miniature (tiny Qwen3-VL + synthetic data), CPU only, no downloads:
 #   tiny Qwen3-VL + synthetic data -> tiny SFT (export) -> Stage-1 run on the held-out split -> calibrate/fit.py
 #   -> full CADER with --calibration on every synthetic benchmark -> the paper's ablation variants
 #   -> AgentVidBench judge (the loopback test double unless JUDGE_BASE_URL is set; its made-up scores are labelled
