@@ -1,10 +1,15 @@
 """P7: samples in flight. `--concurrency 8` against 1 on the same samples, the tiny Qwen3-VL behind a wrapper that adds
 a fixed latency to every model call (standing in for a GPU forward, whose cost barely grows with the batch).
 
-    python scripts/bench/concurrency.py [--n 16] [--latency 0.2] [--concurrency 8]
+    python scripts/bench/concurrency.py [--n 16] [--latency 0.2] [--concurrency 8] [--num_threads 1]
 
-Prints the wall times, the ratio (goal >= 5x), the inner model calls of each run, and checks that both runs wrote
-the same records in the same order (timings aside).
+Prints the wall times, the ratio (goal >= 5x), the inner model calls of each run, the load average before and after,
+and checks that both runs wrote the same records in the same order (timings aside).
+
+`--num_threads`: torch's intra-op threads for this process (0: torch's default, every core). The tiny forward stands
+in for a GPU forward; with an OpenMP team of every core it waits at each barrier for a thread the scheduler parked
+whenever anything else runs on the machine: on 2 busy cores the sequential run's 32 forwards took 28 s of compute
+with 2 threads and 2.9 s with 1, which made the ratio a measure of the machine's load.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ def _video(folder: Path) -> Path:
     return path
 
 
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
+
+
 def same_records(a: list[dict], b: list[dict], atol: float = 1e-4) -> bool:
     """Same samples in the same order with the same decisions; Stage-1 logits equal within `atol` (a batched forward
     sums in another order than a single one)."""
@@ -49,14 +58,20 @@ def same_records(a: list[dict], b: list[dict], atol: float = 1e-4) -> bool:
     return True
 
 
-def main(n: int = 16, latency: float = 0.2, concurrency: int = 8) -> dict:
+def main(n: int = 16, latency: float = 0.2, concurrency: int = 8, num_threads: int = 1) -> dict:
     """Run the same samples one at a time and `concurrency` at a time.
 
     Args:
         n: Samples.
         latency: Seconds added to every model call.
         concurrency: Samples in flight in the second run.
+        num_threads: torch intra-op threads (module docstring); 0 keeps torch's default.
     """
+    import torch
+
+    if num_threads > 0:
+        torch.set_num_threads(num_threads)
+    load_before = _load()
     from cader.contracts.jsonl import read_jsonl
     from cader.dev.scripted import FixedLatencyBackend
     from cader.dev.tiny import make_tiny_model
@@ -87,6 +102,7 @@ def main(n: int = 16, latency: float = 0.2, concurrency: int = 8) -> dict:
     result["same_records"] = same_records(*runs)
     result["ratio"] = round(result["sequential"]["seconds"] / result["concurrent"]["seconds"], 2)
     result["goal"] = ">= 5x"
+    result.update(torch_threads=torch.get_num_threads(), load_before=load_before, load_after=_load())
     print(json.dumps(result, indent=2))
     return result
 
