@@ -24,6 +24,7 @@ Everything is driven by an explicit ``numpy.random.Generator`` so a seed fixes e
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,6 +138,19 @@ def draw_frame(
     return frame
 
 
+# The encoder settings behind "the same spec gives the same bytes": one thread, fixed rate control, and on x86 a
+# fixed SIMD level. x264 otherwise picks its code by CPU, and its AVX-512 path (taken on AVX-512 machines) is not
+# deterministic in a process that decodes: an encode that follows an rgb24 decode comes out different most times
+# (keyframes a few bytes longer, decoded pixels off by 1-2 levels over a GOP) though the pictures fed in are
+# identical. SSSE3 is the lowest level whose output equals the AVX2 and the clean AVX-512 output (the bytes the
+# project measured with); plain C and SSE2 give other bytes. Every x86-64 CPU of the last 15 years has SSSE3 (a CPU
+# without it would stop on an illegal instruction). Elsewhere (arm64) x264's own choice stands: its bytes differ
+# from x86's either way.
+X264_OPTIONS: dict[str, str] = {"preset": "veryfast", "crf": "20", "threads": "1"}
+if platform.machine().lower() in ("x86_64", "amd64"):
+    X264_OPTIONS["x264-params"] = "asm=ssse3"
+
+
 def write_video(spec: VideoSpec, path: Path) -> Path:
     """Encode ``spec`` as H.264 (yuv420p) mp4 with PyAV; exact frame times ``i / fps``."""
     import av  # local import: only the generator needs the encoder
@@ -147,13 +161,7 @@ def write_video(spec: VideoSpec, path: Path) -> Path:
         stream = container.add_stream("libx264", rate=spec.fps)
         stream.width, stream.height = spec.width, spec.height
         stream.pix_fmt = "yuv420p"
-        # one thread and fixed options so the same spec always gives the same bytes
-        stream.codec_context.options = {
-            "preset": "veryfast",
-            "crf": "20",
-            "threads": "1",
-            "g": str(4 * spec.fps),
-        }
+        stream.codec_context.options = X264_OPTIONS | {"g": str(4 * spec.fps)}
         for i in range(spec.num_frames):
             colour = spec.colour if start <= i < end else None
             picture = draw_frame(spec.width, spec.height, i, colour, scene=spec.is_light(i), fill=True)
