@@ -138,14 +138,14 @@ def draw_frame(
     return frame
 
 
-# The encoder settings behind "the same spec gives the same bytes": one thread, fixed rate control, and on x86 a
-# fixed SIMD level. x264 otherwise picks its code by CPU, and its AVX-512 path (taken on AVX-512 machines) is not
-# deterministic in a process that decodes: an encode that follows an rgb24 decode often comes out different (37-59
-# of 60 in a loop of encodes each followed by a decode; keyframes a few bytes longer, decoded pixels off by 1-2
-# levels over the GOP) though the pictures fed in are identical. SSSE3 is the lowest level whose output equals the AVX2 and the clean AVX-512 output (the bytes the
-# project measured with); plain C and SSE2 give other bytes. Every x86-64 CPU of the last 15 years has SSSE3 (a CPU
-# without it would stop on an illegal instruction). Elsewhere (arm64) x264's own choice stands: its bytes differ
-# from x86's either way.
+# The encoder settings behind "the same spec gives the same bytes": one thread, fixed rate control, and on x86
+# a fixed SIMD level. x264 otherwise picks its code by CPU, and its AVX-512 path (taken on AVX-512 machines)
+# is not deterministic in a process that decodes: an encode that follows an rgb24 decode often comes out
+# different (37-59 of 60 in a loop of encodes each followed by a decode; keyframes a few bytes longer, decoded
+# pixels off by 1-2 levels over the GOP) though the pictures fed in are identical. SSSE3 is the lowest level
+# whose output equals the AVX2 and the clean AVX-512 output (the bytes the project measured with); plain C and
+# SSE2 give other bytes. Every x86-64 CPU of the last 15 years has SSSE3 (a CPU without it would stop on an
+# illegal instruction). Elsewhere (arm64) x264's own choice stands: its bytes differ from x86's either way.
 X264_OPTIONS: dict[str, str] = {"preset": "veryfast", "crf": "20", "threads": "1"}
 if platform.machine().lower() in ("x86_64", "amd64"):
     X264_OPTIONS["x264-params"] = "asm=ssse3"
