@@ -1,8 +1,8 @@
 """``write_video`` gives the same bytes for the same spec, also in a process that decodes videos in between.
 
-With x264's default CPU dispatch on an AVX-512 machine an encode that follows an rgb24 decode came out different
-often (37-59 of 60 such encodes in a loop); a loop of encodes interleaved with decodes shows it. On a
-machine whose x264 never takes that path the test passes either way.
+With x264's default CPU dispatch on an AVX-512 machine an encode that follows an rgb24 decode often came out
+different (37-59 of 60 such encodes in a loop); a loop of encodes interleaved with decodes shows it. On a machine
+whose x264 never takes that path the test passes either way.
 """
 
 from __future__ import annotations
@@ -44,4 +44,5 @@ def test_same_spec_same_bytes_with_decodes_in_between(tmp_path: Path) -> None:
                 differing.append(f"{spec.name} (repetition {repetition}): bytes")
             if decoded_rgb_digest(path) != pixels[spec.name]:
                 differing.append(f"{spec.name} (repetition {repetition}): decoded pixels")
-    assert not differing, f"{len(differing)} of {2 * 4 * len(specs)} checks differ from the first encode: {differing}"
+    checks = 2 * 4 * len(specs)
+    assert not differing, f"{len(differing)} of {checks} checks differ from the first encode: {differing}"
