@@ -1,8 +1,8 @@
 """``write_video`` gives the same bytes for the same spec, also in a process that decodes videos in between.
 
 With x264's default CPU dispatch on an AVX-512 machine an encode that follows an rgb24 decode often came out
-different (37-59 of 60 such encodes in a loop); a loop of encodes interleaved with decodes shows it. On a machine
-whose x264 never takes that path the test passes either way.
+different (37-59 of 60 such encodes in a loop); a loop of encodes interleaved with decodes shows it. On a
+machine whose x264 never takes that path the test passes either way.
 """
 
 from __future__ import annotations
