@@ -12,7 +12,8 @@ A call waits for company at most `max_wait_s`, or `wait_fraction` of the last in
 and never once `max_batch` prompts are pending or every in-flight sample is waiting on the model; so one sample
 alone runs as fast as without the wrapper. The window grows with the call because going out short-handed costs a
 whole extra call later: on a busy machine the threads coming back from one batch took longer than 50 ms to ask
-again, and a fixed 50 ms window split 24 Stage-1 calls at concurrency 4 into 12 calls instead of 6
+again, and a fixed 50 ms window (with an in-flight count that missed the threads between two samples, since fixed
+in `cader.evaluate.in_flight`) sent 24 Stage-1 calls at concurrency 4 out as 12 calls instead of 6
 (scripts/bench/overlap.py, load average 6 on 2 cores).
 
 One inner call at a time: the inner backend is one device (one GPU forward, one vLLM engine whose calls are
