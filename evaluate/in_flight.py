@@ -108,6 +108,30 @@ def records_in_flight(
             preparers.shutdown(wait=True, cancel_futures=True)
 
 
+def stage1_ahead(video_of: Callable, cfg, priors: dict | None = None) -> Callable:
+    """A `prepare` for `records_in_flight` that opens a sample's video and decodes its Stage-1 frames, held by the
+    reader (`VideoReader.keep`) for the sample's own Stage-1 sampling: hand the reader to `process_sample(...,
+    reader=prepared)` and the sample decodes nothing twice. Ungrouped runs; a grouped run warms its video group.
+
+    Args:
+        video_of: sample -> its video file.
+        cfg: The run's `CaderConfig` (r1, frame cap, pixel budget, decode workers), as Stage 1 samples with it.
+        priors: Stored Stage-1 results by (benchmark, sample_id): those samples decode F1 only if they go to
+            Stage 2, so nothing is decoded ahead for them.
+    """
+    from cader.evaluate.method.stage1 import Cost, sample_stage1_frames
+    from cader.vlm.video import VideoReader
+
+    def prepare(sample):
+        if priors and (sample.benchmark, str(sample.sample_id)) in priors:
+            return None
+        reader = VideoReader(video_of(sample), decode_workers=cfg.decode_workers)
+        reader.keep(sample_stage1_frames(reader, cfg, Cost()), cfg.max_pixels)  # the sample's own call counts it
+        return reader
+
+    return prepare
+
+
 def _prepared(sample, prepared: Future | None):
     """What `prepare` made for the sample, or None (nothing ahead, or it failed: the sample does the work itself)."""
     if prepared is None:

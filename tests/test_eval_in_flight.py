@@ -200,3 +200,32 @@ def test_a_kept_decode_is_returned_once_for_the_same_frames_and_pixel_budget(bar
     ahead.sample_uniform(1.0, max_frames=8, max_pixels=1024)  # another pixel budget is another decode
     ahead.sample_uniform(1.0, max_frames=4, max_pixels=2048)  # other frames too
     assert len(decodes) == 3
+
+
+def test_stage1_ahead_gives_the_same_records_and_decodes_f1_once(barcode_video, monkeypatch):
+    from cader.dev.scripted import ScriptedBackend
+    from cader.evaluate.benchmarks.base import Sample
+    from cader.evaluate.in_flight import stage1_ahead
+    from cader.evaluate.method.config import CaderConfig
+    from cader.evaluate.runner import process_sample
+
+    cfg = CaderConfig(max_frames=8, max_pixels=2048, decode_workers=1)
+    backend = ScriptedBackend({"q0": [0.0, 0.1, 0.0, 0.0], "q1": [0.0, 40.0, 0.0, 0.0]})
+    samples = [Sample("bench", f"s{i}", barcode_video.name, f"q{i}", ["a", "b", "c", "d"], LETTERS, "B", 60.0, {})
+               for i in range(2)]
+    decodes = []
+    real_scan = VideoReader._scan
+    monkeypatch.setattr(VideoReader, "_scan", lambda self, idx, *a: decodes.append(len(idx)) or real_scan(self, idx, *a))
+
+    def strip(record):
+        return {**record, "cost": {k: v for k, v in record["cost"].items() if k != "seconds"}}
+
+    alone = strip(process_sample(samples[0], barcode_video, backend, backend, cfg))  # goes to Stage 2
+    alone_decodes, decodes[:] = list(decodes), []
+    prepare = stage1_ahead(lambda s: barcode_video, cfg, priors={("bench", "s1"): {"logits": [0, 1, 0, 0]}})
+    assert prepare(samples[1]) is None  # a stored Stage 1: nothing ahead
+    prepared = prepare(samples[0])
+    assert decodes == alone_decodes[:1] == [8]  # F1, decoded ahead
+    record = strip(process_sample(samples[0], barcode_video, backend, backend, cfg, reader=prepared))
+    assert record == alone and record["route"] == "stage2" and record["cost"]["frames_decoded"] > 8
+    assert decodes == alone_decodes  # then only the Stage-2 decodes: F1 not again
