@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -34,6 +33,7 @@ from cader.calibrate.margin import InvalidLogits
 from cader.contracts.jsonl import JsonlAppender, exclusive_writer, jsonl_line, read_validated
 from cader.contracts.records import PredictionRecord, build_record
 from cader.evaluate.backends.base import Backend
+from cader.evaluate.in_flight import records_in_flight, stage1_ahead
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError, mismatch, reuse_stage1, stage1_fingerprint
@@ -279,30 +279,12 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
     priors = stage1_priors or {}
     counts = {"done_before": len(done), "ran": 0, "failed": 0, "flagged": 0, "retried": retried,
               "stage1_reused": check_stage1_priors(todo, priors, main, cfg)}
-    groups = None
-    if group_by_video:
-        groups = GroupsInFlight(todo, lambda s: str(video_path(s, data_root)), cfg.decode_workers, GROUP_CACHE_BYTES)
-        todo = groups.order
-
-    def one(sample, main_backend, verifier_backend):
-        prior = priors.get((sample.benchmark, str(sample.sample_id)))
-        video = video_path(sample, data_root)
-        if groups is None:
-            return process_sample(sample, video, main_backend, verifier_backend, cfg, prior), None
-        view = groups.acquire(sample)
-        try:
-            return process_sample(sample, video, main_backend, verifier_backend, cfg, prior, reader=view), view
-        finally:
-            view.release()
-            groups.release(sample)
-
     with JsonlAppender(out_file, fsync=True) as appender:
         bar = tqdm(
             total=len(todo), desc=f"cader[{cfg.variant}]", unit="sample", disable=not progress, dynamic_ncols=True
         )
-        for record, view in _records_in_order(todo, one, main, verifier, concurrency):
-            if view is not None:  # final here: every sample before it is done (video_groups, cost attribution)
-                record["cost"].update(frames_shared=view.frames_shared(), forwards_shared=0)
+        for _sample, record in records_of(todo, main, verifier, cfg, lambda s: video_path(s, data_root),
+                                          concurrency=concurrency, group_by_video=group_by_video, priors=priors):
             bar.update(1)
             appender.write(record)
             counts["ran"] += 1
@@ -313,47 +295,64 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
     return counts
 
 
+def records_of(samples: Sequence, main: Backend, verifier: Backend, cfg: CaderConfig, video_of, *,
+               concurrency: int = 1, group_by_video: bool = True, priors: dict | None = None):
+    """Run CADER on `samples` and yield `(sample, record)` as each record becomes final, in processing order: the
+    samples' own order, or with `group_by_video` a video's questions together (videos in the order of their first
+    question, `cader.evaluate.video_groups`), each video read through one group whose Stage-1 decode and repeated
+    crops its questions share (`cost.frames_shared` counts what a record took from the group). Writes nothing:
+    `run_samples` adds the output file and resume, the lmms-eval model its side file.
+
+    Args:
+        samples: the samples to run
+        main: the main model's backend
+        verifier: the verifier's backend (may be `main`)
+        cfg: CADER's settings
+        video_of: the video file of a sample
+        concurrency: samples in flight; their model calls are merged into batched calls (`BatchingBackend`)
+        group_by_video: read each video once for all its questions (records equal per-question processing)
+        priors: Stage-1 results to reuse, by (benchmark, sample_id), already checked (`check_stage1_priors`)
+    """
+    priors = priors or {}
+    groups = None
+    order = list(samples)
+    if group_by_video:
+        groups = GroupsInFlight(order, lambda s: str(video_of(s)), cfg.decode_workers, GROUP_CACHE_BYTES)
+        order = groups.order
+
+    def prepare(sample):
+        """The sample's Stage-1 decode, done ahead while earlier samples wait on the model (`in_flight`)."""
+        if (sample.benchmark, str(sample.sample_id)) in priors:  # F1 only if it goes to Stage 2
+            return None
+        if groups is None:
+            return stage1_ahead(video_of, cfg)(sample)   # a reader keeping F1 for the sample's own request
+        groups.prepare(sample, lambda reader: sample_stage1_frames(reader, cfg, Cost()))
+        return None
+
+    def one(sample, main_backend, verifier_backend, prepared=None):
+        prior = priors.get((sample.benchmark, str(sample.sample_id)))
+        video = video_of(sample)
+        if groups is None:
+            record = process_sample(sample, video, main_backend, verifier_backend, cfg, prior, reader=prepared)
+            return sample, record, None
+        view = groups.acquire(sample)
+        try:
+            return sample, process_sample(sample, video, main_backend, verifier_backend, cfg, prior,
+                                          reader=view), view
+        finally:
+            view.release()
+            groups.release(sample)
+
+    for sample, record, view in records_in_flight(order, one, main, verifier, concurrency, prepare=prepare):
+        if view is not None:  # final here: every sample before it is done (video_groups, cost attribution)
+            record["cost"].update(frames_shared=view.frames_shared(), forwards_shared=0)
+        yield sample, record
+
+
 # Pixels of windowed samplings (crops, RGR contexts) a grouped run keeps per video for its later questions: about
 # 1.7 contexts at the paper's 768 x 65,536 px (150 MB each; questions that differ rarely propose the same window),
 # every context at small frame budgets. Held per video group in flight, on top of its F1.
 GROUP_CACHE_BYTES = 256 * 2**20
-
-
-def _records_in_order(todo: list, one, main: Backend, verifier: Backend, concurrency: int):
-    """Yield `one(sample, main, verifier)` for each sample in order; with concurrency > 1, samples run on threads
-    whose model calls go through BatchingBackend wrappers (one per distinct backend)."""
-    if concurrency <= 1 or len(todo) <= 1:
-        for sample in todo:
-            yield one(sample, main, verifier)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    from cader.evaluate.backends.batching import BatchingBackend
-
-    lock, active = threading.Lock(), [0]
-
-    def in_flight() -> int:
-        return active[0]
-
-    wrapped_main = BatchingBackend(main, max_batch=concurrency, in_flight=in_flight)
-    wrapped_verifier = wrapped_main if verifier is main else BatchingBackend(
-        verifier, max_batch=concurrency, in_flight=in_flight
-    )
-
-    def tracked(sample):
-        with lock:
-            active[0] += 1
-        try:
-            return one(sample, wrapped_main, wrapped_verifier)
-        finally:
-            with lock:
-                active[0] -= 1
-
-    # Workers take the samples in order, so a video's questions (contiguous when grouped) are in flight together and
-    # their requests reach the engine close together, sharing one Frames object (vLLM's prefix cache, on by default
-    # in vLLM 0.32, can then serve the video part of a later prompt from the first one's prefill).
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="cader-sample") as pool:
-        yield from pool.map(tracked, todo)
 
 
 def run_variants(

@@ -140,6 +140,32 @@ class VideoGroup:
                 self._trim()
             return entry, frames
 
+    def warm(self, key: tuple, make: Callable[[], Frames], pinned: bool) -> Frames | None:
+        """Decode `key` into the memo ahead of the requests for it (`cader.evaluate.in_flight`), as no requester:
+        the first sample to ask for it then finds it made and pays for it, in processing order, as if it had
+        decoded it itself, so records and `frames_shared` are those of a run without decode-ahead. A failed decode
+        is dropped: the sample then decodes itself and records what fails. None when someone made it already."""
+        with self._lock:
+            if key in self._entries:
+                return None
+            entry = self._entries[key] = _Entry(pinned)
+        try:
+            frames = make()
+        except Exception as err:  # noqa: BLE001 - the sample meets the error again and records it
+            with self._lock:
+                if self._entries.get(key) is entry:
+                    del self._entries[key]
+            entry.error = err
+            entry.ready.set()
+            return None
+        entry.frames, entry.n, entry.nbytes = frames, len(frames), int(frames.frames.nbytes)
+        entry.ready.set()
+        with self._lock:
+            if self.work is not None:
+                self.work.frames += entry.n
+            self._trim()
+        return frames
+
     def _trim(self) -> None:
         """Drop the least recently used windowed samplings beyond `stage2_bytes` (holders keep theirs alive)."""
         kept = sum(e.nbytes for e in self._entries.values() if not e.pinned and e.ready.is_set())
@@ -211,6 +237,14 @@ class SampleReader:
                    if self.group.paid_by(entry) != (*self.position, seq))
 
 
+class _AheadReader(SampleReader):
+    """A reader whose samplings warm the group's memo (`VideoGroup.warm`) instead of asking as a sample."""
+
+    def _sample(self, key: tuple, make: Callable[[], Frames], pinned: bool):
+        frames = self.group.warm(key, make, pinned)
+        return () if frames is None else frames   # made by someone else already: nothing to hand back
+
+
 class GroupsInFlight:
     """The video groups of a run: samples in group order (`order`), each group opened by its first sample and closed
     when its last one is done, so only groups with a sample in flight hold frames; thread-safe.
@@ -234,13 +268,21 @@ class GroupsInFlight:
         self._open: dict[str, VideoGroup] = {}
         self._lock = threading.Lock()
 
-    def acquire(self, sample) -> SampleReader:
+    def _group(self, sample) -> VideoGroup:
         video = self.video_of(sample)
         with self._lock:
             if video not in self._open:
                 self._open[video] = VideoGroup(video, self.decode_workers, stage2_bytes=self.stage2_bytes)
-            group = self._open[video]
-        return group.view(self._position[id(sample)])
+            return self._open[video]
+
+    def acquire(self, sample) -> SampleReader:
+        return self._group(sample).view(self._position[id(sample)])
+
+    def prepare(self, sample, decode: Callable) -> None:
+        """Decode ahead, into the sample's video group, what `decode(reader)` samples (e.g. its Stage-1 frames),
+        before the sample is in flight: no sample's request, so the cost is attributed as without it
+        (`VideoGroup.warm`). The group stays open until the video's last sample is released, as always."""
+        decode(_AheadReader(self._group(sample), self._position[id(sample)]))
 
     def release(self, sample) -> None:
         video = self.video_of(sample)

@@ -112,6 +112,40 @@ def test_in_flight_together_same_records_and_same_attribution(tmp_path, barcode_
     assert runs[1] == runs[4]
 
 
+def test_in_flight_the_next_videos_stage1_frames_are_decoded_ahead_and_paid_as_without(tmp_path, barcode_video,
+                                                                                      monkeypatch):
+    import threading
+
+    from test_eval_concurrency import PerPrompt
+
+    decoded_on = []
+    decode = VideoReader.decode_indices
+
+    def recording(self, indices, max_pixels=None):
+        decoded_on.append(threading.current_thread().name)
+        return decode(self, indices, max_pixels)
+
+    monkeypatch.setattr(VideoReader, "decode_indices", recording)
+    root = barcode_video.parent
+    samples = _samples(root, barcode_video, "aabbccdd")
+    cfg = CaderConfig(max_frames=8, max_pixels=2048, max_new_tokens_propose=16, max_new_tokens_answer=16)
+    runs = {}
+    for level in (1, 2):
+        decoded_on.clear()
+        out = tmp_path / f"c{level}.jsonl"
+        run_samples(samples, root, out, PerPrompt(), PerPrompt(), cfg, video_path=lambda s, r: r / s.video,
+                    progress=False, concurrency=level, group_by_video=True)
+        runs[level] = [{**r, "cost": {k: v for k, v in r["cost"].items() if k != "seconds"}}
+                       for r in read_jsonl(out)]
+        if level == 2:   # while samples wait on the model, later videos' F1 is decoded by the ahead workers
+            assert any(name.startswith("cader-ahead") for name in decoded_on), decoded_on
+        else:
+            assert not any(name.startswith("cader-ahead") for name in decoded_on)
+    # a decode made ahead is paid by the video's first question, as without it
+    assert runs[1] == runs[2]
+    assert [r["cost"]["frames_shared"] for r in runs[2]][::2] == [0, 0, 0, 0]
+
+
 def test_the_cache_holds_one_video_group_at_a_time(tmp_path, barcode_video):
     root = barcode_video.parent
     samples = _samples(root, barcode_video, "aaabbbccc")

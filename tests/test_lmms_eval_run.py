@@ -166,11 +166,9 @@ def assert_same(a, b, where="record"):
 
 def method_part(record: dict) -> dict:
     """What CADER computed for a sample: the video path and the loader's meta differ between the two readers, and
-    so does the Stage-1 fingerprint's digest of the sample (it hashes the video path); the shared part of the cost
-    may too (cader eval's video groups keep crops for later questions, the lmms-eval model's only the Stage-1
-    frames)."""
+    so does the Stage-1 fingerprint's digest of the sample (it hashes the video path). The cost, shared part
+    included, is the same: both go through the runner's `records_of` with its video groups."""
     part = {k: record[k] for k in ("stage1", "route", "stage2", "pred", "correct", "error", "cost")}
-    part["cost"] = {k: v for k, v in part["cost"].items() if not k.endswith("_shared")}
     if part["stage1"]:
         fingerprint = {k: v for k, v in part["stage1"]["fingerprint"].items() if k != "sample"}
         part["stage1"] = {**part["stage1"], "fingerprint": fingerprint}

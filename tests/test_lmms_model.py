@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = r"""
 import json, os, sys
 from types import SimpleNamespace
-import cader.evaluate.lmms.model as lmms_model
+import cader.evaluate.runner as runner
 from cader.evaluate.lmms.model import Cader
 
 model, video, records = sys.argv[1:4]
@@ -29,12 +29,12 @@ docs.append({"question_id": "broken", "question": "no options"})
 def requests(task):
     return [SimpleNamespace(args=("ctx", {}, lambda doc: [video], i, task, "test")) for i in range(len(docs))]
 out = {}
-process_sample = lmms_model.process_sample
+process_sample = runner.process_sample
 first = Cader(model=model, config=config, records=records, tau=0.5)
 first.task_dict = {"videomme_x": {"test": docs}}
 out["answers"] = first.generate_until(requests("videomme_x"))
 out["failures"] = first.failures
-lmms_model.process_sample = lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed"))
+runner.process_sample = lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed"))
 again = Cader(model=model, config=config, records=records)
 again.task_dict = {"videomme_x": {"test": docs}}
 out["again"] = again.generate_until(requests("videomme_x"))
@@ -47,7 +47,7 @@ try:
     Cader(model=model, records=records, taus=0.5)
 except ValueError as exc:
     out["unknown"] = str(exc)
-lmms_model.process_sample = process_sample
+runner.process_sample = process_sample
 # four questions about two videos, asked alternately: lmms-eval's order within a task is the dataset's
 two = [{"question_id": f"t{i}", "videoID": "v", "duration": "long", "question": f"Where is band {i}?",
         "options": ["A. up", "B. down", "C. left", "D. right"], "answer": "ABCD"[i]} for i in range(4)]

@@ -10,10 +10,8 @@ passes the uncached ones, also in one call). `answer_requests` turns that call i
   one call runs once;
 - the rest run together, ordered so that a video's questions are adjacent (videos in the order they are first asked
   about, across tasks: videomme and videomme_long share videos), each video read through one reader whose Stage-1
-  decode its questions share (`run_grouped`, as `cader eval` does by default: the same records but for timings
-  and the shared part of the cost),
-  `concurrency` samples in flight whose model calls are merged into batched calls (`BatchingBackend`, as
-  evaluate/runner.py does for `--concurrency`);
+  decode and repeated crops its questions share, `concurrency` samples in flight whose model calls are merged
+  into batched calls: the runner's own `records_of`, so the records are `cader eval`'s (`run_grouped`);
 - each record is appended to the side file as it comes, so an interrupted run resumes; the replies come back in
   request order.
 
@@ -27,14 +25,13 @@ name and says what to use instead.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cader.contracts.jsonl import JsonlAppender, exclusive_writer, read_jsonl, repair_torn_tail
 from cader.evaluate.lmms.docs import BadDocument, doc_hash, family_of, sample_from_doc
-from cader.evaluate.video_groups import VideoGroup, group_by_video
+from cader.evaluate.video_groups import group_by_video
 from tqdm import tqdm
 
 log = logging.getLogger(__name__)
@@ -63,110 +60,25 @@ def single_process_problem(environ: Mapping[str, str]) -> str | None:
             "`cader eval --devices N`, which shards by video, and `cader export-lmms` its predictions")
 
 
-def run_in_flight(samples: Sequence, one, main, verifier, concurrency: int) -> Iterator[dict]:
-    """`one(sample, main, verifier)` for each sample, yielded in the order of `samples`. With concurrency > 1 the
-    samples run on that many threads and reach the models through BatchingBackend wrappers (one per distinct
-    backend), which merge the calls the threads make at the same time into one batched call."""
-    if concurrency <= 1 or len(samples) <= 1:
-        for sample in samples:
-            yield one(sample, main, verifier)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    from cader.evaluate.backends.batching import BatchingBackend
-
-    lock, running = threading.Lock(), [0]
-
-    def in_flight() -> int:  # a merged call goes out as soon as every running sample waits on the model
-        return running[0]
-
-    batched_main = BatchingBackend(main, max_batch=concurrency, in_flight=in_flight)
-    batched_verifier = batched_main if verifier is main else BatchingBackend(
-        verifier, max_batch=concurrency, in_flight=in_flight)
-
-    def counted(sample):
-        with lock:
-            running[0] += 1
-        try:
-            return one(sample, batched_main, batched_verifier)
-        finally:
-            with lock:
-                running[0] -= 1
-
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="cader-lmms") as pool:
-        yield from pool.map(counted, samples)
-
-
-class VideoGroups:
-    """The open `VideoGroup` of each video with a sample in flight (cader.evaluate.video_groups: one reader, F1
-    decoded once per video and frame setting), closed when its last sample is done.
-
-    The groups keep no windowed samplings (crops, RGR contexts) for later questions: how much of them to keep is the
-    runner's private budget, so here a crop is decoded by each question that asks for it, and a record's
-    `cost.frames_shared` counts the F1 frames it took from its group.
-
-    Args:
-        samples: the samples in processing order (a video's adjacent)
-        decode_workers: parallel decoders of each reader
-    """
-
-    def __init__(self, samples: Sequence, decode_workers: int | None) -> None:
-        self.decode_workers = decode_workers
-        self._position = {id(sample): (i,) for i, sample in enumerate(samples)}
-        self._left: dict[str, int] = {}
-        for sample in samples:
-            self._left[str(sample.video)] = self._left.get(str(sample.video), 0) + 1
-        self._open: dict[str, VideoGroup] = {}
-        self._lock = threading.Lock()
-
-    def acquire(self, sample):
-        """The sample's reader: a view of its video's group, opened by the video's first sample."""
-        video = str(sample.video)
-        with self._lock:
-            if video not in self._open:
-                self._open[video] = VideoGroup(video, self.decode_workers)
-            group = self._open[video]
-        return group.view(self._position[id(sample)])
-
-    def release(self, sample) -> None:
-        video = str(sample.video)
-        with self._lock:
-            self._left[video] -= 1
-            if self._left[video] == 0:
-                self._open.pop(video).close()
-
-    def open_groups(self) -> int:
-        with self._lock:
-            return len(self._open)
-
-
-def run_grouped(samples: Sequence, process, main, verifier, cfg, concurrency: int) -> Iterator[dict]:
-    """The records of `samples` (a video's adjacent), in their order: each video read through one group, as
-    evaluate/runner.py's `group_by_video` does, so the records equal `cader eval`'s but for timings and the shared
-    part of the cost (`cost.frames_shared`: the frames a record took from its video's group; the first question of
-    a video in this order pays the decode; `forwards_shared` 0, as in the runner).
+def run_grouped(samples: Sequence, main, verifier, cfg, concurrency: int) -> Iterator[dict]:
+    """The records of `samples` (a video's questions adjacent, as `answer_requests` orders them), in their order,
+    through the runner's own `records_of`: one group per video, `concurrency` in flight, so they are `cader eval`'s
+    records of the same samples (timings aside).
 
     Args:
         samples: the samples, grouped by video
-        process: `cader.evaluate.runner.process_sample`
         main: the main model's backend
         verifier: the verifier's backend
         cfg: CADER's settings
         concurrency: samples in flight
     """
-    groups = VideoGroups(samples, cfg.decode_workers)
+    from cader.evaluate.runner import records_of
 
-    def one(sample, main_backend, verifier_backend):
-        view = groups.acquire(sample)
-        try:
-            return process(sample, sample.video, main_backend, verifier_backend, cfg, reader=view), view
-        finally:
-            view.release()
-            groups.release(sample)
-
-    for record, view in run_in_flight(samples, one, main, verifier, concurrency):
-        # final only now: every sample before this one is done (video_groups: cost attribution)
-        record["cost"].update(frames_shared=view.frames_shared(), forwards_shared=0)
+    run = records_of(samples, main, verifier, cfg, lambda sample: sample.video, concurrency=concurrency)
+    for expected, (sample, record) in zip(samples, run, strict=True):
+        if sample is not expected:  # the runner keeps a grouped list's order; a reorder would misfile records
+            raise RuntimeError(f"cader: the runner reordered the samples ({sample.sample_id} before "
+                               f"{expected.sample_id}); the samples must come grouped by video")
         yield record
 
 

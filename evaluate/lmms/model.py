@@ -36,7 +36,6 @@ from cader.evaluate.lmms.answering import (
     single_process_problem,
 )
 from cader.evaluate.method.config import CaderConfig
-from cader.evaluate.runner import process_sample
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
@@ -111,7 +110,7 @@ class Cader(lmms):
 
     def run(self, samples: list):
         """The records of `samples` (a video's adjacent), in their order, `concurrency` in flight."""
-        return run_grouped(samples, process_sample, self.main, self.verifier, self.cfg, self.concurrency)
+        return run_grouped(samples, self.main, self.verifier, self.cfg, self.concurrency)
 
     def generate_until(self, requests: list[Instance]) -> list[str]:
         """The final letter per request, in request order; "" for a failed sample (the task's scorer counts it
