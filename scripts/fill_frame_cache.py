@@ -76,10 +76,24 @@ def planned_items(argv: list[str]):
     return module.items, module.budget.fps, data["frame_cache_dir"]
 
 
+OWN_HELP = """usage: fill_frame_cache.py [--workers N] [--dry_run] --data.frame_cache_dir DIR [train/sft.py flags]
+
+Decode every video sample of a training config once, into the frame cache training then reads.
+
+this script's options:
+  --workers N   decoding processes, one decoder and one torch thread each (default: the usable cores)
+  --dry_run     plan the mix and print how many samplings it holds and the bytes they can take; decode nothing
+
+Every other flag is train/sft.py's, with the same config files:
+"""
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Fill the cache for train/sft.py's command line `argv` plus `--workers N` (default: the usable cores) and
     `--dry_run` (plan and size only)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in argv or "--help" in argv:   # its own flags first; the SFT parser then prints the rest and exits
+        print(OWN_HELP)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = max(1, int(take_flag(argv, "--workers", True) or cores))
     dry_run = take_flag(argv, "--dry_run", False) is not None

@@ -50,3 +50,21 @@ def test_every_flag_of_every_subcommand_has_help(subcommand):
     text = help_of(subcommand)
     assert text.count("\n  -") >= 2, text[:500]   # the help was printed (at least --help and one flag)
     assert options_without_help(text) == []
+
+
+def test_sft_help_leads_with_the_recipes_own_flags():
+    text = help_of("sft")
+    first_trainer = text.index("\n  --trainer.")
+    for flag in ("--plan_only", "--num_threads", "--model.lr", "--model.lora_r", "--data.fps", "--data.max_length",
+                 "--loss_guard.", "--progress_log."):
+        assert text.index(flag) < first_trainer, flag
+
+
+def test_the_frame_cache_script_shows_its_own_flags_before_the_sft_ones(capsys):
+    from cader.scripts import fill_frame_cache
+
+    with pytest.raises(SystemExit):
+        fill_frame_cache.main(["--help"])
+    text = capsys.readouterr().out
+    assert "--workers N" in text and "--dry_run" in text
+    assert text.index("--dry_run") < text.index("--model.lr")

@@ -19,7 +19,7 @@ CONFIG_DIR = REPO / "configs" / "train"
 
 USAGE = ("%(prog)s [--config CONFIG] [--print_config] [--plan_only true] [--ckpt_path PATH|last] [--export false]\n"
          "       [--num_threads INT]\n"
-         "       [--trainer.NAME VALUE] [--model.NAME VALUE] [--data.NAME VALUE] ...")
+         "       [--model.NAME VALUE] [--data.NAME VALUE] [--trainer.NAME VALUE] ...")
 
 
 def resolve_config(value: str) -> str:
@@ -78,6 +78,10 @@ class SFTCLI(LightningCLI):
         parser.add_argument("--plan_only", type=bool, default=False,
                             help="read, filter and budget the mix, fill the plan cache, write data_report.json, and "
                                  "stop (no model, no Trainer: run it on a CPU node before the GPU job)")
+        # --help leads with the recipe (its own options, the model's and the data's, the guards), then Lightning's
+        # Trainer flags: LightningCLI adds the Trainer's group first
+        trainer = [g for g in parser._action_groups if any(a.dest.startswith("trainer") for a in g._group_actions)]
+        parser._action_groups = [g for g in parser._action_groups if g not in trainer] + trainer
 
     def instantiate_classes(self) -> None:
         """Does nothing: LightningCLI calls it right after parsing, and sft.py calls `build()` once it may."""
