@@ -39,7 +39,7 @@ class HFBackend(Backend):
         batch_size: int = 8,
     ):
         self.path = str(path)
-        self.batch_size = max(1, int(batch_size))  # prompts per forward in letter_logits / yes_no
+        self.batch_size = max(1, int(batch_size))  # prompts per forward (letter_logits, yes_no, generate)
         self.processor = load_processor(self.path)
         self.model = load_model(
             self.path, dtype=dtype, device=device, attn_implementation=attn_implementation
@@ -103,8 +103,8 @@ class HFBackend(Backend):
 
     def _left_padded(self, items: list[dict]) -> dict:
         """One batch from single-prompt inputs, left-padded so every prompt ends at the last position."""
-        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        return pad_batch(items, {"input_ids": pad_id, "attention_mask": 0, "mm_token_type_ids": 0}, side="left")
+        return pad_batch(items, {"input_ids": self._pad_id(), "attention_mask": 0, "mm_token_type_ids": 0},
+                         side="left")
 
     @torch.inference_mode()
     def _last_logits(self, prompts: Sequence[Prompt]) -> list[tuple[torch.Tensor, int]]:
@@ -133,12 +133,32 @@ class HFBackend(Backend):
 
     @torch.inference_mode()
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int) -> list[Generation]:
+        """Greedy continuations, `batch_size` prompts per `model.generate` (left padding, as the scoring calls)."""
         results = []
-        for prompt in prompts:
-            inputs = self._inputs(prompt)
-            n_prompt = int(inputs["input_ids"].shape[1])
-            output = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
-            new_tokens = output[0, n_prompt:]
-            text = self.tokenizer.decode(new_tokens, skip_special_tokens=True)
-            results.append(Generation(text, n_prompt, int(new_tokens.shape[0])))
+        for start in range(0, len(prompts), self.batch_size):
+            items = [self._inputs(p) for p in prompts[start:start + self.batch_size]]
+            batch = items[0] if len(items) == 1 else self._left_padded(items)
+            output = self.model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
+                                         pad_token_id=self._pad_id())
+            width = int(batch["input_ids"].shape[1])
+            for row, item in zip(output, items):
+                new_tokens = until_end(row[width:], self._end_ids())
+                text = self.tokenizer.decode(new_tokens, skip_special_tokens=True)
+                results.append(Generation(text, int(item["input_ids"].shape[1]), int(new_tokens.shape[0])))
         return results
+
+    def _pad_id(self) -> int:
+        return self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    def _end_ids(self) -> set[int]:
+        ends = self.model.generation_config.eos_token_id
+        return set(ends if isinstance(ends, (list, tuple)) else [] if ends is None else [ends])
+
+
+def until_end(tokens: torch.Tensor, end_ids: set[int]) -> torch.Tensor:
+    """A generated row up to and including its first end token: in a batch, a row that ended early is padded
+    after it while the others go on (a lone prompt's row simply stops there)."""
+    for i, token in enumerate(tokens.tolist()):
+        if token in end_ids:
+            return tokens[: i + 1]
+    return tokens
