@@ -70,10 +70,15 @@ def test_no_shipped_config_names_the_development_package():
     assert not offences, "configs name cader.dev:\n" + "\n".join(offences)
 
 
-def test_the_product_folders_are_every_package_the_distribution_maps_besides_cader_dev():
+# Not product code either: the toolkit's scripts (quickstart steps, benches), importable so that tests call their
+# functions; they build miniatures and doubles, so they may use cader.dev.
+SCRIPTS = {"cader.scripts": "scripts"}
+
+
+def test_the_product_folders_are_every_package_the_distribution_maps_besides_cader_dev_and_the_scripts():
     tomllib = pytest.importorskip("tomllib")
     mapping = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    assert mapping == {**PRODUCT, DEV: "devtools"}
+    assert mapping == {**PRODUCT, DEV: "devtools", **SCRIPTS}
 
 
 @pytest.mark.parametrize("source, package, expected", [
