@@ -1,16 +1,17 @@
 """Decode every video sample of a training config once, into its frame cache, before the GPU job.
 
     python scripts/fill_frame_cache.py --config configs/train/cot_mix.yaml --data.frame_cache_dir /fast/frames \\
-        [--workers 16] [--dry_run] [any other train/sft.py flag]
+        [--workers 16] [--dry_run true] [any other train/sft.py flag]
 
 The paper trains one epoch, so a cache filled lazily by the first epoch would never be read: this fills it ahead, on
 CPU nodes, with the same config and flags as train/sft.py (`--data.frame_cache_dir` is required; the training run
 then takes the same value). The mix is planned as `--plan_only true` plans it (from the plan cache when that is
-warm), and each planned video sampling (file, rate, frame count, pixel budget) is decoded on one of `workers`
+warm), and each planned video sampling (file, rate, frame count, pixel budget) is decoded on one of `--workers`
 processes (one decoder and one torch thread each) and stored with `cader.vlm.frame_cache`. Entries already there
 are kept, so a stopped fill resumes where it was; a video that cannot be decoded is counted and left to training,
 which skips it as it always did. Prints one JSON summary: entries written, already there and failed, bytes, seconds,
-and `bytes_at_most`, the disk the planned samplings can take (frames x pixel budget x 3); `--dry_run` stops there.
+and `bytes_at_most`, the disk the planned samplings can take (frames x pixel budget x 3); `--dry_run true` stops
+there. The command line is train/sft.py's LightningCLI plus those two options (`FillFrameCacheCLI`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from cader.train.cli import SFTCLI, make_cli
 from cader.vlm.frame_cache import TrainingSampling, fill_in_worker
 
 
@@ -44,22 +46,33 @@ def bytes_at_most(jobs: list[tuple[str, TrainingSampling]]) -> int:
     return sum(sampling.frames * sampling.max_pixels * 3 for _, sampling in jobs if sampling.max_pixels)
 
 
-def take_flag(argv: list[str], name: str, has_value: bool) -> str | None:
-    """Remove `name` (and its value) from `argv`; its value, "true" for a bare switch, None when absent."""
-    if name not in argv:
-        return None
-    at = argv.index(name)
-    value = argv[at + 1] if has_value else "true"
-    del argv[at:at + 1 + has_value]
-    return value
+class FillFrameCacheCLI(SFTCLI):
+    """train/sft.py's command line (the same config files and flags) plus the fill's own options, listed first."""
+
+    usage = ("%(prog)s [--workers N] [--dry_run true] --data.frame_cache_dir DIR [--config CONFIG]\n"
+             "       [any other train/sft.py flag]")
+    description = ("Decode every video sample of a training config once, into the frame cache training then reads. "
+                   "Every flag but --workers and --dry_run is train/sft.py's.")
+
+    def add_arguments_to_parser(self, parser) -> None:
+        super().add_arguments_to_parser(parser)
+        parser.add_argument("--workers", type=int | None, default=None,
+                            help="decoding processes, one decoder and one torch thread each (default: the usable "
+                                 "cores)")
+        parser.add_argument("--dry_run", type=bool, default=False,
+                            help="plan the mix and print how many samplings it holds and the bytes they can take; "
+                                 "decode nothing")
+        # the fill's options lead the help, before the SFT recipe's (the default group holds both)
+        group = parser._action_groups[1]
+        own = [a for a in group._group_actions if a.dest in ("workers", "dry_run")]
+        group._group_actions[:] = own + [a for a in group._group_actions if a not in own]
 
 
-def planned_items(argv: list[str]):
-    """Plan the mix of the train/sft.py command line `argv`: (planned samples, base rate, frame cache folder)."""
-    from cader.train.cli import local_processor_problem, parse_sft_args
+def planned_items(config):
+    """Plan the mix of a parsed train/sft.py configuration: (planned samples, base rate, frame cache folder)."""
+    from cader.train.cli import local_processor_problem
     from cader.train.datamodule import SFTDataModule
 
-    config = parse_sft_args(argv)
     data = config.data.as_dict()
     if not data.get("frame_cache_dir"):
         raise SystemExit("fill_frame_cache: set --data.frame_cache_dir (the folder training will read)")
@@ -76,31 +89,25 @@ def planned_items(argv: list[str]):
     return module.items, module.budget.fps, data["frame_cache_dir"]
 
 
-OWN_HELP = """usage: fill_frame_cache.py [--workers N] [--dry_run] --data.frame_cache_dir DIR [train/sft.py flags]
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Parse the command line, then `fill_frame_cache` its configuration; exit 0.
 
-Decode every video sample of a training config once, into the frame cache training then reads.
-
-this script's options:
-  --workers N   decoding processes, one decoder and one torch thread each (default: the usable cores)
-  --dry_run     plan the mix and print how many samplings it holds and the bytes they can take; decode nothing
-
-Every other flag is train/sft.py's, with the same config files:
-"""
+    argv: train/sft.py's flags plus --workers and --dry_run (default: sys.argv[1:]).
+    prog: the program name the usage shows.
+    """
+    fill_frame_cache(make_cli(argv, prog, FillFrameCacheCLI).config)
+    return 0
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Fill the cache for train/sft.py's command line `argv` plus `--workers N` (default: the usable cores) and
-    `--dry_run` (plan and size only)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "-h" in argv or "--help" in argv:   # its own flags first; the SFT parser then prints the rest and exits
-        print(OWN_HELP)
+def fill_frame_cache(config) -> dict:
+    """Plan the mix of `config` (a parsed FillFrameCacheCLI) and decode each planned sampling into its frame cache;
+    returns the printed summary (the plan alone under `dry_run`)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = max(1, int(take_flag(argv, "--workers", True) or cores))
-    dry_run = take_flag(argv, "--dry_run", False) is not None
-    items, fps, root = planned_items(argv)
+    workers = max(1, config.workers or cores)
+    items, fps, root = planned_items(config)
     jobs = video_samplings(items, fps)
     plan = {"frame_cache_dir": str(root), "samplings": len(jobs), "bytes_at_most": bytes_at_most(jobs)}
-    if dry_run:
+    if config.dry_run:
         print(json.dumps(plan, indent=1))
         return plan
     start = time.perf_counter()
@@ -124,4 +131,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    main()
+    sys.exit(main())

@@ -66,5 +66,7 @@ def test_the_frame_cache_script_shows_its_own_flags_before_the_sft_ones(capsys):
     with pytest.raises(SystemExit):
         fill_frame_cache.main(["--help"])
     text = capsys.readouterr().out
-    assert "--workers N" in text and "--dry_run" in text
-    assert text.index("--dry_run") < text.index("--model.lr")
+    options = text[text.index("\noptions:"):]
+    assert "--workers WORKERS" in options and "--dry_run {true,false}" in options
+    assert options.index("--workers") < options.index("--dry_run") < options.index("--ckpt_path") \
+        < options.index("--model.lr")

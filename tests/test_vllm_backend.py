@@ -168,11 +168,17 @@ def test_run_parses_engine_settings_into_engine_configs(monkeypatch, tmp_path):
     assert isinstance(seen["m"], VLLMEngineConfig) and seen["m"].gpu_memory_utilization == 0.4
 
 
-# ---- scripts/bench/vllm_parity.py: the comparisons that must fail on a real difference ------------------------
+# ---- scripts/bench/vllm_parity.py and vllm_records.py: the comparisons that must fail on a real difference ------------------------
 def _parity_bench():
     import importlib
 
     return importlib.import_module("cader.scripts.bench.vllm_parity")
+
+
+def _records_bench():
+    import importlib
+
+    return importlib.import_module("cader.scripts.bench.vllm_records")
 
 
 def _answers(p_yes=1e-3, ids=(1, 2, 3), logits=(1.0, 0.2, -0.5)):
@@ -203,7 +209,7 @@ def test_parity_accepts_a_shared_shift_and_rejects_every_real_difference():
 
 
 def test_records_must_agree_on_letters_routes_and_windows():
-    bench = _parity_bench()
+    bench = _records_bench()
 
     def record(sid, pred="A", route="stage2", window=(10.0, 20.0), error=None):
         steps = [{"phase": "propose", "window": list(window)}, {"phase": "verify", "window": None}]
@@ -220,7 +226,7 @@ def test_records_must_agree_on_letters_routes_and_windows():
 def test_two_whole_runs_are_compared_file_by_file(tmp_path, capsys):
     import json
 
-    bench = _parity_bench()
+    bench = _records_bench()
 
     def write(root, name, rows):
         path = root / name / "predictions.jsonl"
@@ -249,7 +255,7 @@ def test_two_whole_runs_are_compared_file_by_file(tmp_path, capsys):
 
 
 def test_samples_per_second_leaves_loading_out_and_counts_samples_in_flight():
-    bench = _parity_bench()
+    bench = _records_bench()
     # one at a time: started at 10 s, each takes 2 s -> 3 samples in 6 s
     assert bench.samples_per_s([12.0, 14.0, 16.0], [2.0, 2.0, 2.0]) == pytest.approx(0.5)
     # three in flight, written together at 13 s after 3 s each: 3 samples in 3 s

@@ -31,8 +31,11 @@ pytestmark = [
 
 
 def _bench():
-    module = importlib.import_module("cader.scripts.bench.vllm_parity")
-    return module
+    return importlib.import_module("cader.scripts.bench.vllm_parity")
+
+
+def _records_bench():
+    return importlib.import_module("cader.scripts.bench.vllm_records")
 
 
 def _clips():
@@ -129,7 +132,7 @@ def data_root(tmp_path_factory):
 
 
 def test_run_py_records_under_vllm_equal_the_hf_records(tiny_model_dir, data_root, tmp_path):
-    bench = _bench()
+    bench = _records_bench()
     # uniform_stage2 sends every sample to Stage 2: its proposals and fallbacks are compared too
     result = bench.records(str(tiny_model_dir), str(data_root), str(tmp_path / "runs"), limit=3, concurrency=3,
                            extra_args="--variant uniform_stage2", vllm_python=VLLM_PYTHON)
@@ -140,7 +143,7 @@ def test_run_py_records_under_vllm_equal_the_hf_records(tiny_model_dir, data_roo
 def test_trained_export_records_under_vllm_equal_hf_with_every_stage2_step(shipped_tiny_run, tmp_path):
     import json
 
-    bench = _bench()
+    bench = _records_bench()
     root = shipped_tiny_run / "runs" / "tiny"
     # no calibration: every sample goes to Stage 2, whose proposals parse on the trained export, so the crop, the
     # verifier (main model and verifier batcher threads calling the engine at once), reflection and the final answer

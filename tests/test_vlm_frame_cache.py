@@ -188,7 +188,7 @@ def test_the_fill_script_decodes_each_planned_video_once_and_training_then_only_
     import importlib
 
     from cader.dev.synthetic.dataset import make_synthetic_data
-    from cader.train.cli import parse_sft_args
+    from cader.train.cli import make_cli, parse_sft_args
     from cader.train.datamodule import PlannedDataset, SFTDataModule
 
     fill = importlib.import_module("cader.scripts.fill_frame_cache")
@@ -199,12 +199,17 @@ def test_the_fill_script_decodes_each_planned_video_once_and_training_then_only_
     argv = ["--config", "cot_mix.yaml", "--model.model_path", str(tiny_model_dir), "--data.sources", f"[{source}]",
             "--data.plan_cache_dir", str(tmp_path / "plans"), "--trainer.default_root_dir", str(tmp_path / "run"),
             "--data.frame_cache_dir", str(tmp_path / "frames")]
-    sized = fill.main([*argv, "--dry_run"])
+
+    def run_fill(*flags):
+        return fill.fill_frame_cache(make_cli([*argv, *flags], cli_class=fill.FillFrameCacheCLI).config)
+
+    sized = run_fill("--dry_run", "true")
     assert sized["samplings"] > 0 and not (tmp_path / "frames").exists()
-    first = fill.main([*argv, "--workers", "2"])
+    first = run_fill("--workers", "2")
     assert first["samplings"] == sized["samplings"] and first["written"] == first["samplings"] and first["failed"] == 0
     assert 0 < first["bytes_written"] <= first["bytes_at_most"] + 4096 * first["samplings"]  # + headers and times
-    again = fill.main([*argv, "--workers", "1"])
+    assert fill.main([*argv, "--workers", "1"]) == 0  # the command line: every entry already there
+    again = run_fill("--workers", "1")
     assert again["present"] == first["samplings"] and again["written"] == 0
 
     config = parse_sft_args(argv)

@@ -47,6 +47,10 @@ class SFTCLI(LightningCLI):
     """LightningCLI plus sft.py's own arguments. Constructing it only parses: `build()` instantiates the Trainer,
     the module and the data module, so that missing inputs or `--plan_only` never build a model or a Trainer."""
 
+    # --help's usage line and description (a subclass with options of its own gives its own)
+    usage = USAGE
+    description = "Fine-tune Qwen3-VL on the tool-free CoT mix, then write the HF export (CADER paper, supplementary A)."
+
     def init_parser(self, **kwargs):
         from lightning.pytorch import __version__
 
@@ -107,23 +111,27 @@ class SFTCLI(LightningCLI):
         return super()._instantiate_trainer(config, callbacks)
 
 
-def make_cli(argv: list[str] | None = None, prog: str | None = None) -> SFTCLI:
-    """Parse `argv` (None: sys.argv) into an SFTCLI; nothing is instantiated yet. `prog`: the usage's program."""
+def make_cli(argv: list[str] | None = None, prog: str | None = None, cli_class: type[SFTCLI] = SFTCLI) -> SFTCLI:
+    """Parse `argv` (None: sys.argv) into an SFTCLI; nothing is instantiated yet.
+
+    argv: the flags.
+    prog: the program name the usage shows.
+    cli_class: SFTCLI or a subclass adding options of its own (scripts/fill_frame_cache.py's).
+    """
     kwargs = {
         "model_class": SFTModule, "datamodule_class": SFTDataModule, "run": False,
         "auto_configure_optimizers": False,   # SFTModule configures its own optimizer and schedule
         "save_config_kwargs": {"overwrite": True},
-        "parser_kwargs": {"default_env": False, "usage": USAGE, **({"prog": prog} if prog else {}),
-                          "description": "Fine-tune Qwen3-VL on the tool-free CoT mix, then write the HF export "
-                                         "(CADER paper, supplementary A)."},
+        "parser_kwargs": {"default_env": False, "usage": cli_class.usage, **({"prog": prog} if prog else {}),
+                          "description": cli_class.description},
     }
     if argv is None:
-        return SFTCLI(**kwargs)
+        return cli_class(**kwargs)
     # LightningCLI warns when it is given arguments while sys.argv holds some too (tests, callers in Python); it
     # parses `argv` only, so sys.argv keeps just the program name meanwhile.
     program_args, sys.argv = sys.argv, sys.argv[:1]
     try:
-        return SFTCLI(args=argv, **kwargs)
+        return cli_class(args=argv, **kwargs)
     finally:
         sys.argv = program_args
 

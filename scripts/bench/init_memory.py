@@ -28,12 +28,12 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from cader.scripts.bench.in_fresh_process import command
 from jsonargparse import CLI
 
 WAYS = ("full_load", "sharded")
@@ -193,7 +193,8 @@ def measure(way: str, model_dir: Path, work: Path, mmap_threshold: int | None, t
     for _ in range(3):
         port = _free_port()
         outs = [work / f"{way}_rank{r}.json" for r in range(WORLD_SIZE)]
-        procs = [subprocess.Popen([sys.executable, __file__, "rank", way, str(model_dir), str(out)],
+        procs = [subprocess.Popen(command("cader.scripts.bench.init_memory:run_rank",
+                                          {"way": way, "model_dir": str(model_dir), "out": str(out)}),
                                   env=_rank_environ(r, port, mmap_threshold), stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True) for r, out in enumerate(outs)]
         errors = [p.communicate(timeout=timeout)[1] for p in procs]
@@ -245,7 +246,4 @@ def main(hidden_size: int = 1024, intermediate_size: int = 2816, layers: int = 8
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["rank"]:
-        run_rank(*sys.argv[2:5])
-    else:
-        CLI(main, as_positional=False)
+    CLI(main, as_positional=False)

@@ -13,7 +13,7 @@ each distinct media header probed once per process and text tokens counted as ch
 both sides; `--planner tiny` plans with the tiny model's processor (the real `SampleEncoder`, ~8 ms a row on two
 cores: use a few thousand rows).
 
-Each figure comes from a fresh process (`python mix_memory.py --measure '{...}'`) that imports the same modules on
+Each figure comes from a fresh process (`in_fresh_process.command`, calling `measure`) that imports the same modules on
 both sides, times the mix's setup, then reads VmRSS and RssAnon once the mix is ready (after a garbage collection):
 cold is the first run on an empty cache, warm a second run on the cache the first wrote, i.e. what every rank pays
 once local rank 0 has prepared the data. Both sides must train the same items (number, planned lengths, and every
@@ -37,6 +37,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from cader.scripts.bench.in_fresh_process import command
 from jsonargparse import CLI
 
 RELEASE = {"longvt_sft_videor1_165k5.parquet": 165_575, "longvt_sft_longvideoreason_5k2.parquet": 5_238,
@@ -222,8 +223,8 @@ def measure(way: str, data: str, sources: list, cache: str, workers: int, planne
 
 def run_fresh(**kwargs) -> dict:
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, __file__, "--measure", json.dumps(kwargs)], capture_output=True,
-                          text=True, env=env, check=False)
+    proc = subprocess.run(command("cader.scripts.bench.mix_memory:measure", kwargs), capture_output=True, text=True,
+                          env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"measurement {kwargs['way']} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -287,7 +288,4 @@ def _summary(rows: int, workers: int, planner: str, runs: dict) -> dict:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--measure"]:
-        print(json.dumps(measure(**json.loads(sys.argv[2]))))
-    else:
-        CLI(main, as_positional=False)
+    CLI(main, as_positional=False)

@@ -37,7 +37,8 @@ def main(n: int = 8) -> dict:
         samples = [Sample("bench", f"s{i}", video.name, f"Which shade is shown ({i})?", ["dark", "mid", "light", "none"],
                           list("ABCD"), "A", 60.0, {}) for i in range(n)]
         backend = HFBackend(str(make_tiny_model(root / "model")), dtype="float32")
-        base = dict(max_frames=8, max_pixels=2048, max_new_tokens_propose=8, max_new_tokens_answer=8, tau=0.5)
+        base = {"max_frames": 8, "max_pixels": 2048, "max_new_tokens_propose": 8, "max_new_tokens_answer": 8,
+                "tau": 0.5}
         cfgs = {v: CaderConfig(variant=v, **base) for v in VARIANTS}
         _, work = run_variants(samples, root, root / "shared", backend, backend, cfgs,
                                video_path=lambda s, r: r / s.video, progress=False)

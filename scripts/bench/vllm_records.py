@@ -1,0 +1,177 @@
+"""evaluate/run.py under the HF and the vLLM backend on the same samples: equal records, and each one's speed.
+
+    python scripts/bench/vllm_parity.py records --model M --data_root D --out DIR --json_out J
+    python scripts/bench/vllm_parity.py runs --hf_run A --vllm_run B
+
+`records` runs `evaluate/run.py --backend hf` and `--backend vllm --concurrency N` on the same samples and compares
+the records (letters, routes, windows, fallbacks, errors); the JSON row has each backend's samples/s (from the first
+sample's start to the last record, model loading left out; see `samples_per_s`) and the speed-up. `runs` compares
+two whole run folders written by the two backends. Both are subcommands of vllm_parity.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cader.scripts.bench.vllm_parity import CPU_ENGINE_ARGS, DEFAULT_VLLM_PYTHON, REPO, emit, vllm_env
+
+
+def record_view(record: dict) -> dict:
+    """What must be equal between the two backends' records of one sample: letters, route, windows, outcome."""
+    stage2 = record.get("stage2") or {}
+    return {
+        "pred": record.get("pred"),
+        "stage1_pred": (record.get("stage1") or {}).get("pred"),
+        "route": record.get("route"),
+        "accepted": stage2.get("accepted"),
+        "fallback": stage2.get("fallback"),
+        "windows": [step.get("window") for step in stage2.get("steps", []) if step.get("phase") == "propose"],
+        "failed": record.get("error") is not None,
+    }
+
+
+def compare_records(hf_records: list[dict], vllm_records: list[dict]) -> list[str]:
+    """One line per sample whose records differ in `record_view` (or that only one backend has)."""
+    def key(r):
+        return f"{r.get('benchmark')}/{r.get('sample_id')}"
+
+    a, b = {key(r): record_view(r) for r in hf_records}, {key(r): record_view(r) for r in vllm_records}
+    failures = [f"{k}: only in the {'HF' if k in a else 'vLLM'} records" for k in sorted(set(a) ^ set(b))]
+    for k in sorted(set(a) & set(b)):
+        diff = {f: (a[k][f], b[k][f]) for f in a[k] if a[k][f] != b[k][f]}
+        if diff:
+            failures.append(f"{k}: " + "; ".join(f"{f} HF {x!r} vs vLLM {y!r}" for f, (x, y) in diff.items()))
+    return failures
+
+
+def timed_run(cmd: list[str], predictions: Path, env: dict | None = None, timeout_s: float = 3600) -> dict:
+    """Run one evaluate/run.py: its wall time and, per record, when it reached predictions.jsonl (seconds)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    arrivals: list[float] = []
+    while True:
+        done = proc.poll() is not None
+        n = sum(1 for line in predictions.open() if line.strip()) if predictions.exists() else 0
+        arrivals += [time.perf_counter() - t0] * (n - len(arrivals))
+        if done:
+            break
+        if time.perf_counter() - t0 > timeout_s:
+            proc.kill()
+            raise TimeoutError(f"{cmd[:3]} ran past {timeout_s} s")
+        time.sleep(0.05)
+    stderr = proc.stderr.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} ... failed (exit {proc.returncode}):\n{stderr[-4000:]}")
+    return {"wall_s": time.perf_counter() - t0, "arrivals_s": arrivals}
+
+
+def samples_per_s(arrivals_s: list[float], seconds: list[float], skip: int = 0) -> float | None:
+    """Evaluation rate with model loading left out: samples over the time from the first one's start to the last
+    record's arrival. A sample started at its arrival minus its own `cost.seconds` (the runner's per-sample clock),
+    so this holds for samples run one at a time and for N in flight alike. `skip`: leave out the first records to
+    arrive (the first wave pays the engine's one-time warm-up of its first requests).
+    """
+    if len(arrivals_s) != len(seconds):
+        return None
+    kept = sorted(zip(arrivals_s, seconds))[skip:]
+    if not kept:
+        return None
+    span = max(a for a, _ in kept) - min(a - s for a, s in kept)
+    return len(kept) / span if span > 0 else None
+
+
+def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", limit: int = 8,
+            concurrency: int = 4, config: str = "configs/eval/cader_tiny.yaml", extra_args: str = "",
+            vllm_args: str = CPU_ENGINE_ARGS, vllm_python: str = DEFAULT_VLLM_PYTHON,
+            json_out: str | None = None) -> dict:
+    """evaluate/run.py --backend hf and --backend vllm --concurrency N: equal records, and each one's samples/s.
+
+    Exit status 1 when the records differ.
+
+    Args:
+        model: An HF folder (model and verifier), e.g. runs/tiny/sft/export.
+        data_root: --data_root of evaluate/run.py.
+        out: A folder for the two runs (hf/ and vllm/); an earlier run's predictions there are removed first.
+        benchmark: A benchmark name of the registry.
+        limit: Samples run.
+        concurrency: Samples in flight in the vLLM run (the HF run uses 1).
+        config: --config of both runs (sets fp32 and the tiny budgets for the default).
+        extra_args: More arguments for both runs, space separated (e.g. "--variant uniform_stage2").
+        vllm_args: More arguments for the vLLM run. The default suits a tiny model on a CPU: eager mode (no
+            torch.compile warm-up) and a 4096-token context (vLLM profiles its encoder cache with a video of the
+            longest context: minutes and GBs on a CPU at the 32K default). On a GPU with the real models: "".
+        vllm_python: The interpreter with vLLM.
+        json_out: Also write the result here.
+    """
+    out_dir = Path(out)
+    base = ["evaluate/run.py", "--config", config, "--model", model, "--verifier", model, "--benchmark", benchmark,
+            "--data_root", data_root, "--limit", str(limit), "--progress", "false", *extra_args.split()]
+    runs = {}
+    for name, python, args, env in (
+        ("hf", sys.executable, ["--backend", "hf"], None),
+        ("vllm", vllm_python, ["--backend", "vllm", "--concurrency", str(concurrency), *vllm_args.split()],
+         vllm_env()),
+    ):
+        target = out_dir / name
+        predictions = target / "predictions.jsonl"
+        predictions.unlink(missing_ok=True)  # a rerun must not resume from (and so skip) the last run's records
+        timing = timed_run([python, *base, "--out", str(target), *args], predictions, env)
+        rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
+        seconds = [float((r.get("cost") or {}).get("seconds") or 0.0) for r in rows]
+        first_wave = concurrency if name == "vllm" else 1
+        runs[name] = {"records": rows, **timing, "samples_per_s": samples_per_s(timing["arrivals_s"], seconds),
+                      "warm_samples_per_s": samples_per_s(timing["arrivals_s"], seconds, skip=first_wave)}
+    failures = compare_records(runs["hf"]["records"], runs["vllm"]["records"])
+    hf_rate, vllm_rate = runs["hf"]["samples_per_s"], runs["vllm"]["samples_per_s"]
+    result = {
+        "model": model, "benchmark": benchmark, "n": len(runs["hf"]["records"]), "concurrency": concurrency,
+        "routes": {r: sum(x["route"] == r for x in runs["hf"]["records"]) for r in ("exit", "stage2")},
+        **{f"{name}_{k}": runs[name][k] for name in runs for k in ("samples_per_s", "warm_samples_per_s", "wall_s")},
+        "speedup": vllm_rate / hf_rate if hf_rate and vllm_rate else None,
+        "warm_speedup": (runs["vllm"]["warm_samples_per_s"] / runs["hf"]["warm_samples_per_s"]
+                         if runs["hf"]["warm_samples_per_s"] and runs["vllm"]["warm_samples_per_s"] else None),
+        "threads": os.environ.get("OMP_NUM_THREADS"),
+        "failures": failures,
+    }
+    emit(result, json_out)
+    if failures:
+        sys.exit(1)
+    return result
+
+
+def runs(hf_run: str, vllm_run: str, json_out: str | None = None) -> dict:
+    """Two whole runs of the same work, e.g. `bash scripts/quickstart.sh A` and `BACKEND=vllm bash
+    scripts/quickstart.sh B` on the same model and data: every predictions.jsonl under `hf_run` against the one at
+    the same place under `vllm_run` (`compare_records`); exit status 1 on any difference or missing file.
+
+    Args:
+        hf_run: A run folder written with the HF backend (e.g. A/runs/tiny/eval).
+        vllm_run: The same run written with the vLLM backend.
+        json_out: Also write the result here.
+    """
+    from cader.contracts.jsonl import read_jsonl
+
+    hf_root, vllm_root = Path(hf_run), Path(vllm_run)
+    files, failures, n, stage2 = [], [], 0, 0
+    for hf_file in sorted(hf_root.rglob("predictions.jsonl")):
+        where = hf_file.relative_to(hf_root)
+        vllm_file = vllm_root / where
+        if not vllm_file.exists():
+            failures.append(f"{where}: no such file under {vllm_root}")
+            continue
+        hf_rows, vllm_rows = (list(read_jsonl(f)) for f in (hf_file, vllm_file))
+        failures += [f"{where}: {f}" for f in compare_records(hf_rows, vllm_rows)]
+        n += len(hf_rows)
+        stage2 += sum(r.get("route") == "stage2" for r in hf_rows)
+        files.append(str(where))
+    result = {"hf_run": hf_run, "vllm_run": vllm_run, "files": len(files), "records": n, "stage2": stage2,
+              "failures": failures}
+    emit(result, json_out)
+    if failures:
+        sys.exit(1)
+    return result
