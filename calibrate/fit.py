@@ -5,7 +5,7 @@
 
 Writes <out>/calibration.json (read by evaluate/run.py --calibration), <out>/figures/*.png|csv, <out>/summary.md.
 The flags are the parameters of `cader.calibrate.pipeline.calibrate_predictions`, with their help taken from its
-docstring.
+docstring (`cader.cli.function_cli`).
 """
 
 import argparse
@@ -14,8 +14,8 @@ import sys
 from cader.calibrate.calibration_file import CalibrationFileError
 from cader.calibrate.pipeline import CalibrationInputError, calibrate_predictions
 from cader.calibrate.records import PredictionFileError, PredictionRowError
-from cader.cli.docstrings import argument_help
-from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter
+from cader.cli.function_cli import function_parser, parse_call
+from jsonargparse import ArgumentParser, DefaultHelpFormatter
 
 # One line per mode: what it guarantees (each with probability >= 1 - delta over the selection split).
 MODES_HELP = """modes (--mode), each guarantee with probability >= 1 - delta:
@@ -34,20 +34,22 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter)
     """Keeps the modes table's lines as written."""
 
 
+PARSER_OPTIONS = {"several": ("predictions",), "description": __doc__.split("\n")[0], "epilog": MODES_HELP,
+                  "formatter_class": _HelpFormatter}
+
+
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0], epilog=MODES_HELP,
-                            formatter_class=_HelpFormatter)
-    parser.add_argument("--config", action=ActionConfigFile)
-    # `--predictions A B` takes several files after one flag, which a list-typed signature parameter cannot
-    parser.add_argument("--predictions", type=str, nargs="+", required=True,
-                        help=argument_help(calibrate_predictions)["predictions"])
-    parser.add_function_arguments(calibrate_predictions, skip={"predictions"})
-    return parser
+    """The flags of calibrate/fit.py: `calibrate_predictions`'s parameters."""
+    return function_parser(calibrate_predictions, prog, **PARSER_OPTIONS)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    args = build_parser(prog).parse_args(argv).as_dict()
-    args.pop("config", None)
+    """Fit and write calibration.json, then print T, tau and what the selection guaranteed; exit 2 on bad input.
+
+    argv: the flags (default: sys.argv[1:]).
+    prog: the program name the usage shows.
+    """
+    args, _ = parse_call(calibrate_predictions, argv, prog, **PARSER_OPTIONS)
     try:
         result = calibrate_predictions(**args)
     except (PredictionFileError, PredictionRowError, CalibrationInputError, CalibrationFileError) as exc:

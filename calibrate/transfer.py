@@ -114,8 +114,10 @@ def target_margins_from_predictions(paths, temperature: float) -> tuple[np.ndarr
     return np.asarray(out, np.float64), skipped
 
 
-def main(calibration: str, predictions: list[str], level: float = TRANSFER_LEVEL) -> int:
+def transfer_check(calibration: str, predictions: list[str], level: float = TRANSFER_LEVEL) -> int:
     """Warn when a target run's Stage-1 margins are not exchangeable with a calibration's (two-sample KS).
+
+    Prints the test's line (on stderr when it warns); returns 1 when it warns, else 0.
 
     Args:
         calibration: calibration.json written by calibrate/fit.py
@@ -132,24 +134,23 @@ def main(calibration: str, predictions: list[str], level: float = TRANSFER_LEVEL
     return 1 if check.warn else 0
 
 
-def cli(argv: list[str] | None = None) -> int:
-    from cader.calibrate.calibration_file import CalibrationFileError
-    from cader.cli.docstrings import argument_help
-    from jsonargparse import ArgumentParser
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """`transfer_check` on the command line; exit 1 when it warns, 2 on an unreadable input.
 
-    helps = argument_help(main)
-    parser = ArgumentParser(description=main.__doc__.split("\n")[0])
-    parser.add_argument("--calibration", type=str, required=True, help=helps["calibration"])
+    argv: the flags (default: sys.argv[1:]).
+    prog: the program name the usage shows.
+    """
+    from cader.calibrate.calibration_file import CalibrationFileError
+    from cader.cli.function_cli import parse_call
+
     # several files after one flag, as calibrate/fit.py --predictions
-    parser.add_argument("--predictions", type=str, nargs="+", required=True, help=helps["predictions"])
-    parser.add_argument("--level", type=float, default=TRANSFER_LEVEL, help=helps["level"])
-    args = parser.parse_args(argv)
+    args, _ = parse_call(transfer_check, argv, prog, several=("predictions",))
     try:
-        return main(args.calibration, args.predictions, args.level)
+        return transfer_check(**args)
     except (CalibrationFileError, OSError) as exc:
         print(f"calibrate/transfer.py: error: {exc}", file=sys.stderr)
         return 2
 
 
 if __name__ == "__main__":
-    sys.exit(cli())
+    sys.exit(main())

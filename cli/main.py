@@ -5,12 +5,14 @@
     cader eval --config configs/eval/cader.yaml ... # cader.evaluate.run.main       (python evaluate/run.py)
     cader merge --out DIR                           # the same, with --merge true
     cader calibrate --predictions P --out DIR       # cader.calibrate.fit.main      (python calibrate/fit.py)
+    cader transfer --calibration C --predictions P  # cader.calibrate.transfer.main (python calibrate/transfer.py)
     cader judge --predictions P ...                 # cader.evaluate.judge.cli.main (python evaluate/judge.py)
     cader compare A B                               # the same, subcommand compare
     cader view RUN [--out FILE]                     # cader.evaluate.view.main      (python evaluate/view.py)
     cader export-lmms RUN --out DIR                 # cader.evaluate.lmms.export.main
 
-Every stage's `main(argv, prog)` parses its own flags, so `cader <sub> --help` is that stage's help and the documented
+Every stage's `main(argv, prog)` parses its own flags: the parameters of the function it runs
+(`cader.cli.function_cli`), eval's its run options and every CaderConfig field, sft's LightningCLI's. So `cader <sub> --help` is that stage's help and the documented
 script (`python evaluate/run.py ...`) runs the same function. `cader` reads only the subcommand name and imports
 only that stage's module: building every stage's parser up front would import Lightning for `cader --help`.
 """
@@ -48,6 +50,9 @@ STAGES = {
     "calibrate": Command("cader.calibrate.fit", "calibrate/fit.py",
                          "fit the temperature T and the early-exit threshold tau on held-out predictions "
                          "(calibrate/fit.py)"),
+    "transfer": Command("cader.calibrate.transfer", "calibrate/transfer.py",
+                        "test whether a calibration carries over to another run: two-sample KS test of the Stage-1 "
+                        "margins (calibrate/transfer.py)"),
     "judge": Command("cader.evaluate.judge.cli", "evaluate/judge.py",
                      "judge AgentVidBench trajectories: judgments.jsonl and judge_report.json/md "
                      "(evaluate/judge.py)"),

@@ -28,7 +28,6 @@ or from a shell:  python -m cader.dev.judge_double --url_file /tmp/url   (serves
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import re
@@ -344,24 +343,34 @@ class LoopbackJudgeServer:
         return Handler
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=f"Serve made-up AgentVidBench judgments on 127.0.0.1 as model "
-                                                 f"{LOOPBACK_MODEL!r} only (a test double, not a judge).")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
-    parser.add_argument("--url_file", help="write the base URL here once listening")
-    args = parser.parse_args(argv)
-    server = LoopbackJudgeServer(delay=args.delay, port=args.port).start()
-    if args.url_file:
-        tmp = Path(args.url_file + ".tmp")
+def serve(port: int = 0, delay: float = 0.0, url_file: str | None = None) -> None:
+    """Serve made-up AgentVidBench judgments on 127.0.0.1 until SIGTERM or SIGINT (a test double, not a judge).
+
+    It answers as the loopback model only.
+
+    Args:
+        port: The port to listen on (0: a free one).
+        delay: Seconds before each reply.
+        url_file: Write the base URL here once listening (atomically, so a reader never sees half of it).
+    """
+    server = LoopbackJudgeServer(delay=delay, port=port).start()
+    if url_file:
+        tmp = Path(url_file + ".tmp")
         tmp.write_text(server.base_url + "\n")
-        tmp.replace(args.url_file)
+        tmp.replace(url_file)
     print(server.base_url, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     server.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m cader.dev.judge_double`: `serve` as a function CLI."""
+    from jsonargparse import CLI
+
+    CLI(serve, args=None if argv is None else list(argv), as_positional=False)
 
 
 if __name__ == "__main__":

@@ -10,29 +10,23 @@ samples open at once. See docs/viewer.md.
 import logging
 import sys
 
-from cader.cli.docstrings import argument_help
+from cader.cli.function_cli import function_parser, parse_call
 from cader.evaluate.viewer.build import write_viewer
-from jsonargparse import ActionConfigFile, ArgumentParser
+from jsonargparse import ArgumentParser
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    helps = argument_help(write_viewer)
-    parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_argument("root", type=str, help=helps["root"])
-    parser.add_argument("--out", type=str | None, default=None, help=helps["out"])
-    parser.add_argument("--video_root", type=str | None, default=None, help=helps["video_root"])
-    parser.add_argument("--thumbs", type=int, default=0, help=helps["thumbs"])
-    parser.add_argument("--calibration", type=list[str], default=[], help=helps["calibration"])
-    parser.add_argument("--judgments", type=list[str], default=[], help=helps["judgments"])
-    parser.add_argument("--judged_benchmarks", type=list[str], default=["agentvidbench"],
-                        help=helps["judged_benchmarks"])
-    return parser
+    """The flags of evaluate/view.py: `write_viewer`'s parameters, the run folder given without a flag."""
+    return function_parser(write_viewer, prog, positional=("root",), description=__doc__.split("\n")[0])
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    args = build_parser(prog).parse_args(argv).as_dict()
-    args.pop("config", None)
+    """Write the viewer and print its size and problem count; exit 2 on a missing run.
+
+    argv: the flags (default: sys.argv[1:]).
+    prog: the program name the usage shows.
+    """
+    args, _ = parse_call(write_viewer, argv, prog, positional=("root",), description=__doc__.split("\n")[0])
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args["thumbs"] < 0:
         print("evaluate/view.py: error: --thumbs must be >= 0", file=sys.stderr)

@@ -81,9 +81,9 @@ python "$REPO/calibrate/fit.py" --predictions "$EVAL/heldout_stage1/predictions.
   --mode precision --alpha 0.05 --delta 0.1
 wrote "$CAL/calibration.json" "$CAL/figures"
 
-# every registered benchmark with a released layout (python -m cader.evaluate.benchmarks --real), after the
+# every registered benchmark with a released layout (python -m cader.evaluate.benchmarks --real true), after the
 # synthetic test split, whose full run the ablations below compare with
-BENCHMARKS="synthetic $(python -m cader.evaluate.benchmarks --real | tr '\n' ' ')"
+BENCHMARKS="synthetic $(python -m cader.evaluate.benchmarks --real true | tr '\n' ' ')"
 step "5/9 full CADER with --calibration on every synthetic benchmark"
 for bench in $BENCHMARKS; do
   if [ "$bench" = synthetic ]; then limit="$TABLE2_LIMIT"; else limit="$LIMIT"; fi

@@ -86,7 +86,7 @@ def test_a_writer_that_names_nothing_is_an_error_naming_the_benchmark():
 
 def test_names_print_for_shell_scripts():
     out = subprocess.run(
-        [sys.executable, "-m", "cader.evaluate.benchmarks", "--real"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "cader.evaluate.benchmarks", "--real", "true"], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == released() == [b.name for b in benchmarks() if b.released]
     assert set(out) < set(available())

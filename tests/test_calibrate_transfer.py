@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from cader.calibrate.margin import margins
 from cader.calibrate.pipeline import calibrate_predictions
-from cader.calibrate.transfer import check_transfer, cli, exchangeability_test, margin_summary
+from cader.calibrate.transfer import check_transfer, exchangeability_test, main, margin_summary
 from cader.dev.calibration_rows import synthetic_prediction_rows
 from scipy.stats import ks_2samp
 
@@ -72,10 +72,10 @@ def test_transfer_command_line(tmp_path, capsys):
     calibrate_predictions([str(tmp_path / "held.jsonl")], str(tmp_path / "cal"), figures=False)
     cmd = [sys.executable, str(REPO / "calibrate" / "transfer.py"), "--calibration", str(tmp_path / "cal" /
            "calibration.json")]  # fmt: skip
-    assert cli([*cmd[2:], "--predictions", str(tmp_path / "held.jsonl")]) == 0  # in-process: one start is enough
+    assert main([*cmd[2:], "--predictions", str(tmp_path / "held.jsonl")]) == 0  # in-process: one start is enough
     out = capsys.readouterr().out
     assert "consistent" in out and "malformed" in out
-    assert cli([*cmd[2:], "--predictions", str(tmp_path / "missing.jsonl")]) == 2
+    assert main([*cmd[2:], "--predictions", str(tmp_path / "missing.jsonl")]) == 2
     assert "missing.jsonl" in capsys.readouterr().err
     moved = subprocess.run([*cmd, "--predictions", str(tmp_path / "target.jsonl")], capture_output=True, text=True,
                            timeout=120, check=False)  # fmt: skip

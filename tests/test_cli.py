@@ -111,7 +111,8 @@ def test_subcommand_help_shows_the_stage_flags_and_no_function_reprs(name, capsy
     assert f"usage: {STAGES[name].prog or f'cader {name}'}" in text
     assert "<function" not in text and "<lambda" not in text and "Unvalidated" not in text
     expected = {"sft": "--trainer.max_steps", "plan": "--plan_only", "eval": "--benchmark", "merge": "--merge",
-                "calibrate": "--predictions", "judge": "--prediction_format", "compare": "--n_resamples"}
+                "calibrate": "--predictions", "transfer": "--level", "judge": "--prediction_format",
+                "compare": "--n_resamples"}
     assert expected[name] in text
 
 

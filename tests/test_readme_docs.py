@@ -63,7 +63,7 @@ def test_the_readme_links_every_docs_page():
 # The documented programs whose flags are a `cader` subcommand's (the other scripts are asked for their own --help).
 SUBCOMMAND = {"train/sft.py": "sft", "evaluate/run.py": "eval", "calibrate/fit.py": "calibrate",
               "evaluate/judge.py": "judge", "evaluate/judge.py compare": "compare", "evaluate/view.py": "view",
-              "evaluate/lmms/export.py": "export-lmms"}
+              "evaluate/lmms/export.py": "export-lmms", "calibrate/transfer.py": "transfer"}
 EXTERNAL = ("pip", "bash", "export", "cp", "huggingface-cli", "lmms-eval", "ffmpeg", "du", "cd", "git", "grep",
             "mutmut", "ruff", "chromium")
 

@@ -6,7 +6,7 @@
 The registry is found, not written: every module of this package that defines ``BENCHMARK`` (a
 ``base.Benchmark``) or ``BENCHMARKS`` (several, as ``synthetic.py``'s two splits) registers those names, so adding
 a benchmark is adding its module. ``available()`` lists the names, ``released()`` those with an official release
-(``python -m cader.evaluate.benchmarks [--real]`` prints them, one a line, for shell scripts); ``benchmarks()`` gives the registrations, with each one's folder, macro metric
+(``python -m cader.evaluate.benchmarks [--real true]`` prints them, one a line, for shell scripts); ``benchmarks()`` gives the registrations, with each one's folder, macro metric
 and synthetic writer. The synthetic names are ``synthetic`` (test split) and ``synthetic_heldout`` (the held-out
 split for ``calibrate/fit.py``; a separate name rather than a ``--split`` flag so every CLI that takes
 ``--benchmark`` can select it). Each loader's module docstring gives the layout it expects under

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from cader.cli.docstrings import argument_help
+from cader.cli.function_cli import function_parser
 from cader.contracts.jsonl import FileInUse
 from cader.contracts.provenance import collect_provenance
 from cader.evaluate.judge.adapters import load_prediction_source
@@ -41,7 +41,7 @@ from cader.evaluate.judge.pipeline import (
 from cader.evaluate.judge.protocol import make_protocol
 from cader.evaluate.judge.providers import ProviderName, make_provider
 from cader.evaluate.judge.questions import InputFileError, load_questions
-from jsonargparse import ActionConfigFile, ArgumentParser
+from jsonargparse import ArgumentParser
 
 # The names of cader.evaluate.judge.adapters.PREDICTION_FORMATS
 PredictionFormat = Literal["agentvidbench_run", "cader"]
@@ -180,22 +180,14 @@ def compare(
 
 
 def compare_parser() -> ArgumentParser:
-    parser = ArgumentParser(description=compare.__doc__.split("\n")[0])
-    parser.add_argument("--config", action=ActionConfigFile)
-    # several files after the subcommand, which a list-typed signature parameter cannot take
-    parser.add_argument("files", nargs="+", help=argument_help(compare)["files"])
-    parser.add_function_arguments(compare, skip={"files"})
-    return parser
+    """`compare`'s parameters, the files given after the subcommand."""
+    return function_parser(compare, positional=("files",), description=compare.__doc__.split("\n")[0])
 
 
 def judge_parser(prog: str | None = None) -> ArgumentParser:
-    """The whole command line: judge's flags, and `compare` as a subcommand."""
-    parser = ArgumentParser(prog=prog, description=judge.__doc__.split("\n")[0])
-    parser.add_argument("--config", action=ActionConfigFile)
-    described = argument_help(judge)
-    for name in JUDGE_INPUTS:
-        parser.add_argument(f"--{name}", type=str | None, default=None, help=f"{described[name]} (required to judge)")
-    parser.add_function_arguments(judge, skip=set(JUDGE_INPUTS))
+    """The whole command line: judge's parameters, and `compare` as a subcommand."""
+    # the inputs are required to judge but not to compare: optional flags, checked in main()
+    parser = function_parser(judge, prog, optional=JUDGE_INPUTS, description=judge.__doc__.split("\n")[0])
     subcommands = parser.add_subcommands(required=False, dest="command")
     subcommands.add_subcommand("compare", compare_parser(), help=compare.__doc__.split("\n")[0])
     return parser

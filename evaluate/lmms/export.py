@@ -23,7 +23,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from cader.cli.docstrings import argument_help
+from cader.cli.function_cli import function_parser, parse_call
 from cader.contracts.jsonl import check_line, iter_lines
 from cader.contracts.records import PredictionRecord
 from cader.vlm.files import write_atomic
@@ -100,17 +100,19 @@ def export_lmms(run: str, out: str) -> dict:
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    helps = argument_help(export_lmms)
-    parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    parser.add_argument("run", type=str, help=helps["run"])
-    parser.add_argument("--out", type=str, required=True, help=helps["out"])
-    return parser
+    """The flags of export-lmms: `export_lmms`'s parameters, the run given without a flag."""
+    return function_parser(export_lmms, prog, positional=("run",), description=__doc__.split("\n")[0])
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    args = build_parser(prog).parse_args(argv)
+    """Export, then print each task's sample count and accuracy; exit 2 on a missing run.
+
+    argv: the flags (default: sys.argv[1:]).
+    prog: the program name the usage shows.
+    """
+    args, _ = parse_call(export_lmms, argv, prog, positional=("run",), description=__doc__.split("\n")[0])
     try:
-        results = export_lmms(args.run, args.out)
+        results = export_lmms(**args)
     except FileNotFoundError as exc:
         print(f"export-lmms: error: {exc}", file=sys.stderr)
         return 2
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"export-lmms: skipped {problem}", file=sys.stderr)
     for task, row in results["results"].items():
         print(f"{task}: {results['n-samples'][task]['original']} samples, {METRIC} {row[f'{METRIC},none']:.2f}")
-    print(f"{len(results['problems'])} lines skipped; wrote {args.out}/results.json")
+    print(f"{len(results['problems'])} lines skipped; wrote {args['out']}/results.json")
     return 0
 
 

@@ -140,8 +140,9 @@ def header_html(root: Path, built: ViewerBuild) -> str:
 def write_viewer(root: str | Path, out: str | Path | None = None, video_root: str | Path | None = None,
                  thumbs: int = 0, calibration: list[str] = (), judgments: list[str] = (),
                  judged_benchmarks: list[str] = ("agentvidbench",)) -> tuple[Path, ViewerBuild]:
-    """Write the viewer page for a run folder or a predictions file (default `<root>/viewer.html`, or beside the
-    file; written atomically).
+    """Write the viewer page for a run folder or a predictions file.
+
+    The page goes to `<root>/viewer.html` by default, or beside the file; it is written atomically.
 
     Args:
         root: a run folder (predictions.jsonl and report.json), a tree of them (e.g. runs/tiny), or one

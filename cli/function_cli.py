@@ -1,0 +1,83 @@
+"""The one way a cader command line is built (train/sft.py's LightningCLI aside): from the function it runs.
+
+A stage's flags are the parameters of the function that does its work (`calibrate_predictions`, `write_viewer`,
+`export_lmms`, ...), each flag's type, default and choices from the signature and its help from the docstring's
+entry for it (`cader.cli.docstrings.argument_help`), as `jsonargparse.CLI` builds them. Two shapes the documented
+commands take are beyond a signature, so they are named here instead of hand-adding the flag:
+
+- `positional`: parameters given without a flag (`cader view RUN`, `cader export-lmms RUN`);
+- `several`: list parameters that take several values after one flag or as the trailing words
+  (`--predictions A.jsonl B.jsonl`, `cader compare A B`), where jsonargparse's list flags want `[A,B]`;
+- `optional`: required parameters a subcommand of the same command does without (`cader judge`'s inputs, which
+  `cader judge compare` does not take): optional flags, which the caller checks before calling.
+
+Every parser also takes `--config FILE` (a YAML of the same names) and `--print_config`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Iterable
+
+from cader.cli.docstrings import argument_help
+from jsonargparse import ActionConfigFile, ArgumentParser
+
+
+def summary(function: Callable) -> str:
+    """The first paragraph of `function`'s docstring, on one line: the parser's description."""
+    return " ".join((inspect.getdoc(function) or "").split("\n\n")[0].split())
+
+
+def function_parser(function: Callable, prog: str | None = None, positional: Iterable[str] = (),
+                    several: Iterable[str] = (), optional: Iterable[str] = (), skip: Iterable[str] = (),
+                    **parser_kwargs) -> ArgumentParser:
+    """A parser whose arguments are `function`'s parameters.
+
+    function: the function the command runs.
+    prog: the program name the usage shows.
+    positional: parameters given without a flag, in this order (a list-typed one takes the remaining words).
+    several: list-typed parameters that take one or more values after their flag.
+    optional: required parameters given as optional flags (default None), for the caller to check.
+    skip: parameters the command line does not set (the caller passes them).
+    parser_kwargs: more ArgumentParser arguments (epilog, formatter_class, description).
+    """
+    positional, several, optional, skip = tuple(positional), tuple(several), tuple(optional), set(skip)
+    parser = ArgumentParser(prog=prog, **{"description": summary(function), **parser_kwargs})
+    parser.add_argument("--config", action=ActionConfigFile, help="a YAML file of these arguments")
+    helps = argument_help(function)
+    parameters = inspect.signature(function).parameters
+    hints = typing.get_type_hints(function)
+    for name in (*positional, *several, *optional):
+        if name not in parameters:
+            raise TypeError(f"{function.__qualname__} has no parameter {name!r}")
+    for name in optional:
+        parser.add_argument(f"--{name}", type=hints.get(name, str) | None, default=None,
+                            help=f"{helps.get(name)} (required, unless a subcommand runs)")
+    for name in (*positional, *several):
+        missing = parameters[name].default is inspect.Parameter.empty
+        listed = typing.get_origin(hints.get(name)) in (list, tuple) or name in several
+        item = typing.get_args(hints[name])[0] if listed and typing.get_args(hints.get(name)) else hints.get(name, str)
+        kwargs = {"type": item, "help": helps.get(name)}
+        if listed:
+            kwargs["nargs"] = "+" if missing else "*"
+        if name in several:
+            parser.add_argument(f"--{name}", required=missing, **kwargs,
+                                **({} if missing else {"default": list(parameters[name].default)}))
+        else:
+            parser.add_argument(name, **kwargs)
+    taken = {*positional, *several, *optional, *skip}
+    parser.add_function_arguments(function, skip=taken)
+    # a list parameter defaults to a tuple (an immutable default); the flag's value is a list either way
+    parser.set_defaults({name: list(p.default) for name, p in parameters.items()
+                         if isinstance(p.default, tuple) and name not in taken})
+    return parser
+
+
+def parse_call(function: Callable, argv: list[str] | None, prog: str | None = None, **parser_options) -> tuple:
+    """Parse `argv` with `function_parser(function, prog, **parser_options)`: (function's keyword arguments, the
+    parser, for its `error()`)."""
+    parser = function_parser(function, prog, **parser_options)
+    arguments = parser.parse_args(argv).as_dict()
+    arguments.pop("config", None)
+    return arguments, parser
