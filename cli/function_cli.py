@@ -74,6 +74,12 @@ def function_parser(function: Callable, prog: str | None = None, positional: Ite
     return parser
 
 
+def extend_help(parser: ArgumentParser, dest: str, text: str) -> None:
+    """Add `text` to the help of argument `dest`: what a docstring cannot say, as a registry's current names."""
+    action = next(a for a in parser._actions if a.dest == dest)
+    action.help = f"{action.help}; {text}" if action.help else text
+
+
 def parse_call(function: Callable, argv: list[str] | None, prog: str | None = None, **parser_options) -> tuple:
     """Parse `argv` with `function_parser(function, prog, **parser_options)`: (function's keyword arguments, the
     parser, for its `error()`)."""

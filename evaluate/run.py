@@ -5,8 +5,10 @@
         [--shard I/N]
     python evaluate/run.py --merge true --out DIR        # join shard files, then write the report
 
-Every CADER constant (r1, temperature, tau, delta, k_reflections, f_min, n_budget, r_min, r_max, min_crop,
-breadth limits, frame/pixel budgets, ...) is also a flag; see cader.evaluate.method.config.CaderConfig.
+The run's own flags (models, inputs, outputs, runtime, parallelism) are the fields of
+cader.evaluate.run_options.RunOptions. Every CADER constant (r1, temperature, tau, delta, k_reflections, f_min,
+n_budget, r_min, r_max, min_crop, breadth limits, frame/pixel budgets, ...) is also a flag; see
+cader.evaluate.method.config.CaderConfig.
 --calibration (calibration.json from calibrate/fit.py) sets temperature and tau, overriding the flags.
 """
 
@@ -23,14 +25,16 @@ from pathlib import Path
 from typing import Literal
 
 from cader.cli.docstrings import argument_help
+from cader.cli.function_cli import extend_help, function_parser
 from cader.contracts.jsonl import FileInUse, exclusive_writer
-from cader.evaluate.backends.vllm import VERIFIER_ENGINE, VLLMEngineConfig
+from cader.evaluate.backends.vllm import VLLMEngineConfig
 from cader.evaluate.benchmarks import available as available_benchmarks
 from cader.evaluate.launch import done_marker, launch, launched_rank, rank_device, wait_for_shards
 from cader.evaluate.method.config import CROP_EDGE_MODES, P_YES_MODES, VARIANTS, CaderConfig
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError
 from cader.evaluate.report import write_report
 from cader.evaluate.run_checks import argument_problems, path_problems
+from cader.evaluate.run_options import RunOptions
 from cader.evaluate.runner import (
     load_stage1_priors,
     merge_shards,
@@ -42,7 +46,7 @@ from cader.evaluate.runner import (
     select_samples,
 )
 from cader.vlm.files import write_json_atomic
-from jsonargparse import ActionConfigFile, ArgumentParser
+from jsonargparse import ArgumentParser
 
 log = logging.getLogger("cader.evaluate.run")
 
@@ -55,73 +59,13 @@ class RunError(Exception):
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    """The flags of evaluate/run.py (every CaderConfig field among them).
+    """The flags of evaluate/run.py: RunOptions' fields, then every CaderConfig field.
 
     prog: the program name the usage shows.
     """
-    parser = ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_argument("--model", type=str | None, default=None, help="main VLM: HF folder or hub id")
-    parser.add_argument("--verifier", type=str | None, default=None, help="verifier VLM (default: --model)")
-    parser.add_argument("--benchmark", type=str | None, default=None,
-                        help="benchmark to run, one of: " + ", ".join(available_benchmarks()))
-    parser.add_argument("--data_root", type=str | None, default=None,
-                        help="folder holding the benchmarks' released layouts (or the benchmark's own folder)")
-    parser.add_argument("--out", type=str, required=True,
-                        help="output folder: predictions.jsonl, report.json/md, load_errors.json")
-    parser.add_argument("--calibration", type=str | None, default=None,
-                        help="calibration.json from calibrate/fit.py; its T and tau override --temperature and --tau")
-    parser.add_argument("--limit", type=int | None, default=None, help="run only the first N samples of the benchmark")
-    parser.add_argument("--shard", type=str | None, default=None,
-                        help="run shard I of N (I/N, 0 <= I < N): whole videos, balanced by duration, written to "
-                             "its own file")
-    parser.add_argument("--merge", type=bool, default=False,
-                        help="join the shard files in --out into predictions.jsonl and write the report; runs nothing")
-    parser.add_argument("--compare", type=str | None, default=None,
-                        help="another run's predictions.jsonl, compared with this run in the report")
-    parser.add_argument("--backend", type=Literal["hf", "vllm"], default="hf",
-                        help="model runtime: transformers (hf) or vLLM")
-    parser.add_argument("--device", type=str, default="cpu", help="torch device of the HF backend (cpu, cuda, cuda:1)")
-    parser.add_argument("--dtype", type=str, default="auto",
-                        help="weights dtype (auto: the checkpoint's; bfloat16, float16, float32)")
-    parser.add_argument("--attn_implementation", type=str | None, default=None,
-                        help="HF attention kernel (sdpa, flash_attention_2, eager; null: transformers' choice)")
-    parser.add_argument("--progress", type=bool, default=True, help="a tqdm bar with ETA")
-    parser.add_argument("--vllm_main", type=VLLMEngineConfig, default=VLLMEngineConfig(),
-                        help="the main model's vLLM engine (memory share, max_model_len, tensor parallel, eager)")
-    parser.add_argument("--vllm_verifier", type=VLLMEngineConfig, default=VERIFIER_ENGINE,
-                        help="the verifier's vLLM engine; the defaults let 8B + 4B share one 80 GB GPU")
-    parser.add_argument(
-        "--stage1_from", type=str | None, default=None,
-        help="reuse the raw Stage-1 logits of another run's predictions.jsonl (same model, frame settings and "
-             "samples; T and tau are applied anew); samples not in it run Stage 1 as usual",
-    )
-    parser.add_argument("--devices", type=int, default=1,
-                        help="processes (GPUs) on this node: torchrun starts one rank per device, each a shard; "
-                             "the launcher merges the shards and writes the report")
-    parser.add_argument("--num_nodes", type=int, default=1,
-                        help="nodes; run the same command on each with MASTER_ADDR, MASTER_PORT and NODE_RANK set")
-    parser.add_argument(
-        "--variants", type=str | None, default=None,
-        help="several Table 2 rows in one pass ('all' or a comma list of " + ", ".join(VARIANTS) + "): each sample "
-             "runs every variant before the next, sharing decoded frames and repeated model calls; writes "
-             "<out>/<variant>/predictions.jsonl and a report per variant",
-    )
-    parser.add_argument(
-        "--concurrency", type=int, default=1,
-        help="samples in flight; their model calls are merged into batched calls (vLLM gets every pending request "
-             "at once, the HF backend left-padded batches)",
-    )
-    parser.add_argument(
-        "--group_by_video", type=bool, default=True,
-        help="take a video's questions together: one reader and one decode of each frame request per video, shared "
-             "by its questions and variants (records as per question, plus cost.frames_shared/forwards_shared); "
-             "false: every question opens and decodes its video on its own",
-    )
-    parser.add_argument(
-        "--retry_failed", type=bool, default=False,
-        help="run again the samples whose record has `error` set, replacing those records",
-    )
+    parser = function_parser(RunOptions, prog, description=__doc__.split("\n\n")[0])
+    extend_help(parser, "benchmark", "one of: " + ", ".join(available_benchmarks()))
+    extend_help(parser, "variants", "variants: " + ", ".join(VARIANTS))
     add_cader_arguments(parser)
     return parser
 
@@ -135,8 +79,9 @@ def add_cader_arguments(parser: ArgumentParser) -> None:
     for name, choices in CHOICES.items():
         types[name] = Literal[choices]
     descriptions = argument_help(CaderConfig)
+    group = parser.add_argument_group("CADER's settings (cader.evaluate.method.config.CaderConfig)")
     for f in dataclasses.fields(CaderConfig):
-        parser.add_argument(f"--{f.name}", type=types[f.name], default=f.default, help=descriptions[f.name])
+        group.add_argument(f"--{f.name}", type=types[f.name], default=f.default, help=descriptions[f.name])
 
 
 def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementation: str | None, engine=None):
