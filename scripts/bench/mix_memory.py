@@ -194,7 +194,7 @@ def _build(way: str, data: Path, sources: list, cache: str, workers: int, planne
         encoder, processor = module._encoder(), {"planner": "headers"}
     start = time.perf_counter()
     if way == "dicts":
-        import dict_mix
+        from cader.scripts.bench import dict_mix
         from cader.train.plan_cache import processor_fingerprint
 
         processor = processor or processor_fingerprint(encoder)
