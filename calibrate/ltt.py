@@ -256,36 +256,48 @@ VERIFIER_GRID = np.unique(np.r_[np.round(np.arange(0, 100) * 0.01, 2), 0.995, 0.
 
 def select_verifier_threshold(
     p_yes: np.ndarray, miss: np.ndarray, alpha_v: float, delta: float, min_accepted: int = 50,
-    candidates: np.ndarray | None = None,
+    candidates: np.ndarray | None = None, clusters=None,
 ) -> dict:  # fmt: skip
     """The lowest verifier threshold on a fixed grid whose accepted crops miss the evidence with rate <= alpha_v,
     certified with probability >= 1 - delta (fixed sequence from the strictest threshold; conditional binomial test
-    on the accepted crops, as the exit error). ``threshold`` is None when none is certified."""
+    on the accepted crops, as the exit error). ``threshold`` is None when none is certified.
+
+    ``clusters`` (one label per crop, its video) tests each threshold on effective counts, as the exit error is
+    tested: accepted crops and misses divided by the design effect of the misses among the accepted crops
+    (calibrate/clusters.py ``design_effects_at``); a threshold is testable when it accepts ``min_accepted`` crops
+    and its effective count can pass at all."""
     if not (0.0 < alpha_v < 1.0 and 0.0 < delta < 1.0):
         raise ValueError(f"alpha_v and delta must be in (0, 1), got {alpha_v}, {delta}")
     p_yes = np.asarray(p_yes, np.float64)
     miss = np.asarray(miss, bool)
     grid = VERIFIER_GRID if candidates is None else np.unique(np.asarray(candidates, np.float64))[::-1]
     n_acc, n_miss = exit_counts_at(p_yes, ~miss, grid)  # "exits" = accepted, "errors" = misses
+    design = np.ones(grid.size) if clusters is None else design_effects_at(p_yes, ~miss, clusters, grid)
+    k_eff, n_eff = effective_counts(n_miss, n_acc, design)
     need = max(int(min_accepted), min_testable_exits(alpha_v, delta))
-    testable = np.flatnonzero(n_acc >= need)
+    testable = np.flatnonzero((n_acc >= min_accepted) & (n_eff >= min_testable_exits(alpha_v, delta) - 1e-9))
     out = {"alpha_v": alpha_v, "delta": delta, "n": int(p_yes.size), "n_miss": int(miss.sum()), "min_accepted": need,
-           "threshold": None, "certified": 0}  # fmt: skip
+           "threshold": None, "certified": 0, "cluster_bound": clusters is not None}  # fmt: skip
     if testable.size == 0:
-        out["reason"] = f"no threshold accepts {need} or more crops ({p_yes.size} verified crops with evidence)"
+        counted = "" if clusters is None else " (effective counts over videos)"
+        out["reason"] = (f"no threshold accepts {need} or more crops{counted} ({p_yes.size} verified crops with "
+                         f"evidence)")
         return out
     start = int(testable[0])
-    pv = binomial_tail_pvalue(n_miss, n_acc, alpha_v)
+    pv = binomial_tail_pvalue(k_eff, n_eff, alpha_v)
     certified = fixed_sequence_rejections(pv[start:], delta)
     out["certified"] = certified
     if certified == 0:
-        ub = float(clopper_pearson_upper(n_miss[start], n_acc[start], delta))
+        ub = float(clopper_pearson_upper(k_eff[start], n_eff[start], delta))
         out["reason"] = (f"the strictest testable threshold ({grid[start]:.3g}) accepts {int(n_acc[start])} crops, "
-                         f"{int(n_miss[start])} missing the evidence: upper bound {ub:.3g} > alpha_v = {alpha_v}")
+                         f"{int(n_miss[start])} missing the evidence: upper bound {ub:.3g} > alpha_v = {alpha_v}"
+                         + ("" if clusters is None else f" (design effect {design[start]:.3g})"))
         return out
     i = start + certified - 1
     out.update(threshold=float(grid[i]), n_accepted=int(n_acc[i]), miss_rate=float(n_miss[i] / n_acc[i]),
-               upper_bound_miss=float(clopper_pearson_upper(n_miss[i], n_acc[i], delta)))  # fmt: skip
+               upper_bound_miss=float(clopper_pearson_upper(k_eff[i], n_eff[i], delta)))  # fmt: skip
+    if clusters is not None:
+        out["design_effect"] = float(design[i])
     return out
 
 

@@ -308,7 +308,8 @@ def calibrate_predictions(
             comparison); a row without a video is a video of its own
         cluster_bound: test each threshold on effective counts (exits and errors divided by the design effect of
             the errors among the selection split's videos), so questions sharing a video are not counted as
-            independent trials; false counts questions (valid only when they are independent)
+            independent trials; false counts questions (valid only when they are independent). The verifier
+            threshold (verifier_alpha) is tested the same way, on the misses among accepted first crops
         strict: stop at the first malformed row instead of skipping and counting it
         figures: also write figures/*.png and the CSV behind each
         validity_splits: random fit/select/test splits behind figures/guarantee_validity.png (0: none)
@@ -376,7 +377,8 @@ def calibrate_predictions(
     if per_benchmark:
         payload["per_benchmark"] = per_benchmark_taus(rule, o, sel_idx, m_sel, c_sel, clusters)
     if verifier_alpha is not None:
-        payload["verifier"] = calibrate_verifier(predictions, verifier_alpha, delta, evidence_rule, min_exits)
+        payload["verifier"] = calibrate_verifier(predictions, verifier_alpha, delta, evidence_rule, min_exits,
+                                                 cluster_bound)
         if payload["verifier"]["threshold"] is None:
             print(f"calibrate: no verifier threshold certified: {payload['verifier']['reason']}", file=sys.stderr)
 

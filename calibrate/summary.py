@@ -113,8 +113,11 @@ def guarantee_lines(p: dict) -> list[str]:
     v = p.get("verifier")
     if v:
         got = _fmt(v["threshold"]) if v["threshold"] is not None else f"none certified ({v.get('reason')})"
+        bound = ("bound on effective counts over videos" + (f", design effect {_fmt(v['design_effect'])}"
+                                                             if v.get("design_effect") is not None else "")
+                 if v.get("cluster_bound") else "bound counting crops")  # fmt: skip
         lines += [(f"Verifier threshold delta_v = {got} for alpha_v = {v['alpha_v']} on {v['n']} first crops with "
-                   f"an evidence window (paper 0.60 accepts {v['paper_n_accepted']}, miss rate "
+                   f"an evidence window ({bound}; paper 0.60 accepts {v['paper_n_accepted']}, miss rate "
                    f"{_fmt(v.get('paper_miss_rate'))}); left out: {v['left_out'] or 'none'}."), ""]  # fmt: skip
     g = p.get("guarantee_validity")
     if g:

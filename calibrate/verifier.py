@@ -9,6 +9,10 @@ Which crops: the first verify step of each sample. Samples are exchangeable, the
 and a later step exists only because the run's own threshold rejected an earlier crop; the first crop's P_yes does
 not depend on the threshold the held-out run used, so it is the one observation per sample the test may use.
 Rows that cannot contribute are counted by reason, never dropped silently.
+
+Questions about one video share its difficulty, so their crops' misses are not independent trials either: with
+``cluster_bound`` (calibrate/fit.py's default, as for tau) each threshold is tested on effective counts, accepted
+crops and misses divided by the design effect of the misses over the videos (calibrate/clusters.py).
 """
 
 from __future__ import annotations
@@ -42,9 +46,11 @@ def _window(value) -> list[float] | None:
     return [float(value[0]), float(value[1])] if ok and value[0] <= value[1] else None
 
 
-def verify_observations(paths: Sequence[str | Path], rule: str = "contains") -> tuple[np.ndarray, np.ndarray, Counter]:
-    """(P_yes, misses the evidence) of the first verified crop of each sample, and the rows left out by reason."""
-    p_yes, miss, left_out = [], [], Counter()
+def verify_observations(paths: Sequence[str | Path], rule: str = "contains",
+                        ) -> tuple[np.ndarray, np.ndarray, list[tuple], Counter]:  # fmt: skip
+    """(P_yes, misses the evidence, video) of the first verified crop of each sample, and the rows left out by
+    reason. The video is (benchmark, video path); a row without one is a video of its own."""
+    p_yes, miss, videos, left_out = [], [], [], Counter()
     seen = set()
     for path in paths:
         for line, row in iter_lines(Path(path)):
@@ -74,15 +80,18 @@ def verify_observations(paths: Sequence[str | Path], rule: str = "contains") -> 
                 continue
             p_yes.append(float(p))
             miss.append(misses_evidence(crop, evidence, rule))
-    return np.asarray(p_yes, np.float64), np.asarray(miss, bool), left_out
+            video = row.get("video")
+            videos.append((key[0], video) if isinstance(video, str) and video else (key, None))
+    return np.asarray(p_yes, np.float64), np.asarray(miss, bool), videos, left_out
 
 
 def calibrate_verifier(paths: Sequence[str | Path], alpha_v: float, delta: float, rule: str = "contains",
-                       min_accepted: int = 50) -> dict:  # fmt: skip
+                       min_accepted: int = 50, cluster_bound: bool = True) -> dict:  # fmt: skip
     """The calibration.json ``verifier`` block: the certified threshold (or why none), and the paper's 0.60 on the
-    same crops."""
-    p_yes, miss, left_out = verify_observations(paths, rule)
-    out = select_verifier_threshold(p_yes, miss, alpha_v, delta, min_accepted=min_accepted)
+    same crops. ``cluster_bound``: count videos, not questions (effective counts)."""
+    p_yes, miss, videos, left_out = verify_observations(paths, rule)
+    out = select_verifier_threshold(p_yes, miss, alpha_v, delta, min_accepted=min_accepted,
+                                    clusters=videos if cluster_bound else None)
     paper_acc = p_yes >= PAPER_VERIFIER_THRESHOLD
     out.update(evidence_rule=rule, steps="first verify step per sample", left_out=dict(left_out),
                paper_threshold=PAPER_VERIFIER_THRESHOLD, paper_n_accepted=int(paper_acc.sum()),
