@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if result.get("verifier"):
         v = result["verifier"]
         got = f"{v['threshold']:.3g}" if v["threshold"] is not None else f"none certified ({v.get('reason')})"
-        print(f"  verifier threshold delta_v = {got} (alpha_v = {v['alpha_v']}, {v['n']} first crops with evidence)")
+        counted = (f"design effect {v['design_effect']:.3g}" if v.get("design_effect") is not None
+                   else "effective counts" if v.get("cluster_bound") else "counting crops")  # fmt: skip
+        print(f"  verifier threshold delta_v = {got} (alpha_v = {v['alpha_v']}, {v['n']} first crops with evidence, "
+              f"{counted})")
     return 0
 
 
