@@ -273,3 +273,71 @@ def test_a_bad_loss_on_one_rank_stops_every_rank_without_a_hang(tiny_model_dir, 
     messages = [(root / f"stopped{r}.txt").read_text() for r in (0, 1)]
     assert "at step 2" in messages[1] and "not finite" in messages[1]
     assert "at step 2" in messages[0] and "another rank" in messages[0]
+
+
+def test_a_failure_log_forgets_what_a_resume_fetches_again():
+    from cader.train.decode_failures import DecodeFailure, DecodeFailureLog, seen_before
+
+    log = DecodeFailureLog()
+    log.add([{"source": "s", "sample_id": "a", "reason": "bad_media", "detail": "x"}], epoch=0, batch=3)
+    log.add([DecodeFailure("s", "b", "bad_media", "y")], epoch=1, batch=0)
+    log.add([DecodeFailure("s", "c", "bad_media", "z", epoch=0, batch=5)], epoch=2, batch=9)  # keeps its own tag
+    log.add([{"source": "s", "sample_id": "old", "reason": "bad_media", "detail": "w"}])       # untagged
+    assert [(f.epoch, f.batch) for f in log.failures] == [(0, 3), (1, 0), (0, 5), (None, None)]
+    # a checkpoint after 4 batches of epoch 0: batch 3 of epoch 0 was trained; batch 5 and epoch 1 come again
+    assert seen_before(log.failures[0], 0, 4) and not seen_before(log.failures[2], 0, 4)
+    assert not seen_before(log.failures[0], 0, 3) and seen_before(log.failures[1], 1, 1)
+    assert log.keep_seen_before(0, 4) == 2
+    assert [f.sample_id for f in log.failures] == ["a", "old"]
+
+
+@pytest.mark.slow
+def test_a_resumed_fit_counts_a_failure_after_its_checkpoint_once(tiny_model_dir, tmp_path):
+    import lightning as L
+    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.train.collate import LengthGroupedBatchSampler
+    from cader.train.datamodule import SFTDataModule, Source
+    from cader.train.module import SFTModule
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    make_synthetic_data(tmp_path / "data", n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    train = tmp_path / "data" / "train"
+    rows = json.loads((train / "video_r1_cot.json").read_text())
+
+    def data_module():
+        dm = SFTDataModule([Source("video_r1", "video_r1", str(train / "video_r1_cot.json"))],
+                           processor_path=str(tiny_model_dir), batch_size=1, max_length=1024,
+                           report_dir=str(tmp_path / "run"), plan_cache_dir=str(tmp_path / "cache"))
+        dm.setup("fit")
+        return dm
+
+    dm, resumed_dm = data_module(), data_module()   # both planned before the video breaks, as the first fit was
+    order = [batch[0] for batch in LengthGroupedBatchSampler(dm.lengths, 1, seed=dm.seed, mega=dm.mega_batch)]
+    paths = [r["path"] for r in rows]
+
+    def only_video(index):   # the item's video path, when no other row uses that video
+        media = dm.items[index].sample.media
+        path = media[0]["path"] if media and media[0]["type"] == "video" else None
+        return path if path is not None and sum(p.lstrip("./") == path.lstrip("./") for p in paths) == 1 else None
+
+    failing_batch = next(b for b in range(2, len(order)) if only_video(order[b]))   # after the step-1 checkpoint
+    (Path(dm.items[order[failing_batch]].media_root) / only_video(order[failing_batch])).write_bytes(b"not a video")
+
+    def fit(module_dm, ckpt_path=None):
+        trainer = L.Trainer(default_root_dir=str(tmp_path / "run"), accelerator="cpu", devices=1,
+                            max_steps=len(order), logger=False, enable_progress_bar=False,
+                            enable_model_summary=False, use_distributed_sampler=False,
+                            callbacks=[ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=1,
+                                                       save_top_k=-1, filename="{step}")])
+        trainer.fit(SFTModule(str(tiny_model_dir), lr=1e-3), datamodule=module_dm, ckpt_path=ckpt_path)
+
+    def counted():
+        report = json.loads((tmp_path / "run" / "data_report.json").read_text())
+        logged = json.loads((tmp_path / "run" / "decode_failures" / "rank0.json").read_text())
+        return report["decode_failed"], [(f["epoch"], f["batch"]) for f in logged]
+
+    fit(dm)
+    assert counted() == (1, [(0, failing_batch)])
+    # the run stopped after its last step; resume it from step 1: the failing batch is fetched and fails again
+    fit(resumed_dm, ckpt_path=str(tmp_path / "ckpt" / "step=1.ckpt"))
+    assert counted() == (1, [(0, failing_batch)])   # once: the run as trained, not every attempt

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import lightning as L
@@ -127,6 +128,7 @@ class ResumableLoader(DataLoader):
     """
 
     consumed = 0
+    on_resume = None   # called with (epoch, consumed) when a checkpoint's position is loaded
 
     def state_dict(self) -> dict:
         return {"epoch": self.batch_sampler.epoch, "consumed": self.consumed}
@@ -134,6 +136,8 @@ class ResumableLoader(DataLoader):
     def load_state_dict(self, state: dict) -> None:
         self.batch_sampler.set_epoch(state["epoch"])
         self.batch_sampler.skip = self.consumed = state["consumed"]
+        if self.on_resume is not None:
+            self.on_resume(state["epoch"], state["consumed"])
 
 
 class SFTDataModule(L.LightningDataModule):
@@ -409,7 +413,12 @@ class SFTDataModule(L.LightningDataModule):
         """Take the failed decodes off the batch (main process), count them, and rewrite the reports."""
         failed = batch.pop(DECODE_FAILURES, None) if isinstance(batch, dict) else None
         if failed:
-            self.decode_failures.add(failed)
+            # this batch's place in training: `consumed` still counts the batches before it (the module sets it
+            # at the batch's start, after this hook)
+            loader = getattr(self, "_loader", None)
+            place = ((loader.batch_sampler.epoch, loader.consumed) if isinstance(loader, ResumableLoader)
+                     else (None, None))  # fmt: skip
+            self.decode_failures.add(failed, *place)
             out_dir = self._out_dir()
             if out_dir is not None:
                 rank = self.trainer.global_rank if self.trainer is not None else 0
@@ -437,6 +446,7 @@ class SFTDataModule(L.LightningDataModule):
                                        # the workers' seeds come from this generator: seeded, a rerun's workers
                                        # draw the same random numbers (torch's default takes a fresh seed)
                                        generator=torch.Generator().manual_seed(self.seed + rank))
+        self._loader.on_resume = partial(self._forget_refetched_failures, rank)
         return self._loader
 
     def finish_report(self) -> None:
@@ -448,6 +458,14 @@ class SFTDataModule(L.LightningDataModule):
         if self.trainer.world_size > 1:
             self.trainer.strategy.barrier("decode_failures")   # every rank's file is written
         self._write_report()
+
+    def _forget_refetched_failures(self, rank: int, epoch: int, consumed: int) -> None:
+        """On resume: forget the failures seen after the checkpoint (their batches are fetched again) and rewrite
+        this rank's file, so the report counts them once."""
+        if self.decode_failures.keep_seen_before(epoch, consumed):
+            out_dir = self._out_dir()
+            if out_dir is not None:
+                self.decode_failures.write_rank_file(out_dir, rank)
 
     def _resume_decode_failures(self, rank: int) -> None:
         """A fresh fit starts this rank's failure file anew; a resumed one (ckpt_path) continues it."""

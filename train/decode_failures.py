@@ -6,6 +6,11 @@ item becomes a `DecodeFailure`; the collator drops it from its batch (the batch 
 refilled with a duplicate) and carries it in the batch under `DECODE_FAILURES`; the data module takes it off in the
 main process (`on_before_batch_transfer`), counts it per source and reason, and rewrites data_report.json. Every
 rank keeps its own file `decode_failures/rank<r>.json` beside the report, which rank 0 merges into it.
+
+Each failure carries where in training it was seen (epoch, batch of the epoch). A fit resumed from a checkpoint
+fetches the batches after the checkpoint again, so the failures seen there before the interruption are forgotten
+(`DecodeFailureLog.seen_before`) and counted again only when they happen again: the report counts the failures of
+the run as it was trained, not of every attempt.
 """
 from __future__ import annotations
 
@@ -25,6 +30,16 @@ class DecodeFailure:
     sample_id: str
     reason: str
     detail: str
+    epoch: int | None = None   # where it was seen in training (None: outside a fit, or a file of an older run)
+    batch: int | None = None
+
+
+def seen_before(failure: DecodeFailure, epoch: int, consumed: int) -> bool:
+    """Whether `failure` was seen in a batch a checkpoint at (`epoch`, `consumed` batches of it) had trained; an
+    untagged failure is kept (nothing says it will be fetched again)."""
+    if failure.epoch is None or failure.batch is None:
+        return True
+    return (failure.epoch, failure.batch) < (epoch, consumed)
 
 
 class DecodeFailureLog:
@@ -33,8 +48,19 @@ class DecodeFailureLog:
     def __init__(self):
         self.failures: list[DecodeFailure] = []
 
-    def add(self, failures: list[dict | DecodeFailure]) -> None:
-        self.failures += [f if isinstance(f, DecodeFailure) else DecodeFailure(**f) for f in failures]
+    def add(self, failures: list[dict | DecodeFailure], epoch: int | None = None, batch: int | None = None) -> None:
+        """Log `failures`; `epoch` and `batch` (the fetch's place in training) tag those that carry none."""
+        for f in failures:
+            f = f if isinstance(f, DecodeFailure) else DecodeFailure(**f)
+            if f.epoch is None and epoch is not None:
+                f = DecodeFailure(f.source, f.sample_id, f.reason, f.detail, epoch, batch)
+            self.failures.append(f)
+
+    def keep_seen_before(self, epoch: int, consumed: int) -> int:
+        """Forget the failures of batches a resume from (`epoch`, `consumed`) fetches again; returns how many."""
+        kept = [f for f in self.failures if seen_before(f, epoch, consumed)]
+        forgotten, self.failures = len(self.failures) - len(kept), kept
+        return forgotten
 
     def __len__(self) -> int:
         return len(self.failures)
