@@ -16,6 +16,7 @@ BASELINE = REPO / "tests" / "fixtures" / "lmms_eval_samples" / "baseline_vlm"
 VIDEOMME = BASELINE / "20261201_120000_samples_videomme_long.jsonl"
 LONGVIDEOBENCH = BASELINE / "20261201_120000_samples_longvideobench_val_v.jsonl"
 LVBENCH = BASELINE / "20261201_120000_samples_lvbench.jsonl"
+MLVU = BASELINE / "20261201_120000_samples_mlvu_dev.jsonl"
 
 
 def entry_main(argv: list[str]) -> None:
@@ -48,6 +49,11 @@ def test_lmms_eval_rows_read_as_the_tasks_own_scorers_read_them():
     assert lvbench.by_question is None and "bare bool" in lvbench.no_key_why
     assert lvbench.by_doc == {f"lvbench/{i}": float(ok) for i, ok in enumerate([1, 0, 1, 1, 0, 1])}
     assert (lvbench.task, lvbench.metric, lvbench.problems) == ("lvbench", "lvbench_score", [])
+    # MLVU dev: pred_answer (lmms-eval's letter extraction of the reply, "" for none) vs answer; known by doc only
+    mlvu = read_samples(MLVU)
+    assert mlvu.by_question is None and "question text" in mlvu.no_key_why
+    assert mlvu.by_doc == {f"mlvu_dev/{i}": float(ok) for i, ok in enumerate([1, 0, 1, 1, 0, 1])}
+    assert (mlvu.task, mlvu.metric, mlvu.problems) == ("mlvu_dev", "mlvu_percetion_score", [])
 
 
 def test_a_cader_run_pairs_with_another_models_lmms_eval_samples(tmp_path):
@@ -80,6 +86,17 @@ def test_longvideobench_samples_line_up_with_cader_sample_ids(tmp_path):
     pair = compare_files([str(LONGVIDEOBENCH), str(run)], n_resamples=200)["pairs"][0]
     # cader right on q01 q03 q05; baseline on q01 q02 q04 q06: only cader q03 q05, only baseline q02 q04 q06
     assert (pair["mcnemar"]["only_a"], pair["mcnemar"]["only_b"]) == (2, 3)
+
+
+def test_mlvu_samples_pair_by_doc_id_with_a_cader_run_through_lmms_eval(tmp_path):
+    side = write_run(tmp_path / "cader", [
+        record(f"m{i}", "A", "A" if i in (1, 4) else "B", "mlvu_dev", lmms={"task": "mlvu_dev", "doc_id": i})
+        for i in range(6)])  # fmt: skip
+    result = compare_files([str(MLVU), str(side)], n_resamples=200)
+    assert result["aligned_by"] == "doc" and result["n"] == 6
+    # cader right on docs 1 and 4, the baseline on 0 2 3 5: discordant on all six
+    m = result["pairs"][0]["mcnemar"]
+    assert (m["only_a"], m["only_b"]) == (2, 4)
 
 
 def test_lvbench_samples_pair_by_doc_id_with_a_cader_run_through_lmms_eval_only(tmp_path):
