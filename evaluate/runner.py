@@ -319,13 +319,14 @@ def records_of(samples: Sequence, main: Backend, verifier: Backend, cfg: CaderCo
     if group_by_video:
         groups = GroupsInFlight(order, lambda s: str(video_of(s)), cfg.decode_workers, GROUP_CACHE_BYTES)
         order = groups.order
+    read_ahead = stage1_ahead(video_of, cfg)   # a reader keeping F1 for the sample's own request
 
     def prepare(sample):
         """The sample's Stage-1 decode, done ahead while earlier samples wait on the model (`in_flight`)."""
         if (sample.benchmark, str(sample.sample_id)) in priors:  # F1 only if it goes to Stage 2
             return None
         if groups is None:
-            return stage1_ahead(video_of, cfg)(sample)   # a reader keeping F1 for the sample's own request
+            return read_ahead(sample)
         groups.prepare(sample, lambda reader: sample_stage1_frames(reader, cfg, Cost()))
         return None
 
