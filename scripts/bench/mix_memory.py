@@ -28,6 +28,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -85,6 +86,11 @@ def _row(index: int, media: str, is_video: bool, corpus: str, rng) -> dict:
 
 def write_mix(out: Path, rows: int, seed: int = 0) -> list[tuple[str, str]]:
     """The five LongVT files under `out` (media in `out/media`); (source name, file name) of each."""
+    # each file's row 0 is a broken one (BROKEN_EVERY): a file of one row would have nothing to train
+    fewest = math.ceil(1.5 * sum(RELEASE.values()) / min(RELEASE.values()))
+    if rows < fewest:
+        raise ValueError(f"--rows {rows}: the smallest file would get one row, which is broken; use --rows {fewest} "
+                         "or more")
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
