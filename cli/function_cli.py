@@ -17,8 +17,9 @@ Every parser also takes `--config FILE` (a YAML of the same names) and `--print_
 from __future__ import annotations
 
 import inspect
+import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from cader.cli.docstrings import argument_help
 from jsonargparse import ActionConfigFile, ArgumentParser
@@ -27,6 +28,15 @@ from jsonargparse import ActionConfigFile, ArgumentParser
 def summary(function: Callable) -> str:
     """The first paragraph of `function`'s docstring, on one line: the parser's description."""
     return " ".join((inspect.getdoc(function) or "").split("\n\n")[0].split())
+
+
+def _without_none(hint):
+    """`X` of `X | None` (the values a flag takes), else the hint itself."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0] if len(rest) == 1 else hint
+    return hint
 
 
 def function_parser(function: Callable, prog: str | None = None, positional: Iterable[str] = (),
@@ -55,15 +65,17 @@ def function_parser(function: Callable, prog: str | None = None, positional: Ite
         parser.add_argument(f"--{name}", type=hints.get(name, str) | None, default=None,
                             help=f"{helps.get(name)} (required, unless a subcommand runs)")
     for name in (*positional, *several):
-        missing = parameters[name].default is inspect.Parameter.empty
-        listed = typing.get_origin(hints.get(name)) in (list, tuple) or name in several
-        item = typing.get_args(hints[name])[0] if listed and typing.get_args(hints.get(name)) else hints.get(name, str)
+        default = parameters[name].default
+        missing = default is inspect.Parameter.empty
+        hint = _without_none(hints.get(name, str))
+        listed = name in several or typing.get_origin(hint) in (list, tuple, Sequence)
+        item = typing.get_args(hint)[0] if listed and typing.get_args(hint) else hint
         kwargs = {"type": item, "help": helps.get(name)}
         if listed:
             kwargs["nargs"] = "+" if missing else "*"
         if name in several:
-            parser.add_argument(f"--{name}", required=missing, **kwargs,
-                                **({} if missing else {"default": list(parameters[name].default)}))
+            kept = {} if missing else {"default": list(default) if isinstance(default, (list, tuple)) else default}
+            parser.add_argument(f"--{name}", required=missing, **kwargs, **kept)
         else:
             parser.add_argument(name, **kwargs)
     taken = {*positional, *several, *optional, *skip}

@@ -95,7 +95,7 @@ def test_every_subcommand_is_a_main_of_argv_and_prog(name):
 
 
 def sample(root: str, files: list[str], out: str | None = None, level: float = 0.05, tags: list[str] = (),
-           needed: str = "") -> None:
+           needed: str = "", extra: list[str] | None = None) -> None:
     """Stand-in stage.
 
     Args:
@@ -105,15 +105,18 @@ def sample(root: str, files: list[str], out: str | None = None, level: float = 0
         level: the level
         tags: some tags
         needed: given by a caller
+        extra: more files, if any
     """
 
 
 def test_a_function_parser_takes_positionals_several_optional_and_the_signatures_flags():
-    parser = function_parser(sample, "cader sample", positional=("root",), several=("files",), optional=("needed",))
+    parser = function_parser(sample, "cader sample", positional=("root",), several=("files", "extra"),
+                             optional=("needed",))
     args = parser.parse_args(["R", "--files", "a.jsonl", "b.jsonl", "--level", "0.1"]).as_dict()
     args.pop("config")
     assert args == {"root": "R", "files": ["a.jsonl", "b.jsonl"], "out": None, "level": 0.1, "tags": [],
-                    "needed": None}
+                    "needed": None, "extra": None}
+    assert parser.parse_args(["R", "--files", "a", "--extra", "c", "d"]).extra == ["c", "d"]
     text = parser.format_help()
     assert "the inputs" in text and "some tags" in text and "(required, unless a subcommand runs)" in text
     assert "Stand-in stage." in text
