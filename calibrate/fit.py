@@ -14,7 +14,7 @@ import sys
 from cader.calibrate.calibration_file import CalibrationFileError
 from cader.calibrate.pipeline import CalibrationInputError, calibrate_predictions
 from cader.calibrate.records import PredictionFileError, PredictionRowError
-from cader.cli.function_cli import function_parser, parse_call
+from cader.cli.function_cli import call_arguments, function_parser
 from jsonargparse import ArgumentParser, DefaultHelpFormatter
 
 # One line per mode: what it guarantees (each with probability >= 1 - delta over the selection split).
@@ -34,13 +34,10 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter)
     """Keeps the modes table's lines as written."""
 
 
-PARSER_OPTIONS = {"several": ("predictions",), "description": __doc__.split("\n")[0], "epilog": MODES_HELP,
-                  "formatter_class": _HelpFormatter}
-
-
 def build_parser(prog: str | None = None) -> ArgumentParser:
     """The flags of calibrate/fit.py: `calibrate_predictions`'s parameters."""
-    return function_parser(calibrate_predictions, prog, **PARSER_OPTIONS)
+    return function_parser(calibrate_predictions, prog, several=("predictions",), description=__doc__.split("\n")[0],
+                           epilog=MODES_HELP, formatter_class=_HelpFormatter)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -49,7 +46,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     argv: the flags (default: sys.argv[1:]).
     prog: the program name the usage shows.
     """
-    args, _ = parse_call(calibrate_predictions, argv, prog, **PARSER_OPTIONS)
+    args = call_arguments(build_parser(prog), argv)
     try:
         result = calibrate_predictions(**args)
     except (PredictionFileError, PredictionRowError, CalibrationInputError, CalibrationFileError) as exc:

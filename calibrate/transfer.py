@@ -141,10 +141,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     prog: the program name the usage shows.
     """
     from cader.calibrate.calibration_file import CalibrationFileError
-    from cader.cli.function_cli import parse_call
+    from cader.cli.function_cli import call_arguments, function_parser
 
     # several files after one flag, as calibrate/fit.py --predictions
-    args, _ = parse_call(transfer_check, argv, prog, several=("predictions",))
+    args = call_arguments(function_parser(transfer_check, prog, several=("predictions",)), argv)
     try:
         return transfer_check(**args)
     except (CalibrationFileError, OSError) as exc:

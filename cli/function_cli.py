@@ -92,10 +92,8 @@ def extend_help(parser: ArgumentParser, dest: str, text: str) -> None:
     action.help = f"{action.help}; {text}" if action.help else text
 
 
-def parse_call(function: Callable, argv: list[str] | None, prog: str | None = None, **parser_options) -> tuple:
-    """Parse `argv` with `function_parser(function, prog, **parser_options)`: (function's keyword arguments, the
-    parser, for its `error()`)."""
-    parser = function_parser(function, prog, **parser_options)
+def call_arguments(parser: ArgumentParser, argv: list[str] | None) -> dict:
+    """`argv` parsed by `parser` (a `function_parser`) as the function's keyword arguments."""
     arguments = parser.parse_args(argv).as_dict()
     arguments.pop("config", None)
-    return arguments, parser
+    return arguments

@@ -10,7 +10,7 @@ samples open at once. See docs/viewer.md.
 import logging
 import sys
 
-from cader.cli.function_cli import function_parser, parse_call
+from cader.cli.function_cli import call_arguments, function_parser
 from cader.evaluate.viewer.build import write_viewer
 from jsonargparse import ArgumentParser
 
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     argv: the flags (default: sys.argv[1:]).
     prog: the program name the usage shows.
     """
-    args, _ = parse_call(write_viewer, argv, prog, positional=("root",), description=__doc__.split("\n")[0])
+    args = call_arguments(build_parser(prog), argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args["thumbs"] < 0:
         print("evaluate/view.py: error: --thumbs must be >= 0", file=sys.stderr)

@@ -23,7 +23,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from cader.cli.function_cli import function_parser, parse_call
+from cader.cli.function_cli import call_arguments, function_parser
 from cader.contracts.jsonl import check_line, iter_lines
 from cader.contracts.records import PredictionRecord
 from cader.vlm.files import write_atomic
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     argv: the flags (default: sys.argv[1:]).
     prog: the program name the usage shows.
     """
-    args, _ = parse_call(export_lmms, argv, prog, positional=("run",), description=__doc__.split("\n")[0])
+    args = call_arguments(build_parser(prog), argv)
     try:
         results = export_lmms(**args)
     except FileNotFoundError as exc:
