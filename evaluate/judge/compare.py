@@ -76,20 +76,21 @@ def read_system(path: str | Path, metric: str, questions: dict | None) -> System
             by_question = {k: v for k, v in by_question.items() if k in questions}
         return System(source=f"lmms-eval samples of {samples.task or '?'} ({samples.metric})", by_question=by_question,
                       by_doc=samples.by_doc, no_key_why=samples.no_key_why, problems=samples.problems,
-                      no_doc_why="its file name does not say the task (lmms-eval writes <date>_samples_<task>.jsonl)")
+                      no_doc_why=samples.no_doc_why)
     if metric == "traj":
         return System("cader judgments", {k: float(r["traj"]) for k, r in read_judgments(path).items()
                                           if not r.get("error") and r.get("traj") is not None})
-    rows = load_predictions(path)[0] if questions is not None else _rows_by_any_id(path)
     if questions is not None:
+        rows = load_predictions(path)[0]
         by_question = {k: float(is_correct(questions[k], rows[k])) for k in rows if k in questions}
-    else:
-        by_question = {k: _record_correct(r) for k, r in rows.items()}
+        return System("cader predictions", by_question)
+    rows, collision = _rows_by_any_id(path)
+    by_question = {k: _record_correct(r) for k, r in rows.items()} if not collision else None
     # records of `lmms-eval --model cader` also know their lmms-eval document
-    by_doc = {f"{r['lmms']['task']}/{r['lmms']['doc_id']}": _record_correct(r) for r in rows.values()
+    by_doc = {f"{r['lmms']['task']}/{r['lmms']['doc_id']}": _record_correct(r) for r in _all_rows(path)
               if isinstance(r.get("lmms"), dict) and r["lmms"].get("task") is not None
               and r["lmms"].get("doc_id") is not None}  # fmt: skip
-    return System("cader predictions", by_question, by_doc or None)
+    return System("cader predictions", by_question, by_doc or None, no_key_why=collision)
 
 
 def per_question_scores(path: str | Path, metric: str, questions: dict | None) -> dict[str, float]:
@@ -101,13 +102,26 @@ def per_question_scores(path: str | Path, metric: str, questions: dict | None) -
     return system.by_question
 
 
-def _rows_by_any_id(path: str | Path) -> dict[str, dict]:
-    rows = {}
-    for row in read_jsonl(path):
+def _all_rows(path: str | Path) -> list[dict]:
+    return [row for row in read_jsonl(path) if isinstance(row, dict)]
+
+
+def _rows_by_any_id(path: str | Path) -> tuple[dict[str, dict], str]:
+    """(rows by question id, "" or why the ids do not name one question each): a rerun's later row replaces the
+    earlier one, but one id under two benchmarks (a multi-task side file of `lmms-eval --model cader`, whose
+    sample ids are per-task document numbers) names two questions, and keying by it would pair the wrong ones."""
+    rows, benchmark_of = {}, {}
+    for row in _all_rows(path):
         key = prediction_key(row) or (str(row["sample_id"]) if "sample_id" in row else None)
-        if key is not None:
-            rows[key] = row
-    return rows
+        if key is None:
+            continue
+        benchmark = row.get("benchmark")
+        if key in benchmark_of and benchmark_of[key] != benchmark:
+            return {}, (f"its sample id {key!r} belongs to two benchmarks ({benchmark_of[key]}, {benchmark}), so "
+                        "its ids do not name one question each")
+        benchmark_of[key] = benchmark
+        rows[key] = row
+    return rows, ""
 
 
 def _aligned(files: Sequence[str], systems: list[System], questions: dict | None) -> tuple[str, list[dict]]:
@@ -121,12 +135,39 @@ def _aligned(files: Sequence[str], systems: list[System], questions: dict | None
         path, why = lacking[0] if lacking and questions is None else (files[0], "--questions aligns by question id")
         raise CompareInputError(path, f"cannot be lined up with {keyless}, so documents line up by lmms-eval task "
                                       f"and doc_id only, and {why}")
-    return "doc", [s.by_doc for s in systems]
+    return "doc", _common_tasks([s.by_doc for s in systems])
+
+
+def _common_tasks(per_system: list[dict]) -> list[dict]:
+    """Documents of the tasks every file has: a samples file holds one task, a side file of `lmms-eval --model
+    cader` all of its run's, and the other tasks' documents are not missing answers but another comparison."""
+    tasks = [{doc.rsplit("/", 1)[0] for doc in scores} for scores in per_system]
+    shared = set.intersection(*tasks) if tasks else set()
+    return [{doc: v for doc, v in scores.items() if doc.rsplit("/", 1)[0] in shared} for scores in per_system]
+
+
+# A comparison whose files answer fewer than this share of its questions in common is mostly missing answers
+# scored 0, not a comparison of the systems: it is warned about, with the counts.
+SMALL_OVERLAP = 0.9
+
+
+def overlap_warnings(files: Sequence[str], per_system: list[dict], ids: list[str]) -> list[str]:
+    """CompareInputError when no question is answered by every file; a warning per file that misses more than
+    1 - SMALL_OVERLAP of the compared questions."""
+    common = set(ids).intersection(*per_system) if per_system else set()
+    if ids and not common:
+        counts = ", ".join(f"{path}: {len(scores)}" for path, scores in zip(files, per_system))
+        raise CompareInputError(files[0], f"no question is answered by every file ({counts} answers; {len(ids)} "
+                                          "questions in all): there is nothing to pair")
+    return [f"{path} answers {len(set(ids) & set(scores))} of the {len(ids)} compared questions "
+            f"({len(common)} answered by every file); its missing answers score 0"
+            for path, scores in zip(files, per_system) if len(set(ids) & set(scores)) < SMALL_OVERLAP * len(ids)]
 
 
 def compare_files(files: Sequence[str], *, questions_path: str | None = None, metric: str = "accuracy",
                   n_resamples: int = 10_000, seed: int = 0) -> dict:
-    """Align systems on the same question ids (a missing answer scores 0) and compute App. G statistics,
+    """Align systems on the same question ids (a missing answer scores 0; no question in common is an error, a
+    small overlap a warning with the counts) and compute App. G statistics,
     each system against the first. A file is cader predictions (or judgments) or an lmms-eval samples file of any
     model (`cader.evaluate.lmms.samples`), told apart by content."""
     if len(files) < 2:
@@ -144,8 +185,10 @@ def compare_files(files: Sequence[str], *, questions_path: str | None = None, me
         ids = list(questions)
     else:
         ids = sorted(set().union(*per_system), key=lambda k: (len(k), k))
+    warnings = overlap_warnings(files, per_system, ids)
     matrix = np.array([[scores.get(k, 0.0) for k in ids] for scores in per_system])
-    result = {"metric": metric, "n": len(ids), "aligned_by": aligned_by, "systems": {}, "pairs": []}
+    result = {"metric": metric, "n": len(ids), "aligned_by": aligned_by, "systems": {}, "pairs": [],
+              "warnings": warnings}
     for name, system, scores, row in zip(names, systems, per_system, matrix):
         result["systems"][name] = {"mean": float(row.mean()) if ids else None, "source": system.source,
                                    "missing": [k for k in ids if k not in scores], "problems": system.problems}
@@ -161,7 +204,9 @@ def compare_files(files: Sequence[str], *, questions_path: str | None = None, me
 
 
 def format_comparison(result: dict) -> str:
-    lines = [f"metric: {result['metric']}   questions: {result['n']}", "", "system | mean | missing"]
+    lines = [f"metric: {result['metric']}   questions: {result['n']}", ""]
+    lines += [f"WARNING: {warning}" for warning in result.get("warnings", [])]
+    lines += ([""] if result.get("warnings") else []) + ["system | mean | missing"]
     for name, info in result["systems"].items():
         lines.append(f"{name} | {info['mean']:.4f} | {len(info['missing'])}")
     lines.append("")

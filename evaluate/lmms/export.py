@@ -10,8 +10,10 @@ save_results_aggregated; lmms_eval/evaluator.py): one samples line per document 
 document, the mean x 100 in results): cader scores a letter against the gold one, whatever the benchmark's own
 scorer (Video-MME's per-category tables, MLVU's M-Avg) would add. The task is the record's `lmms.task` (records
 from `lmms-eval --model cader`) or its benchmark; so are doc_id and doc_hash, else the record's place in the file
-and a digest of its sample fields. A record that failed is exported with an empty answer (scored 0), as lmms-eval
-scores a reply it cannot read; a line that is not a record is named on stderr and counted, never exported.
+and a digest of its sample fields (`cader.doc_id_from` says which, so that `cader compare` never pairs a line
+number with lmms-eval's document index). A record that failed is exported with an empty answer (scored 0), as
+lmms-eval scores a reply it cannot read; a line that is not a record, or whose task is not a plain file name, is
+named on stderr and counted, never exported.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -38,19 +41,35 @@ def sample_digest(record: dict) -> str:
     return hashlib.sha256(json.dumps(fields, indent=2, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+# A task names a file in --out: one path component of ordinary characters, so no record can write elsewhere
+TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class UnsafeTaskName(ValueError):
+    """A record's task (lmms.task or benchmark) that cannot name a samples file inside --out."""
+
+
 def sample_line(record: dict, place: int) -> tuple[str, dict]:
-    """(task, the samples_<task>.jsonl line) of one record."""
+    """(task, the samples_<task>.jsonl line) of one record; UnsafeTaskName when its task is not a plain name."""
     block = record.get("lmms") if isinstance(record.get("lmms"), dict) else {}
     task = str(block.get("task") or record.get("benchmark"))
+    if not TASK_NAME.match(task) or ".." in task:
+        raise UnsafeTaskName(f"task {task!r} is not a plain name (letters, digits, '_', '-', '.'), so it cannot "
+                             "name a samples file")
     reply = record.get("pred") or ""
     score = 1.0 if record.get("answer") is not None and reply == record.get("answer") else 0.0
     options = "\n".join(f"{letter}. {text}" for letter, text in zip(record.get("letters") or [],
                                                                    record.get("options") or []))  # fmt: skip
+    real_doc = block.get("doc_id") is not None
     return task, {
-        "doc_id": block.get("doc_id", place), "target": str(record.get("answer")), "filtered_resps": reply,
+        # lmms-eval writes str(doc_to_target(doc)); a record without a gold letter has none to write
+        "doc_id": block["doc_id"] if real_doc else place,
+        "target": "" if record.get("answer") is None else str(record["answer"]), "filtered_resps": reply,
         "doc_hash": block.get("doc_hash") or sample_digest(record),
         "input": f"{record.get('question')}\n{options}", METRIC: score,
-        "cader": {"sample_id": record.get("sample_id"), "route": record.get("route"), "error": record.get("error")},
+        "cader": {"sample_id": record.get("sample_id"), "route": record.get("route"), "error": record.get("error"),
+                  # a line number is no lmms-eval document index: compare must not pair it with one
+                  "doc_id_from": "lmms" if real_doc else "line"},
     }  # fmt: skip
 
 
@@ -78,7 +97,11 @@ def export_lmms(run: str, out: str) -> dict:
         if problem is not None:
             problems.append(str(problem))
             continue
-        task, line = sample_line(value, place)
+        try:
+            task, line = sample_line(value, place)
+        except UnsafeTaskName as error:
+            problems.append(f"{path}:{number}: {error}")
+            continue
         place += 1
         by_task[task].append(line)
     out_dir = Path(out)

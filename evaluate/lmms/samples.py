@@ -114,7 +114,8 @@ class SamplesScores:
     """One samples file read for comparison.
 
     `by_question`: question key -> 1.0/0.0, or None when the task logs no question id (`no_key_why` says so);
-    `by_doc`: `<task>/<doc_id>` -> 1.0/0.0, or None when the file name does not say the task; `problems`: one
+    `by_doc`: `<task>/<doc_id>` -> 1.0/0.0, or None when the file name does not say the task or the doc ids are
+    line numbers (`no_doc_why` says which); `problems`: one
     "file:line: why" per line left out (a document left out scores 0 as a missing answer)."""
 
     path: Path
@@ -123,7 +124,17 @@ class SamplesScores:
     by_question: dict[str, float] | None
     by_doc: dict[str, float] | None
     no_key_why: str = ""
+    no_doc_why: str = ""
     problems: list[str] = field(default_factory=list)
+
+
+NO_TASK_WHY = "its file name does not say the task (lmms-eval writes <date>_samples_<task>.jsonl)"
+LINE_NUMBER_WHY = ("its doc_ids are line numbers (`cader export-lmms` of a run not made through lmms-eval), not "
+                   "lmms-eval's document indices")
+
+
+def _doc_id_is_a_line_number(row: dict) -> bool:
+    return (row.get("cader") or {}).get("doc_id_from") == "line" if isinstance(row.get("cader"), dict) else False
 
 
 def task_of(path: str | Path) -> str | None:
@@ -190,7 +201,15 @@ def read_samples(path: str | Path) -> SamplesScores:
     task = task_of(path)
     by_question: dict[str, float] | None = {} if family.key is not None else None
     by_doc: dict[str, float] | None = {} if task is not None else None
+    no_doc_why = "" if task is not None else NO_TASK_WHY
+    if any(_doc_id_is_a_line_number(row) for _, row in rows):
+        # `cader export-lmms` of a run not made through lmms-eval numbers documents by line: pairing those numbers
+        # with lmms-eval's document indices would line up different questions
+        by_doc, no_doc_why = None, LINE_NUMBER_WHY
     for number, row in rows:
+        if row["doc_id"] is None or isinstance(row["doc_id"], (bool, float, list, dict)):
+            problems.append((number, f"doc_id {row['doc_id']!r} is not a document index"))
+            continue
         value = row.get(metric)
         try:
             if metric not in row:
@@ -209,7 +228,11 @@ def read_samples(path: str | Path) -> SamplesScores:
                 continue
             by_question[str(key)] = score
         if by_doc is not None:
-            by_doc[f"{task}/{row['doc_id']}"] = score
+            doc = f"{task}/{row['doc_id']}"
+            if doc in by_doc:
+                problems.append((number, f"doc {row['doc_id']} again (first one kept)"))
+                continue
+            by_doc[doc] = score
     return SamplesScores(path=path, task=task, metric=metric, by_question=by_question, by_doc=by_doc,
-                         no_key_why=family.no_key_why,
+                         no_key_why=family.no_key_why, no_doc_why=no_doc_why,
                          problems=[f"{path}:{number}: {why}" for number, why in sorted(problems)])
