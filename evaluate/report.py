@@ -84,11 +84,18 @@ def _benchmark_summary(records: Sequence[dict]) -> dict:
     for r in scored:
         by_task[str((r.get("meta") or {}).get("task_type", "all"))].append(bool(r.get("correct")))
     one_benchmark = len({r.get("benchmark") for r in records}) == 1  # task types of two benchmarks do not mix
-    if one_benchmark and (len(by_task) > 1 or macro_metric(records[0].get("benchmark"))):
+    macro = macro_metric(records[0].get("benchmark")) if one_benchmark and records else None
+    if one_benchmark and (len(by_task) > 1 or macro):
         summary["per_task_type"] = {t: _pct(sum(v), len(v)) for t, v in sorted(by_task.items())}
-        # the mean of the unrounded per-task accuracies (rounding them first can move M-Avg by 0.01)
+    if macro:
+        # only where the benchmark's official scorer prints a macro mean (MLVU's M-Avg): elsewhere a mean of task
+        # means would be a headline no one else reports. The mean of the unrounded per-task accuracies (rounding
+        # them first can move M-Avg by 0.01).
         means = [sum(v) / len(v) for v in by_task.values()]
         summary["m_avg"] = round(100.0 * sum(means) / len(means), 2) if means else None
+        summary["m_avg_definition"] = (f"{macro}: mean over the {len(means)} task types present of each type's "
+                                       "accuracy (the official scorer's macro mean); 'accuracy' is the plain mean "
+                                       "over questions (MLVU's official 'Avg')")
     return summary
 
 
@@ -104,6 +111,7 @@ def _trigger_row(records: Sequence[dict]) -> dict:
         "stage1_exit_rate": summary["stage1_exit_rate"],
         "accuracy": summary["m_avg"] if macro else summary["accuracy"],
         "accuracy_metric": macro or "accuracy",
+        "accuracy_definition": summary.get("m_avg_definition") or "plain mean over questions",
         "accuracy_ci95_exact": [None, None] if macro else summary["accuracy_ci95_exact"],  # a macro mean has none
     }
 
@@ -346,7 +354,9 @@ def _md_header(report: dict) -> list[str]:
 def _md_accuracy(report: dict) -> list[str]:
     lines = ["## Accuracy", "",
              ("Brackets: exact 95% (Clopper-Pearson) interval. SE: naive / clustered by video (lmms-eval's "
-             "definition). Video bootstrap: 95% interval over resampled videos."), "",
+             "definition). Video bootstrap: 95% interval over resampled videos. accuracy: the plain mean over "
+             "questions; M-Avg: the mean of per-task-type accuracies, shown only for a benchmark whose official "
+             "scorer reports it (MLVU)."), "",
              _row(["benchmark", "n", "accuracy", "95% exact", "SE / clustered SE", "videos", "video bootstrap",
                    "M-Avg", "stage-1 acc [95% exact]", "failures"]),
              _row(["---"] * 10)]  # fmt: skip

@@ -121,3 +121,10 @@ def test_a_failed_document_without_a_gold_letter_has_an_empty_target(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "out" / "samples_mlvu_dev.jsonl").read_text().splitlines()]
     assert [line["target"] for line in lines] == ["", "B"]
     assert [line["cader"]["doc_id_from"] for line in lines] == ["line", "line"]
+
+
+def test_export_results_say_which_mean_they_are(tmp_path):
+    run = write(tmp_path / "run" / "predictions.jsonl", [full_record("1", "A", "A"), full_record("2", "A", "B")])
+    results = export_lmms(str(run), str(tmp_path / "out"))
+    assert results["results"]["mlvu_dev"]["cader_accuracy,none"] == 50.0
+    assert "not M-Avg" in results["metric_definitions"]["cader_accuracy"]

@@ -116,6 +116,10 @@ def export_lmms(run: str, out: str) -> dict:
         results["versions"][task] = "cader"
         results["n-shot"][task] = 0
     results["config"] = {"model": "cader", "source": str(path)}
+    # a reader comparing with a benchmark's own headline must know this is not a macro mean (MLVU's M-Avg is
+    # the mean of task-type accuracies, lmms-eval's mlvu aggregate the mean over its fixed task list)
+    results["metric_definitions"] = {METRIC: "plain mean over documents x 100 (MLVU's official 'Avg', not M-Avg); "
+                                             "a failed document scores 0"}
     results["date"] = datetime.datetime.now(datetime.timezone.utc).timestamp()
     results["problems"] = problems
     write_atomic(out_dir / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
