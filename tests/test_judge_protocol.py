@@ -140,3 +140,32 @@ def test_milestone_status_is_case_insensitive():
     reply["milestone_coverage"][1]["status"] = "Kinda"
     with pytest.raises(ValueError, match="milestone_coverage"):
         parse_judgment(json.dumps(reply), ["M1", "M2"], "no")
+
+
+def test_a_run_folder_question_without_its_judge_text_fails_as_in_the_official_judge(tmp_path):
+    # the `ours` run has normalized trajectories but no trajectories/question<N>.txt: the official score_process
+    # records missing_pred; judging cader's rendering instead would show the judge the FINAL ANSWER letter
+    ours = REPO / "tests" / "fixtures" / "agentvidbench_run" / "ours_gemini-2.5-flash_run1"
+    out, questions = tmp_path / "out", tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps({
+        "question_id": q, "video_path": f"videos/video{q}.mp4", "question_text": "How many raises?",
+        "options": ["1", "2", "3", "4"], "answer": "C", "ecom_required": False,
+        "milestones": [{"id": "M1", "type": "counting", "description": "count"}]}) + "\n" for q in (7, 12)))
+    with LoopbackJudgeServer() as server:
+        entry_module().main(["--predictions", str(ours), "--prediction_format", "agentvidbench_run",
+                             "--questions", str(questions), "--out", str(out), "--model", LOOPBACK_MODEL,
+                             "--base_url", server.base_url, "--progress", "false", "--protocol", "official",
+                             "--harness_root", str(HARNESS)])
+    assert server.requests == []
+    rows = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
+    expected = {str(ours / "inference" / "trajectories" / f"question{q}.txt") for q in (7, 12)}
+    assert {row["error"].removeprefix("missing_pred: ") for row in rows} == expected
+    assert all(row["error"].startswith("missing_pred: ") and row["attempts"] == 0 for row in rows)
+
+
+def test_a_null_milestone_type_reads_as_the_official_block_writes_it():
+    from cader.evaluate.judge.protocol import official_milestones
+
+    block = official_milestones([{"id": "M1", "type": None, "description": "a"}, {"id": "M2", "description": "b"},
+                                 {"id": "M3", "type": "counting", "description": "c"}])
+    assert block == "  M1 type=None: a\n  M2 type=?: b\n  M3 type=counting: c"

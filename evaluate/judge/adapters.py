@@ -14,7 +14,9 @@ at commit 13059bb69fee92de5cc79aeda7836d8aa20ccaeb of its public mirror jhyeonse
 - `<run>/inference/trajectories/question<N>.txt`: the framework's own judge input, which the official judge reads
   verbatim (evaluation/judge.py, `read_prediction`; singleturn writes the raw response there, `_save_outputs`). It
   is kept as the record's `trajectory_text` (judged verbatim under `--protocol official`); a question with no
-  normalized trajectory shows it as its `response` under `--protocol paper`.
+  normalized trajectory shows it as its `response` under `--protocol paper`. A question without that file is
+  marked (`trajectory_text_missing`: its path): the official judge records `missing_pred` for it and so does
+  `--protocol official`, rather than judging cader's rendering, whose FINAL ANSWER line would show the letter.
 - `<run>/inference/summary.json`: `results`, one per question run; a result with an `error` key is an errored
   inference (framework/orchestration.py, `write_summary`), which evaluate.py leaves out (`inference_qids`). It
   becomes the record's `error`.
@@ -27,7 +29,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from cader.evaluate.judge.protocol import VERBATIM_KEY
+from cader.evaluate.judge.protocol import MISSING_KEY, VERBATIM_KEY
 from cader.evaluate.judge.questions import InputRowError, load_predictions
 from cader.evaluate.judge.render import AGENT_STEP_FIELDS, UNKNOWN_PHASE_FIELDS, pick
 
@@ -137,6 +139,9 @@ def load_agentvidbench_run(run_dir: str | Path) -> tuple[dict[str, dict], list[I
             continue
         records[str(record["question_id"])] = record
     _add_verbatim_texts(run_dir, records, errors)
+    for qid, record in records.items():
+        if VERBATIM_KEY not in record:  # the official judge fails this question: read_prediction finds no file
+            record[MISSING_KEY] = str(trajectories / f"question{qid}.txt")
     _add_inference_errors(run_dir, records, errors)
     return records, errors
 

@@ -107,6 +107,9 @@ def judge_one(provider: Provider, question: Question, record: dict, framework: s
     row = _row(question, framework, provider, key, sweep)
     row["trajectory_hash"] = trajectory_hash(record, protocol)
     row["protocol"] = protocol.name  # an extra key of the record (the contract keeps unknown keys)
+    if (missing := protocol.missing_input(record)) is not None:
+        row["error"] = missing  # nothing to judge: no call is made, the question fails as in the official judge
+        return row
 
     if cache is not None and read_cache and (hit := cache.get(stored)) is not None:
         try:

@@ -10,10 +10,11 @@ checkout of it (`--harness_root`), never shipped here:
 - user template: the `USER_TEMPLATE` string of `evaluation/judge.py`, read with `ast` (the file is not imported or
   run), filled with the fields its `build_user` passes: qid, framework, sweep_required, question_text, options
   (`"  {letter}. {text}"` per line, `options_block`), answer_explanation, milestones_block
-  (`"  {id} type={type}: {description}"`, type "?" when absent, `milestones_block`), n_milestones, milestone_ids,
-  prediction. (The official build_user passes answer_explanation; its template at that commit does not use it.)
-- the prediction: a run folder's `inference/trajectories/question<N>.txt`, verbatim (`read_prediction`), when the
-  adapter found one; else cader's rendering of the record;
+  (`"  {id} type={type}: {description}"`, type "?" when absent and "None" when null, `milestones_block`),
+  n_milestones, milestone_ids, prediction. (The official build_user passes answer_explanation; its template at that commit does not use it.)
+- the prediction: a run folder's `inference/trajectories/question<N>.txt`, verbatim (`read_prediction`); a
+  run-folder question without that file is an error row `missing_pred: <path>` with no judge call, as the official
+  score_process records it; cader's own predictions.jsonl is judged from cader's rendering of the record;
 - denominators (evaluate.py, `inference_qids`: results of inference/summary.json without "error"; aggregate.py,
   `_accumulate`: n = the evaluated records): a question with no prediction or an errored prediction is left out of
   accuracy, not counted wrong; slices skip a question without the field (aggregate.py, `_slice`).
@@ -50,8 +51,10 @@ TEMPLATE_NAME = "USER_TEMPLATE"
 # The fields the official build_user passes to USER_TEMPLATE.format (evaluation/judge.py).
 OFFICIAL_FIELDS = frozenset({"qid", "framework", "sweep_required", "question_text", "options", "answer_explanation",
                              "milestones_block", "n_milestones", "milestone_ids", "prediction"})
-# Where an adapter puts a framework's own judge-input text (inference/trajectories/question<N>.txt).
+# Where an adapter puts a framework's own judge-input text (inference/trajectories/question<N>.txt), and the path
+# it expected when a run folder has none for a question.
 VERBATIM_KEY = "trajectory_text"
+MISSING_KEY = "trajectory_text_missing"
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,14 @@ class JudgeProtocol:
     def drops_unanswered(self) -> bool:
         """Whether questions with no prediction or an errored one leave the accuracy denominator (official)."""
         return self.name == "official"
+
+    def missing_input(self, record: dict) -> str | None:
+        """The error the official judge records for a run-folder question without its judge-input file
+        (evaluation/judge.py, score_process: `missing_pred: <path>`), or None: this question can be judged."""
+        missing = record.get(MISSING_KEY)
+        if self.name == "official" and isinstance(missing, str):
+            return f"missing_pred: {missing}"
+        return None
 
     def prediction_text(self, record: dict) -> str:
         """What the judge reads of a prediction: the framework's own judge text verbatim (official, when there is
@@ -105,7 +116,8 @@ def official_options(options: Sequence[str]) -> str:
 
 
 def official_milestones(milestones: Sequence[dict]) -> str:
-    return "\n".join(f"  {m['id']} type={m.get('type') or '?'}: {m.get('description', '')}" for m in milestones)
+    # the official milestones_block: `m.get('type', '?')`, so an absent type reads "?" and a null one "None"
+    return "\n".join(f"  {m['id']} type={m.get('type', '?')}: {m.get('description', '')}" for m in milestones)
 
 
 PAPER = JudgeProtocol(name="paper", system=SYSTEM_PROMPT_WITH_SCHEMA, user_template=USER_TEMPLATE,
