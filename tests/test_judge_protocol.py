@@ -169,3 +169,40 @@ def test_a_null_milestone_type_reads_as_the_official_block_writes_it():
     block = official_milestones([{"id": "M1", "type": None, "description": "a"}, {"id": "M2", "description": "b"},
                                  {"id": "M3", "type": "counting", "description": "c"}])
     assert block == "  M1 type=None: a\n  M2 type=?: b\n  M3 type=counting: c"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_official_requests_carry_the_harness_settings_and_drop_a_rejected_temperature(tmp_path, monkeypatch,
+                                                                                      provider):
+    # the harness (evaluation/judge.py): OpenAI json output, seed 42, no token limit; Anthropic max_tokens 8000 and
+    # the 1M beta; both temperature 0 first and again without it when the API rejects it (the double rejects it as
+    # the real APIs do for gpt-5 and Claude Opus 4.7)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "loopback-dummy")
+    model = "gpt-5" if provider == "openai" else "claude-opus-4-7"
+    with LoopbackJudgeServer(also_answers_as=[model]) as server:
+        url = server.base_url if provider == "openai" else server.anthropic_base_url
+        entry_module().main(["--predictions", str(RUN), "--prediction_format", "agentvidbench_run",
+                             "--questions", str(QUESTIONS), "--out", str(tmp_path / "out"), "--model", model,
+                             "--base_url", url, "--progress", "false", "--protocol", "official",
+                             "--harness_root", str(HARNESS), "--provider", provider, "--concurrency", "1"])
+    bodies = server.requests
+    if provider == "openai":  # questions 1 and 3, each tried with temperature 0 and then without
+        assert [b.get("temperature") for b in bodies] == [0.0, None, 0.0, None]
+    else:  # the installed anthropic SDK refuses a temperature argument itself: the request goes without it
+        assert [b.get("temperature") for b in bodies] == [None, None]
+    if provider == "openai":
+        assert all(b["seed"] == 42 and b["response_format"] == {"type": "json_object"} for b in bodies)
+        assert not any("max_tokens" in b or "max_completion_tokens" in b for b in bodies)
+    else:
+        assert all(b["max_tokens"] == 8000 for b in bodies)
+    # FRAMEWORK is the run's experiment (its summary.json), not "cader"
+    assert all("\nFRAMEWORK: singleturn\n" in b["messages"][-1]["content"] if provider == "anthropic"
+               else "\nFRAMEWORK: singleturn\n" in b["messages"][1]["content"] for b in bodies)
+    rows = [json.loads(line) for line in (tmp_path / "out" / "judgments.jsonl").read_text().splitlines()]
+    assert all(row["error"] is None for row in rows) and len(rows) == 2
+
+
+def test_the_paper_protocol_keeps_its_own_request_settings(tmp_path):
+    bodies, report, _ = run_cli(tmp_path / "paper")
+    assert all(b["max_tokens"] == 4096 and b["temperature"] == 0.0 and "seed" not in b for b in bodies)
+    assert all("\nFRAMEWORK: singleturn\n" in b["messages"][1]["content"] for b in bodies)

@@ -146,6 +146,18 @@ def load_agentvidbench_run(run_dir: str | Path) -> tuple[dict[str, dict], list[I
     return records, errors
 
 
+def run_framework(run_dir: str | Path) -> str | None:
+    """The experiment a harness run folder's inference/summary.json names, or None when the file or the field is
+    not there. The judge's FRAMEWORK line names the method a run used (judge.py: singleturn, ours), which is what
+    the harness names its experiments; its evaluate.py, which passes it, is not in the mirror read here."""
+    try:
+        summary = json.loads((Path(run_dir) / "inference" / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    name = summary.get("experiment") if isinstance(summary, dict) else None
+    return name if isinstance(name, str) and name.strip() else None
+
+
 PREDICTION_FORMATS: dict[str, Callable[[str | Path], tuple[dict[str, dict], list[InputRowError]]]] = {
     "cader": load_predictions,             # predictions.jsonl (the prediction record of `cader.contracts`)
     "agentvidbench_run": load_agentvidbench_run,

@@ -26,7 +26,7 @@ from typing import Literal
 from cader.cli.function_cli import function_parser
 from cader.contracts.jsonl import FileInUse
 from cader.contracts.provenance import collect_provenance
-from cader.evaluate.judge.adapters import load_prediction_source
+from cader.evaluate.judge.adapters import load_prediction_source, run_framework
 from cader.evaluate.judge.aggregate import build_report, write_report
 from cader.evaluate.judge.client import RetryPolicy
 from cader.evaluate.judge.compare import compare_files, format_comparison
@@ -38,8 +38,13 @@ from cader.evaluate.judge.pipeline import (
     judge_predictions,
     read_judgments,
 )
-from cader.evaluate.judge.protocol import make_protocol
-from cader.evaluate.judge.providers import ProviderName, make_provider
+from cader.evaluate.judge.protocol import (
+    OFFICIAL_MAX_TOKENS,
+    PAPER_MAX_TOKENS,
+    make_protocol,
+    official_families,
+)
+from cader.evaluate.judge.providers import DEFAULT_FAMILIES, PROVIDERS, ProviderName, make_provider
 from cader.evaluate.judge.questions import InputFileError, load_questions
 from jsonargparse import ArgumentParser
 
@@ -64,7 +69,7 @@ def judge(
     harness_root: str | None = None,
     provider: Provider = "openai",
     base_url: str | None = None,
-    system: str = "cader",
+    system: str | None = None,
     concurrency: int = 16,
     max_replies: int = 3,
     max_api_retries: int = 5,
@@ -73,7 +78,7 @@ def judge(
     retry_after_max: float = 120.0,
     time_budget: float = 900.0,
     timeout: float = 120.0,
-    max_tokens: int = 4096,
+    max_tokens: int | None = None,
     families: list[dict] | None = None,
     cache: bool = True,
     force: bool = False,
@@ -97,7 +102,8 @@ def judge(
         provider: judge API, a name of the provider registry (cader.evaluate.judge.providers.PROVIDERS; each
             class there says which API it speaks)
         base_url: the API's address: an OpenAI-compatible .../v1, or the Anthropic root (null: the provider's own)
-        system: the FRAMEWORK name the judge prompt shows
+        system: the FRAMEWORK name the judge prompt shows (default: a harness run folder's experiment, as
+            its summary.json names it, else cader)
         concurrency: questions judged at once
         max_replies: judge replies per question, counting the repairs of replies that fail validation
         max_api_retries: retries after 429, 5xx, timeouts and unreadable 200 replies
@@ -107,8 +113,11 @@ def judge(
         retry_after_max: longest server Retry-After honoured, in seconds; a longer one waits this long
         time_budget: seconds one question may take in all, calls and retry waits together
         timeout: seconds per judge call
-        max_tokens: output tokens per judge reply (AgentVidBench App. D.5, Table 16: 4,096)
-        families: request parameters per model family (see configs/judge/default.yaml; null: the built-in table)
+        max_tokens: output tokens per judge reply (default: 4,096 under --protocol paper, App. D.5 Table 16;
+            8,000 under official, as its Anthropic call sends; its OpenAI call sends no limit)
+        families: request parameters per model family (see configs/judge/default.yaml; null: the built-in table,
+            or under --protocol official the harness's settings: temperature 0 with a fallback, and for OpenAI
+            json output and seed 42)
         cache: reuse replies keyed by (prompt, judge configuration)
         force: re-judge every question, even unchanged ones, without reading the cache
         progress: a progress bar
@@ -117,6 +126,13 @@ def judge(
         The judge report (also written as judge_report.json).
     """
     judge_protocol = make_protocol(protocol, harness_root)
+    official = judge_protocol.name == "official"
+    if max_tokens is None:
+        max_tokens = OFFICIAL_MAX_TOKENS if official else PAPER_MAX_TOKENS
+    if families is None and official:
+        families = official_families(PROVIDERS, DEFAULT_FAMILIES)
+    if system is None:
+        system = (run_framework(predictions) if prediction_format == "agentvidbench_run" else None) or "cader"
     judge_model = make_provider(provider, model, base_url, timeout=timeout, max_tokens=max_tokens, families=families)
     for path in (questions, predictions):  # a path that is not there ends the run in one line naming it
         if not Path(path).exists():

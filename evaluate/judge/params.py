@@ -48,8 +48,13 @@ class ModelFamily(BaseModel):
     providers: list[str] = Field(min_length=1, description="names of the provider registry (providers.PROVIDERS)")
     models: list[str] = Field(min_length=1, description="fnmatch patterns on the model name, case-insensitive")
     token_limit_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    send_token_limit: bool = Field(default=True, description="false: no token limit is sent (the API's own)")
     temperature: float | None = Field(default=None, ge=0.0, le=2.0, description="null: not sent")
+    temperature_fallback: bool = Field(default=False, description="a request the API rejects for its temperature "
+                                                                  "goes again without one (the official harness)")
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    seed: int | None = Field(default=None, description="OpenAI `seed`; null: not sent")
+    json_response: bool = Field(default=False, description="OpenAI response_format {type: json_object}")
     anthropic_beta: list[str] = Field(default_factory=list, description="anthropic-beta header values")
 
     @field_validator("providers")
@@ -68,9 +73,11 @@ class ModelFamily(BaseModel):
         only_openai = apis == {"openai-chat-completions"}
         if self.anthropic_beta and not only_anthropic:
             raise ValueError("anthropic_beta is an Anthropic header: list only 'anthropic' in providers")
-        if (self.token_limit_param == "max_completion_tokens" or self.reasoning_effort) and not only_openai:
-            raise ValueError("max_completion_tokens and reasoning_effort are OpenAI chat-completions parameters: "
-                             "list only openai providers")
+        openai_only = self.token_limit_param == "max_completion_tokens" or self.reasoning_effort or \
+            self.seed is not None or self.json_response
+        if openai_only and not only_openai:
+            raise ValueError("max_completion_tokens, reasoning_effort, seed and json_response are OpenAI "
+                             "chat-completions parameters: list only openai providers")
         if only_anthropic and self.token_limit_param != "max_tokens":
             raise ValueError("the Messages API takes max_tokens")
         return self

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from cader.evaluate.judge.params import JudgeConfigError
+from cader.evaluate.judge.params import CONTEXT_1M_BETA, JudgeConfigError
 from cader.evaluate.judge.prompt import (
     SYSTEM_PROMPT_WITH_SCHEMA,
     USER_TEMPLATE,
@@ -118,6 +118,30 @@ def official_options(options: Sequence[str]) -> str:
 def official_milestones(milestones: Sequence[dict]) -> str:
     # the official milestones_block: `m.get('type', '?')`, so an absent type reads "?" and a null one "None"
     return "\n".join(f"  {m['id']} type={m.get('type', '?')}: {m.get('description', '')}" for m in milestones)
+
+
+# Request settings. The paper (App. D Table 16): 4,096 output tokens. The official harness (evaluation/judge.py):
+# Anthropic `max_tokens` 8000 with the 1M-context beta header and temperature 0, retried without a temperature when
+# the API rejects it (anthropic_call); OpenAI no token limit, response_format json_object, seed 42 and temperature
+# 0, retried without a temperature on a rejection naming it or "unsupported" (openai_call).
+PAPER_MAX_TOKENS = 4096
+OFFICIAL_MAX_TOKENS = 8000
+OFFICIAL_ANTHROPIC = {"name": "official-anthropic", "models": ["*"], "temperature": 0.0,
+                      "temperature_fallback": True, "anthropic_beta": [CONTEXT_1M_BETA]}
+OFFICIAL_OPENAI = {"name": "official-openai", "models": ["*"], "temperature": 0.0, "temperature_fallback": True,
+                   "seed": 42, "json_response": True, "send_token_limit": False}
+
+
+def official_families(registry: dict[str, type], defaults: list[dict]) -> list[dict]:
+    """The family table under --protocol official: the harness's settings for every name registered for an
+    Anthropic or OpenAI provider class, ahead of the built-in table (which still serves hf-local)."""
+    by_api = {"anthropic-messages": OFFICIAL_ANTHROPIC, "openai-chat-completions": OFFICIAL_OPENAI}
+    official = []
+    for api, family in by_api.items():
+        names = [name for name, cls in registry.items() if cls.API == api]
+        if names:
+            official.append({**family, "providers": names})
+    return official + defaults
 
 
 PAPER = JudgeProtocol(name="paper", system=SYSTEM_PROMPT_WITH_SCHEMA, user_template=USER_TEMPLATE,

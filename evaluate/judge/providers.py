@@ -172,6 +172,21 @@ def _classify(error: Exception, module) -> ProviderError:
     return ProviderError(f"{name}: {error}", transient=False)
 
 
+def with_temperature_fallback(create, family: ModelFamily, bad_request: type[Exception] | tuple):
+    """`create(with_temperature=True)`, and once more without a temperature when the family allows it and the API
+    rejected the request for it (the official harness: temperature 0 first, then the model's default, on a 400
+    whose message names temperature or says unsupported, or an SDK that refuses the argument itself). The message
+    is read for that choice only, never logged: a provider's error text may echo request details."""
+    try:
+        return create(True)
+    except bad_request as error:
+        message = str(error).lower()
+        if not (family.temperature_fallback and family.temperature is not None
+                and ("temperature" in message or "unsupported" in message)):
+            raise
+    return create(False)
+
+
 def malformed_body(error: Exception) -> ProviderError:
     """A 200 whose body is not the API's JSON (cut short by a proxy, an HTML/text error page): the same request
     can succeed, so it is transient."""
@@ -213,22 +228,29 @@ class OpenAICompatibleProvider:
                                      timeout=timeout, max_retries=0,
                                      http_client=deadline_http_client(openai, timeout))
 
-    def request_kwargs(self) -> dict:
+    def request_kwargs(self, with_temperature: bool = True) -> dict:
         """The family's parameters: reasoning models take max_completion_tokens and no temperature."""
-        kwargs = {self.family.token_limit_param: self.max_tokens}
-        if self.family.temperature is not None:
+        kwargs = {self.family.token_limit_param: self.max_tokens} if self.family.send_token_limit else {}
+        if self.family.temperature is not None and with_temperature:
             kwargs["temperature"] = self.family.temperature
         if self.family.reasoning_effort is not None:
             kwargs["reasoning_effort"] = self.family.reasoning_effort
+        if self.family.seed is not None:
+            kwargs["seed"] = self.family.seed
+        if self.family.json_response:
+            kwargs["response_format"] = {"type": "json_object"}
         return kwargs
 
     def complete(self, system: str, messages: list[dict]) -> Completion:
         from openai.types.chat import ChatCompletion
 
-        try:
-            response = self._client.chat.completions.create(
+        def create(with_temperature: bool):
+            return self._client.chat.completions.create(
                 model=self.model, messages=[{"role": "system", "content": system}, *messages],
-                **self.request_kwargs())
+                **self.request_kwargs(with_temperature))
+
+        try:
+            response = with_temperature_fallback(create, self.family, self._openai.BadRequestError)
         except self._openai.OpenAIError as error:
             raise _classify(error, self._openai) from None
         except (ValueError, TypeError) as error:  # a 200 body cut short: json.JSONDecodeError is a ValueError
@@ -280,18 +302,22 @@ class AnthropicProvider:
                                            timeout=timeout, max_retries=0, default_headers=headers,
                                            http_client=deadline_http_client(anthropic, timeout))
 
-    def request_kwargs(self) -> dict:
+    def request_kwargs(self, with_temperature: bool = True) -> dict:
         kwargs = {"max_tokens": self.max_tokens}
-        if self.family.temperature is not None:
+        if self.family.temperature is not None and with_temperature:
             kwargs["temperature"] = self.family.temperature
         return kwargs
 
     def complete(self, system: str, messages: list[dict]) -> Completion:
         from anthropic.types import Message
 
+        def create(with_temperature: bool):
+            return self._client.messages.create(model=self.model, system=system, messages=messages,
+                                                **self.request_kwargs(with_temperature))
+
         try:
-            response = self._client.messages.create(model=self.model, system=system, messages=messages,
-                                                    **self.request_kwargs())
+            # TypeError: anthropic SDKs from 2.x on refuse a temperature argument before any request is sent
+            response = with_temperature_fallback(create, self.family, (self._anthropic.BadRequestError, TypeError))
         except self._anthropic.AnthropicError as error:
             raise _classify(error, self._anthropic) from None
         except (ValueError, TypeError) as error:  # a 200 body cut short
