@@ -15,6 +15,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from cader.contracts.types import Record
 from pydantic import Field
@@ -61,8 +62,32 @@ def _version(name: str) -> str | None:
         return None
 
 
+def _secret_name(name: str) -> bool:
+    # by whole words of the name: api_key, hf-token, judge.secret, api-key, not monkey
+    return any(w in _SECRET_FLAG_WORDS for w in re.split(r"[-_.]+", name.lower()))
+
+
+def redact_url(text: str) -> str:
+    """`text` with a URL's credentials hidden: the password of user:password@host, and the value of every query
+    parameter whose name says key/token/secret/password (`?api-key=...`); any other text is returned as it is."""
+    if "://" not in text:
+        return text
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return text
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else f"***@{host}"
+    query = "&".join(f"{name}=***" if _secret_name(name) else f"{name}={value}" if eq else name
+                     for name, eq, value in (item.partition("=") for item in parts.query.split("&") if item))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def redact_argv(argv: list[str]) -> list[str]:
-    """argv with the value of every flag whose name says key/token/secret/password replaced by '***'."""
+    """argv with the value of every flag whose name says key/token/secret/password replaced by '***', and the
+    credentials inside any URL (user:password@, a key in the query: `--base_url https://h/v1?api-key=...`) hidden."""
     out: list[str] = []
     hide_next = False
     for arg in argv:
@@ -70,14 +95,14 @@ def redact_argv(argv: list[str]) -> list[str]:
             out.append("***")
             hide_next = False
             continue
-        name, eq, _ = arg.partition("=")
-        # by whole words of the flag's name: --api_key, --hf-token, --judge.secret, not --monkey
-        words = re.split(r"[-_.]+", name.lower())
-        secret = name.startswith("-") and any(w in _SECRET_FLAG_WORDS for w in words)
+        name, eq, value = arg.partition("=")
+        secret = name.startswith("-") and _secret_name(name)
         if secret and eq:
             out.append(f"{name}=***")
+        elif eq and name.startswith("-"):
+            out.append(f"{name}={redact_url(value)}")
         else:
-            out.append(arg)
+            out.append(redact_url(arg))
             hide_next = secret
     return out
 
