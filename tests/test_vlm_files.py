@@ -32,3 +32,18 @@ def test_concurrent_writers_each_leave_a_whole_file(tmp_path):
     [t.start() for t in threads]
     [t.join() for t in threads]
     assert target.read_text() in texts and [p.name for p in tmp_path.iterdir()] == ["shared.txt"]
+
+
+def test_atomic_writes_follow_the_umask_like_open_does(tmp_path):
+    import os
+
+    from cader.vlm.files import write_atomic
+
+    old = os.umask(0o027)
+    try:
+        written = write_atomic(tmp_path / "report.json", "{}\n")
+        with open(tmp_path / "plain.txt", "w") as handle:
+            handle.write("x")
+    finally:
+        os.umask(old)
+    assert oct(written.stat().st_mode & 0o777) == oct((tmp_path / "plain.txt").stat().st_mode & 0o777) == "0o640"

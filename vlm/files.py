@@ -17,6 +17,20 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
+def _umask() -> int:
+    # Linux reports it in /proc without changing it; elsewhere it can only be read by setting it and back, which
+    # other threads creating files at that instant would see
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str | os.PathLike, content: str | Iterable[str], durable: bool = True) -> Path:
     """Write `content` (a string, or lines/chunks written in order) to `path` atomically; returns the path.
 
@@ -27,6 +41,9 @@ def write_atomic(path: str | os.PathLike, content: str | Iterable[str], durable:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp creates the file 0600; the result is an ordinary output file, so it gets the mode any file
+        # written with open() would: 0666 less the umask (a shared run folder stays readable by the group)
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             if isinstance(content, str):
                 handle.write(content)
