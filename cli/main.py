@@ -56,9 +56,9 @@ STAGES = {
     "judge": Command("cader.evaluate.judge.cli", "evaluate/judge.py",
                      "judge AgentVidBench trajectories: judgments.jsonl and judge_report.json/md "
                      "(evaluate/judge.py)"),
-    "compare": Command("cader.evaluate.judge.cli", "evaluate/judge.py",
+    "compare": Command("cader.evaluate.judge.compare_cli", "evaluate/judge.py",
                        "paired bootstrap, McNemar and rank stability of systems on the same questions "
-                       "(evaluate/judge.py compare)", before=("compare",), prog="cader judge"),
+                       "(evaluate/judge.py compare)"),
 }
 
 # Tools over the stages' outputs, dispatched like the stages (kept apart: they are not steps of the pipeline)

@@ -39,8 +39,9 @@ def cli(root: Path, server: LoopbackJudgeServer, model: str) -> Path:
 
 
 def test_loopback_refuses_a_real_model_name(tmp_path):
-    with LoopbackJudgeServer() as server:
-        out = cli(tmp_path, server, "gpt-5")
+    with LoopbackJudgeServer() as server, pytest.raises(SystemExit, match="every judged question failed"):
+        cli(tmp_path, server, "gpt-5")  # a run where every question failed exits non-zero
+    out = tmp_path / "out"
     rows = read_judgments(out / "judgments.jsonl")
     assert len(rows) == 3 and all(r["scores"] is None and "HTTP 404" in r["error"] for r in rows.values())
     assert all(r["attempts"] == 1 for r in rows.values())  # a wrong model is not retried

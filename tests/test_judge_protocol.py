@@ -151,7 +151,7 @@ def test_a_run_folder_question_without_its_judge_text_fails_as_in_the_official_j
         "question_id": q, "video_path": f"videos/video{q}.mp4", "question_text": "How many raises?",
         "options": ["1", "2", "3", "4"], "answer": "C", "ecom_required": False,
         "milestones": [{"id": "M1", "type": "counting", "description": "count"}]}) + "\n" for q in (7, 12)))
-    with LoopbackJudgeServer() as server:
+    with LoopbackJudgeServer() as server, pytest.raises(SystemExit, match="every judged question failed"):
         entry_module().main(["--predictions", str(ours), "--prediction_format", "agentvidbench_run",
                              "--questions", str(questions), "--out", str(out), "--model", LOOPBACK_MODEL,
                              "--base_url", server.base_url, "--progress", "false", "--protocol", "official",
@@ -206,3 +206,33 @@ def test_the_paper_protocol_keeps_its_own_request_settings(tmp_path):
     bodies, report, _ = run_cli(tmp_path / "paper")
     assert all(b["max_tokens"] == 4096 and b["temperature"] == 0.0 and "seed" not in b for b in bodies)
     assert all("\nFRAMEWORK: singleturn\n" in b["messages"][1]["content"] for b in bodies)
+
+
+def test_a_judge_run_where_every_question_fails_exits_non_zero_with_one_line_per_reason(tmp_path, capsys):
+    # a model name the server does not serve: HTTP 404 for every question
+    with LoopbackJudgeServer() as server, pytest.raises(SystemExit) as exited:
+        entry_module().main(["--predictions", str(RUN), "--prediction_format", "agentvidbench_run",
+                             "--questions", str(QUESTIONS), "--out", str(tmp_path / "out"), "--model", "no-such",
+                             "--base_url", server.base_url, "--progress", "false"])
+    assert str(exited.value.code).startswith("error: every judged question failed (3)")
+    err = capsys.readouterr().err
+    reasons = [line for line in err.splitlines() if line.startswith("judge error")]
+    assert reasons == ["judge error (3 questions): HTTP 404: NotFoundError (invalid_request_error)"]
+
+
+def test_a_missing_key_is_one_line_before_any_input_is_read(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        entry_module().main(["--predictions", str(tmp_path / "absent.jsonl"), "--questions", str(tmp_path / "q"),
+                             "--out", str(tmp_path / "out"), "--provider", "anthropic", "--model", "claude-opus-4-7"])
+    assert str(exited.value.code) == ("config error: set ANTHROPIC_API_KEY in the environment (keys are read from "
+                                      "the environment only)")
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_compare_usage_names_the_command_typed(capsys):
+    from cader.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    assert capsys.readouterr().out.startswith("usage: cader compare ")

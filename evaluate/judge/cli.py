@@ -20,6 +20,7 @@ The flags are the parameters of `judge` and `compare` below, with their help tak
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Literal
 
@@ -44,7 +45,13 @@ from cader.evaluate.judge.protocol import (
     make_protocol,
     official_families,
 )
-from cader.evaluate.judge.providers import DEFAULT_FAMILIES, PROVIDERS, ProviderName, make_provider
+from cader.evaluate.judge.providers import (
+    DEFAULT_FAMILIES,
+    PROVIDERS,
+    ProviderError,
+    ProviderName,
+    make_provider,
+)
 from cader.evaluate.judge.questions import InputFileError, load_questions
 from jsonargparse import ArgumentParser
 
@@ -162,7 +169,28 @@ def judge(
           f"{describe_rejudging(counts)}; {judge_protocol.name} protocol: accuracy {report['accuracy']} "
           f"over {report['n']}, traj {report['traj']}, "
           f"mc_rate {report['mc_rate']}; wrote {json_path} and {md_path}")
+    for reason, n in judge_error_reasons(judgments).items():
+        print(f"judge error ({n} question{'s' if n > 1 else ''}): {reason}", file=sys.stderr)
     return report
+
+
+def judge_error_reasons(judgments: dict[str, dict]) -> dict[str, int]:
+    """Each distinct reason judgments failed, with its count: the provider's reason without the per-question
+    attempt counts, so a wrong model name reads as one line, not one per question."""
+    reasons = Counter()
+    for row in judgments.values():
+        if row.get("error"):
+            reason = str(row["error"])
+            if reason.startswith("no valid judgment after") and "): " in reason:
+                reason = reason.split("): ", 1)[1]
+            reasons[reason] += 1
+    return dict(reasons.most_common())
+
+
+def all_failed(report: dict) -> bool:
+    """Whether this run judged questions and every one of them failed (a wrong model name, a dead endpoint)."""
+    counts = report.get("rerun") or {}
+    return counts.get("failed", 0) > 0 and counts.get("judged", 0) == 0
 
 
 def compare(
@@ -195,9 +223,23 @@ def compare(
     return result
 
 
-def compare_parser() -> ArgumentParser:
+def run_compare(options: dict) -> None:
+    """Compare with parsed options; a file that cannot be read ends the run in one line naming it."""
+    options.pop("config", None)
+    try:
+        compare(**options)
+    except InputFileError as error:
+        sys.exit(f"input error: {error}")
+
+
+def compare_main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """`cader compare FILES...`: the compare subcommand with a usage line naming the command typed."""
+    run_compare(compare_parser(prog).parse_args(argv).as_dict())
+
+
+def compare_parser(prog: str | None = None) -> ArgumentParser:
     """`compare`'s parameters, the files given after the subcommand."""
-    return function_parser(compare, positional=("files",), description=compare.__doc__.split("\n")[0])
+    return function_parser(compare, prog, positional=("files",), description=compare.__doc__.split("\n")[0])
 
 
 def judge_parser(prog: str | None = None) -> ArgumentParser:
@@ -210,29 +252,30 @@ def judge_parser(prog: str | None = None) -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> None:
-    """`evaluate/judge.py [compare] ARGS` (None: the command line); `prog` names the program in its usage."""
+    """`evaluate/judge.py [compare] ARGS` (None: the command line); `prog` names the program in its usage.
+
+    Exits non-zero with one line on bad input or configuration (a missing key included, before any file is read),
+    and with status 1 when every question this run judged failed."""
     parser = judge_parser(prog)
     args = parser.parse_args(argv)
     if args.command == "compare":
-        options = args.compare.as_dict()
-        options.pop("config", None)
-        try:
-            compare(**options)
-        except InputFileError as error:
-            sys.exit(f"input error: {error}")
+        run_compare(args.compare.as_dict())
         return
     options = {key: value for key, value in args.as_dict().items() if key not in ("config", "command", "compare")}
     missing = [f"--{name}" for name in JUDGE_INPUTS if options[name] is None]
     if missing:
         parser.error(f"judging needs {', '.join(missing)}")
     try:
-        judge(**options)
-    except JudgeConfigError as error:
+        report = judge(**options)
+    except (JudgeConfigError, ProviderError) as error:  # ProviderError here: no key in the environment
         sys.exit(f"config error: {error}")
     except InputFileError as error:
         sys.exit(f"input error: {error}")
     except FileInUse as error:   # another judge run writes this --out
         sys.exit(f"error: {error}")
+    if all_failed(report):
+        sys.exit(f"error: every judged question failed ({report['rerun']['failed']}); the reasons are above and "
+                 "in judgments.jsonl")
 
 
 if __name__ == "__main__":
