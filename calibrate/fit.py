@@ -9,6 +9,7 @@ docstring (`cader.cli.function_cli`).
 """
 
 import argparse
+import math
 import sys
 
 from cader.calibrate.calibration_file import CalibrationFileError
@@ -26,8 +27,10 @@ MODES_HELP = """modes (--mode), each guarantee with probability >= 1 - delta:
   accuracy   best final accuracy on the selection split; no guarantee (a uniform_stage2 run)
   --verifier_alpha A (any mode)  verifier threshold delta_v: accepted first crops miss the evidence <= A
   --per_benchmark true (any mode)  also a tau per benchmark, each with its own guarantee
+  --per_video true (guaranteed modes)  exact under clustering: tau certified on one random question per video
 Before applying calibration.json to another benchmark or model: python calibrate/transfer.py --calibration FILE
---predictions TARGET.jsonl (two-sample KS test on the Stage-1 margins)."""
+--predictions TARGET.jsonl (two-sample KS test on the Stage-1 margins); to test it there exactly on a few labels:
+python calibrate/audit.py --calibration FILE --predictions TARGET.jsonl --out DIR."""
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter):
@@ -40,6 +43,28 @@ def build_parser(prog: str | None = None) -> ArgumentParser:
                            epilog=MODES_HELP, formatter_class=_HelpFormatter)
 
 
+# (flag, lowest, highest, lowest allowed, highest allowed): each range a flag's value must lie in
+RANGES = (("alpha", 0.0, 1.0, False, False), ("delta", 0.0, 1.0, False, False),
+          ("temperature", 0.0, math.inf, False, False), ("fit_fraction", 0.0, 1.0, False, False),
+          ("epsilon", 0.0, 1.0, False, False), ("budget", 0.0, 1.0, True, True),
+          ("verifier_alpha", 0.0, 1.0, False, False), ("min_exits", 1, math.inf, True, False),
+          ("validity_splits", 0, math.inf, True, False))  # fmt: skip
+
+
+def out_of_range(args: dict) -> str | None:
+    """The first flag whose value lies outside its range, as one line naming the flag; None when all are in range.
+    A flag left unset (None) is not checked."""
+    for name, low, high, low_ok, high_ok in RANGES:
+        value = args.get(name)
+        if value is None:
+            continue
+        inside = (value >= low if low_ok else value > low) and (value <= high if high_ok else value < high)
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and inside):
+            bounds = f"{'[' if low_ok else '('}{low:g}, {high:g}{']' if high_ok else ')'}"
+            return f"--{name} must be in {bounds}, got {value!r}"
+    return None
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Fit and write calibration.json, then print T, tau and what the selection guaranteed; exit 2 on bad input.
 
@@ -47,6 +72,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     prog: the program name the usage shows.
     """
     args = call_arguments(build_parser(prog), argv)
+    problem = out_of_range(args)
+    if problem:
+        print(f"calibrate/fit.py: error: {problem}", file=sys.stderr)
+        return 2
     try:
         result = calibrate_predictions(**args)
     except (PredictionFileError, PredictionRowError, CalibrationInputError, CalibrationFileError) as exc:
@@ -61,8 +90,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     bound = (f"bound on effective counts (design effect {sel['design_effect']:.3g} at tau)"
              if sel.get("design_effect") is not None else
              "bound on effective counts" if result["cluster_bound"] else "bound counting questions")  # fmt: skip
-    print(f"  split by {result['split_by']}: {result['videos_fit']} videos fit T, {result['videos_select']} select "
-          f"tau ({result['rows_without_video']} rows without a video); {bound}")
+    if result.get("per_video"):
+        bound = f"exact per-video bound (one random question from each of {result['per_video']['videos']} videos)"
+    fell_back = " (fell back from video)" if result["split_by"] != result["split_by_requested"] else ""
+    print(f"  split by {result['split_by']}{fell_back}: {result['videos_fit']} videos fit T, {result['videos_select']} "
+          f"select tau ({result['rows_without_video']} rows without a video); {bound}")
     for c in sel.get("constraints") or []:
         state = "met" if c["met"] else f"NOT met: {c['reason']}" if c.get("reason") else "not met"
         print(f"  {c['name']} <= {c['level']} ({c['handled']}): {state}")

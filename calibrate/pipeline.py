@@ -19,6 +19,12 @@ from cader.calibrate.calibration_file import write_calibration
 from cader.calibrate.clusters import cluster_codes
 from cader.calibrate.ltt import select_tau_ltt
 from cader.calibrate.margin import PAPER_TAU, PAPER_TEMPERATURE, margins, pad_logits, top1_indices, top1_probs
+from cader.calibrate.per_video import (
+    PerVideoError,
+    check_per_video,
+    clustered_selection_refusal,
+    one_per_video,
+)
 from cader.calibrate.plots import (
     paper_bin_table,
     plot_accuracy_vs_margin,
@@ -27,7 +33,8 @@ from cader.calibrate.plots import (
     plot_risk_coverage,
     plot_tau_sweep,
 )
-from cader.calibrate.records import read_predictions, split_fit_select
+from cader.calibrate.records import read_predictions, split_fit_select_unit
+from cader.calibrate.settings import settings_of
 from cader.calibrate.summary import _fmt, render_summary  # noqa: F401 (_fmt: tests read it here)
 from cader.calibrate.tau import (
     MODES,
@@ -98,20 +105,20 @@ def load_outcomes(predictions: Sequence[str], strict: bool, mode: str, budget: f
 
 def fit_or_fix_temperature(records, o: Outcomes, temperature: float | None, seed: int, fit_fraction: float,
                            split_by: str = "video"):  # fmt: skip
-    """T fitted on the fit part (returns T, its record, fit and select indices), or the given T with every sample
-    selecting tau."""
+    """T fitted on the fit part (returns T, its record, fit and select indices and the split unit actually used), or
+    the given T with every sample selecting tau (no split: the unit is the one asked for)."""
     if temperature is None:
-        fit_idx, sel_idx = split_fit_select(records, seed=seed, fit_fraction=fit_fraction, by=split_by)
+        fit_idx, sel_idx, used = split_fit_select_unit(records, seed=seed, fit_fraction=fit_fraction, by=split_by)
         tfit = fit_temperature(o.logits[fit_idx], o.gold[fit_idx], paper_temperature=PAPER_TEMPERATURE)
         if tfit.at_bound:
             print(f"warning: fitted T = {tfit.temperature:.4g} sits on a search bound {tfit.bounds}", file=sys.stderr)
-        return tfit.temperature, tfit.as_dict(), fit_idx, sel_idx
+        return tfit.temperature, tfit.as_dict(), fit_idx, sel_idx, used
     t_hat = float(temperature)
     nll, ece = nll_and_ece(o.logits, o.gold, t_hat)
     nll_raw, ece_raw = nll_and_ece(o.logits, o.gold, 1.0)
     fit_block = {"temperature": t_hat, "n": 0, "fixed": True, "nll_before": nll_raw, "ece_before": ece_raw,
                  "nll_after": nll, "ece_after": ece}  # fmt: skip
-    return t_hat, fit_block, np.zeros(0, np.int64), np.arange(len(o.gold))
+    return t_hat, fit_block, np.zeros(0, np.int64), np.arange(len(o.gold)), split_by
 
 
 STAGE2_NEEDED = ("pass the predictions.jsonl of a uniform_stage2 run (rows with route == 'stage2' and "
@@ -262,6 +269,7 @@ def calibrate_predictions(
     temperature: float | None = None,
     split_by: Literal["video", "question"] = "video",
     cluster_bound: bool = True,
+    per_video: bool = False,
     strict: bool = False,
     figures: bool = True,
     validity_splits: int = 100,
@@ -310,6 +318,10 @@ def calibrate_predictions(
             the errors among the selection split's videos), so questions sharing a video are not counted as
             independent trials; false counts questions (valid only when they are independent). The verifier
             threshold (verifier_alpha) is tested the same way, on the misses among accepted first crops
+        per_video: the exact per-video mode (calibrate/per_video.py): tau is certified on one question per video of
+            the selection split, drawn at random with the seed, so the exact bound holds however strongly questions
+            on one video are correlated (it certifies the error of a random question of a random video); needs the
+            split by video (or a fixed T) and at least two selection videos, else it refuses
         strict: stop at the first malformed row instead of skipping and counting it
         figures: also write figures/*.png and the CSV behind each
         validity_splits: random fit/select/test splits behind figures/guarantee_validity.png (0: none)
@@ -319,11 +331,15 @@ def calibrate_predictions(
     """
     out_dir = Path(out)
     loaded, o = load_outcomes(predictions, strict, mode, budget, epsilon)
-    t_hat, fit_block, fit_idx, sel_idx = fit_or_fix_temperature(loaded.records, o, temperature, seed, fit_fraction,
-                                                                split_by)  # fmt: skip
+    t_hat, fit_block, fit_idx, sel_idx, split_used = fit_or_fix_temperature(loaded.records, o, temperature, seed,
+                                                                            fit_fraction, split_by)  # fmt: skip
     rule = Rule(mode, alpha, delta, epsilon, budget, budget_guarantee, min_exits)
     videos, _ = cluster_codes([r.cluster for r in loaded.records])  # (benchmark, video); no video: its own
-    clusters = videos[sel_idx] if cluster_bound else None
+    per_video_block, sel_idx = draw_per_video(per_video, rule, o, videos, sel_idx, split_used, temperature, seed)
+    clusters = videos[sel_idx] if cluster_bound and not per_video else None
+    refusal = clustered_selection_refusal(len(set(videos[sel_idx].tolist())))
+    if rule.guaranteed_risk is not None and (cluster_bound or per_video) and refusal:
+        raise CalibrationInputError(refusal)
 
     m_sel, c_sel = margins(o.logits[sel_idx], t_hat), o.s1_correct[sel_idx]
     known_sel, s2_sel = o.s2_known[sel_idx], o.s2_correct[sel_idx]
@@ -361,8 +377,11 @@ def calibrate_predictions(
         "epsilon": epsilon,
         "min_exits": min_exits,
         "fit_fraction": fit_fraction,
-        "split_by": split_by,
-        "cluster_bound": cluster_bound,
+        "split_by": split_used,
+        "split_by_requested": split_by,
+        "cluster_bound": cluster_bound and not per_video,
+        "per_video": per_video_block,
+        "settings": settings_of(loaded.records, predictions),
         "rows_without_video": loaded.rows_without_video,
         **video_counts(videos, fit_idx, sel_idx),
         "n_samples": len(loaded.records),
@@ -387,9 +406,9 @@ def calibrate_predictions(
         (out_dir / "problems.txt").write_text("".join(f"{p}\n" for p in loaded.problems), encoding="utf-8")
     figure_paths = (write_figures(out_dir, o, sel_idx, t_hat, tau, mode, stats, paper_stats, delta, alpha,
                                   payload["n_benchmarks"]) if figures else [])  # fmt: skip
-    if figures and validity_splits > 0:
+    if figures and validity_splits > 0 and not per_video:  # the splits replay the design-effect procedure only
         summary, paths = guarantee_validity(out_dir, o, rule, temperature, seed, fit_fraction, validity_splits,
-                                            videos, split_by, cluster_bound)  # fmt: skip
+                                            videos, split_used, cluster_bound)  # fmt: skip
         if summary is not None:
             payload["guarantee_validity"] = summary
         figure_paths += paths
@@ -405,3 +424,21 @@ def video_counts(videos: np.ndarray, fit_idx, sel_idx) -> dict:
     calibration set from a single video fell back to it)."""
     fit, sel = set(videos[fit_idx].tolist()), set(videos[sel_idx].tolist())
     return {"videos_fit": len(fit), "videos_select": len(sel), "videos_in_both": len(fit & sel)}
+
+
+def draw_per_video(per_video: bool, rule: Rule, o: Outcomes, videos: np.ndarray, sel_idx, split_used: str,
+                   temperature, seed: int) -> tuple[dict | None, np.ndarray]:  # fmt: skip
+    """The exact per-video mode's selection split (calibrate/per_video.py): one random question per video of it
+    (among those with a Stage-2 outcome when the mode needs one), and its calibration.json block; (None, sel_idx)
+    when the mode is off. Raises CalibrationInputError when it cannot certify."""
+    if not per_video:
+        return None, sel_idx
+    eligible = sel_idx[o.s2_known[sel_idx]] if rule.needs_stage2 else sel_idx
+    n_videos = len(set(videos[eligible].tolist()))
+    try:
+        check_per_video(n_videos, split_used, temperature is None)
+    except PerVideoError as exc:
+        raise CalibrationInputError(str(exc)) from None
+    drawn = eligible[one_per_video(videos[eligible], seed)]
+    return {"videos": n_videos, "questions_in_selection": len(sel_idx), "questions_used": len(drawn),
+            "draw": "one question per video, uniformly at random (seeded)"}, drawn  # fmt: skip

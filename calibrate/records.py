@@ -62,6 +62,8 @@ class Stage1Record:
     gold: int  # index of the answer letter
     stage2_correct: bool | None = None  # outcome had this sample gone to Stage 2 (None = unknown)
     video: str | None = None  # the row's video path; questions on one video share its difficulty
+    fingerprint: dict | None = None  # stage1.fingerprint: the model and frame settings the logits came from
+    n_frames: int | None = None  # stage1.n_frames: frames Stage 1 showed the model
 
     @property
     def key(self) -> tuple[str, str]:
@@ -138,6 +140,8 @@ def _row_to_record(row, path: str, line: int) -> Stage1Record:
         gold=gold,
         stage2_correct=stage2_correct,
         video=row["video"] if isinstance(row.get("video"), str) and row["video"] else None,
+        fingerprint=stage1.get("fingerprint") if isinstance(stage1.get("fingerprint"), dict) else None,
+        n_frames=stage1.get("n_frames") if isinstance(stage1.get("n_frames"), int) else None,
     )
 
 
@@ -226,7 +230,20 @@ def split_fit_select(
     *,
     by: Literal["video", "question"] = "video",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint index arrays (fit, select) into ``records``, stratified by benchmark, reproducible for a seed.
+    """Disjoint index arrays (fit, select) into ``records`` (`split_fit_select_unit` without the unit used)."""
+    fit, select, _ = split_fit_select_unit(records, seed, fit_fraction, by=by)
+    return fit, select
+
+
+def split_fit_select_unit(
+    records: Iterable[Stage1Record],
+    seed: int = 0,
+    fit_fraction: float = 0.5,
+    *,
+    by: Literal["video", "question"] = "video",
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """Disjoint index arrays (fit, select) into ``records``, stratified by benchmark, reproducible for a seed, and
+    the unit the split actually kept together ("video" or "question": calibration.json records this one).
 
     Args:
         records: the usable Stage-1 records
@@ -240,7 +257,7 @@ def split_fit_select(
     depend on file order, and with one question per video both units give the same split. Each benchmark sends
     floor(units * fit_fraction) of its units to the fit part, so a benchmark with a single unit goes to the
     selection split. When no benchmark has two videos (a calibration set cut from one video), a video split would
-    leave nothing to fit T on: the split falls back to questions and logs a warning saying so.
+    leave nothing to fit T on: the split falls back to questions, logs a warning saying so and returns "question".
     """
     if not 0.0 < fit_fraction < 1.0:
         raise ValueError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
@@ -248,10 +265,12 @@ def split_fit_select(
         raise ValueError(f"split unit must be one of {SPLIT_UNITS}, got {by!r}")
     records = list(records)
     fit, select = _split_by(records, seed, fit_fraction, by)
+    used = by
     if by == "video" and records and not fit:
         log.warning(
             "split by video leaves nothing to fit the temperature on (no benchmark has two or more videos among "
             "%d records); splitting questions instead, so fit and selection share videos", len(records)
         )
         fit, select = _split_by(records, seed, fit_fraction, "question")
-    return np.asarray(sorted(fit), dtype=np.int64), np.asarray(sorted(select), dtype=np.int64)
+        used = "question"
+    return np.asarray(sorted(fit), dtype=np.int64), np.asarray(sorted(select), dtype=np.int64), used

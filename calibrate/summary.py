@@ -87,9 +87,14 @@ def cluster_note(p: dict) -> str:
 def split_note(p: dict) -> str:
     if "split_by" not in p:
         return ""
-    return (f"Fit/select split by {p['split_by']}: {p.get('videos_fit')} videos fit T, {p.get('videos_select')} "
-            f"select tau, {p.get('videos_in_both')} in both; rows without a video (each its own): "
-            f"{p.get('rows_without_video')}.")
+    asked = p.get("split_by_requested")
+    fell_back = f" (asked: {asked}; fell back, too few videos)" if asked and asked != p["split_by"] else ""
+    pv = p.get("per_video")
+    exact = (f" Exact per-video mode: tau certified on one random question from each of {pv['videos']} selection "
+             f"videos ({pv['questions_in_selection']} questions)." if pv else "")  # fmt: skip
+    return (f"Fit/select split by {p['split_by']}{fell_back}: {p.get('videos_fit')} videos fit T, "
+            f"{p.get('videos_select')} select tau, {p.get('videos_in_both')} in both; rows without a video (each its "
+            f"own): {p.get('rows_without_video')}.{exact}")
 
 
 def guarantee_lines(p: dict) -> list[str]:

@@ -50,6 +50,12 @@ STAGES = {
     "calibrate": Command("cader.calibrate.fit", "calibrate/fit.py",
                          "fit the temperature T and the early-exit threshold tau on held-out predictions "
                          "(calibrate/fit.py)"),
+    "audit": Command("cader.calibrate.audit", "calibrate/audit.py",
+                     "test a calibration's exit error exactly on a labelled sample of the target run, one question "
+                     "per video (calibrate/audit.py)"),
+    "frontier": Command("cader.calibrate.frontier", "calibrate/frontier.py",
+                        "final accuracy against TFLOPs per sample over tau from a uniform_stage2 run "
+                        "(calibrate/frontier.py)"),
     "transfer": Command("cader.calibrate.transfer", "calibrate/transfer.py",
                         "test whether a calibration carries over to another run: two-sample KS test of the Stage-1 "
                         "margins (calibrate/transfer.py)"),

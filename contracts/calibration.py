@@ -170,6 +170,38 @@ class MarginSummary(Record):
     sorted: list[Number] = Field(description="The margins (or quantiles), ascending.")
 
 
+class BackboneRecord(Record):
+    """The model whose Stage-1 logits the calibration was fitted on."""
+
+    name: str | None = Field(default=None, description="The run's --model (from the report.json beside the "
+                             "predictions); null when no report names it, or reports name several.")
+    fingerprint: str | None = Field(default=None, description="stage1.fingerprint.model of the rows: the folder's "
+                                    "config, weight files and chat template (Stage-1 reuse's identity); null when "
+                                    "the rows carry none or disagree.")
+
+
+class Stage1SettingsRecord(Record):
+    """The Stage-1 settings the margins came from; null where the rows carry none or disagree (see `mixed`)."""
+
+    r1: Number | None = Field(default=None, description="Stage-1 frame rate in fps (CADER Eq. 1).")
+    max_frames: int | None = Field(default=None, description="Stage-1 frame cap.")
+    max_pixels: int | None = Field(default=None, description="Pixels per Stage-1 frame.")
+    enable_thinking: bool = Field(default=None, description="Stage 1 prompts with thinking on (CADER: off).")
+
+
+class CalibrationSettings(Record):
+    """What produced the margins: a run applying the calibration refuses other settings, naming each field
+    (`cader.evaluate.calibration_binding`)."""
+
+    backbone: BackboneRecord = Field(default=None, description="The model.")
+    stage1: Stage1SettingsRecord = Field(default=None, description="The Stage-1 frame and prompt settings.")
+    benchmarks: list[str] = Field(default=None, description="Benchmarks of the rows (a `<name>_heldout` split stands "
+                                  "for `<name>`).")
+    frames_shown: dict[str, Number] | None = Field(default=None, description="min, max and mean of stage1.n_frames.")
+    mixed: dict[str, list] = Field(default=None, description="Fields on which rows disagree, with their values.")
+    unknown: list[str] = Field(default=None, description="Fields no row or report states.")
+
+
 class CalibrationFile(Record):
     """calibration.json, written by calibrate/fit.py and read by evaluate/run.py --calibration."""
 
@@ -194,7 +226,18 @@ class CalibrationFile(Record):
     min_exits: int = Field(default=None, description="The fewest exits a tested threshold needs (as asked).")
     fit_fraction: Number = Field(default=None, description="Share of samples (videos) in the fit split.")
     split_by: Literal["video", "question"] = Field(
-        default=None, description="What the fit/select split kept together: each video's questions, or none."
+        default=None, description="What the fit/select split actually kept together: each video's questions, or none "
+        "(question when a split by video fell back: no benchmark had two videos)."
+    )
+    split_by_requested: Literal["video", "question"] = Field(
+        default=None, description="The split asked for (--split_by)."
+    )
+    per_video: dict | None = Field(
+        default=None, description="The exact per-video mode: videos, questions in the selection split, questions used "
+        "(one per video, drawn at random); null when off."
+    )
+    settings: CalibrationSettings = Field(
+        default=None, description="What produced the margins (backbone, Stage-1 settings, benchmarks)."
     )
     cluster_bound: bool = Field(
         default=None, description="The bounds counted videos: effective counts n / design effect (calibrate/clusters.py)."

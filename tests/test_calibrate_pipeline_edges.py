@@ -36,7 +36,7 @@ def test_defaults_are_the_documented_ones():
         "min_exits": 50,
         "fit_fraction": 0.5,
         "temperature": None,
-        "split_by": "video", "cluster_bound": True,
+        "split_by": "video", "cluster_bound": True, "per_video": False,
         "strict": False,
         "figures": True,
         "validity_splits": 100,

@@ -112,7 +112,7 @@ def test_subcommand_help_shows_the_stage_flags_and_no_function_reprs(name, capsy
     assert "<function" not in text and "<lambda" not in text and "Unvalidated" not in text
     expected = {"sft": "--trainer.max_steps", "plan": "--plan_only", "eval": "--benchmark", "merge": "--merge",
                 "calibrate": "--predictions", "transfer": "--level", "judge": "--prediction_format",
-                "compare": "--n_resamples"}
+                "compare": "--n_resamples", "audit": "--labels", "frontier": "--verifier"}
     assert expected[name] in text
 
 
