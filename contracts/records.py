@@ -224,6 +224,10 @@ class Cost(Record):
     prompt_tokens: int = Field(description="Prompt tokens over every call.")
     completion_tokens: int = Field(description="Generated tokens over every call.")
     seconds: Number = Field(description="Wall time of the sample.")
+    flops: dict[str, Number] | None = Field(
+        default=None,
+        description="Language-model FLOPs by role: stage1, main (incl. stage1), verifier, total "
+                    "(calibrate/compute.py); absent in records written before it was counted.")
     frames_shared: int | None = Field(
         default=None,
         description="Of frames_decoded, the frames taken from a decode made for an earlier question of the same video "

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from cader.contracts.provenance import collect_provenance
 from cader.evaluate.benchmarks import macro_metric
+from cader.evaluate.calibration_binding import report_line
 from cader.evaluate.report_stats import (
     benchmark_breakdowns,
     ci_text,
@@ -431,6 +432,14 @@ def _md_stage2_cost_failures(report: dict) -> list[str]:
     transfer = report.get("calibration_transfer")
     if transfer:
         lines += ["", f"Calibration transfer ({transfer['calibration']}): {transfer['message']}"]
+    from cader.calibrate.frontier import frontier_markdown
+
+    binding = report_line((report.get("config") or {}).get("calibration_binding"))
+    if binding:
+        lines += ["", binding]
+    if report.get("frontier"):
+        f = report["frontier"]
+        lines += ["", frontier_markdown(f["points"], f["n"], f["estimated_rows"], figure=None)]
     lines += ["", f"{report['load_errors']['count']} benchmark rows could not be loaded."]
     lines += [f"- {e}" for e in report["load_errors"]["errors"]]
     if report.get("comparison"):
@@ -470,6 +479,19 @@ def calibration_transfer(records: Sequence[dict], calibration: str | None) -> di
     return {**result.as_dict(), "calibration": str(calibration)}
 
 
+def compute_frontier(records: Sequence[dict], config: dict) -> dict | None:
+    """Accuracy against compute over tau (calibrate/frontier.py) for a uniform_stage2 run, whose records hold the
+    Stage-2 outcome of every sample; None for any other run or when no record is usable."""
+    if config.get("variant") != "uniform_stage2" or config.get("temperature") is None or config.get("tau") is None:
+        return None
+    from cader.calibrate.frontier import frontier_from_rows, model_shape
+
+    found = frontier_from_rows(records, float(config["temperature"]), float(config["tau"]),
+                               model_shape(config.get("model")), model_shape(config.get("verifier") or config.get("model")),
+                               "certified" if config.get("calibration") else "run")  # fmt: skip
+    return {k: found[k] for k in ("n", "skipped", "estimated_rows", "points")} if found["n"] else None
+
+
 def write_report(
     out_dir: str | Path,
     records: Sequence[dict],
@@ -482,6 +504,9 @@ def write_report(
     transfer = calibration_transfer(records, (config or {}).get("calibration"))
     if transfer is not None:
         report["calibration_transfer"] = transfer
+    frontier = compute_frontier(records, config or {})
+    if frontier is not None:
+        report["frontier"] = frontier
     if compare_to is not None:
         report["comparison"] = compare_runs(records, compare_to)
     write_atomic(out_dir / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
