@@ -231,11 +231,20 @@ def _stage2_summary(records: Sequence[dict]) -> dict:
     }
 
 
+def _round_cost(key: str, value: float) -> float:
+    # FLOPs run to 1e15: four significant digits there; counts stay exact and seconds get three decimals
+    return float(f"{value:.4g}") if key.startswith("flops") else round(value, 3)
+
+
 def _cost_summary(records: Sequence[dict]) -> dict:
     costs = Counter()
     for r in records:
         for key, value in (r.get("cost") or {}).items():
-            costs[key] += value
+            if isinstance(value, dict):  # flops by role: summed role by role, as flops_<role>
+                for role, amount in value.items():
+                    costs[f"{key}_{role}"] += amount or 0
+            elif value is not None:
+                costs[key] += value
     # frames_decoded and forwards say what each sample costs alone; what the run itself decoded and called leaves
     # out what one sample took from another's work (cost.frames_shared, cost.forwards_shared)
     for key in ("frames", "forwards"):
@@ -243,8 +252,8 @@ def _cost_summary(records: Sequence[dict]) -> dict:
         if f"{key}_shared" in costs:
             costs[f"{key}_run"] = costs[alone] - costs[f"{key}_shared"]
     return {
-        "total": {k: round(v, 3) for k, v in costs.items()},
-        "per_sample": {k: round(v / len(records), 3) for k, v in costs.items()} if records else {},
+        "total": {k: _round_cost(k, v) for k, v in costs.items()},
+        "per_sample": {k: _round_cost(k, v / len(records)) for k, v in costs.items()} if records else {},
     }
 
 

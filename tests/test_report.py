@@ -597,6 +597,7 @@ def test_flagged_samples_and_odd_benchmark_rows_are_counted_in_the_report():
 
 def test_a_run_whose_margins_differ_from_the_calibrations_is_warned_in_the_report(tmp_path, caplog):
     from cader.calibrate.pipeline import calibrate_predictions
+    from cader.calibrate.margin import margin
     from cader.dev.calibration_rows import synthetic_prediction_rows
     from cader.evaluate.report import write_report
 
@@ -636,16 +637,19 @@ def test_the_cost_summary_says_what_the_run_decoded_apart_from_what_each_sample_
 
 
 def test_a_uniform_stage2_report_shows_the_accuracy_compute_frontier(tmp_path):
+    from cader.calibrate.margin import margin
     from cader.dev.calibration_rows import synthetic_prediction_rows
     from cader.evaluate.report import write_report
 
     rows = synthetic_prediction_rows("synthetic", 30, 4, 1.5, seed=1, stage2_accuracy=0.9)
     for row in rows:
         row["cost"]["flops"] = {"stage1": 1e12, "main": 3e12, "verifier": 1e12, "total": 4e12}
+        row["stage1"]["margin"] = margin(row["stage1"]["logits"], 1.5)  # as a run writes it
     config = {"variant": "uniform_stage2", "temperature": 1.5, "tau": 0.9, "model": None, "calibration": None}
     report = write_report(tmp_path, rows, config=config)
     points = report["frontier"]["points"]
     assert report["frontier"]["n"] == 30 and points["always_stage2"]["mean_tflops"] == 4.0
     assert points["stage1_only"]["mean_tflops"] == 1.0
     assert "## Accuracy against compute (uniform_stage2 outcomes)" in (tmp_path / "report.md").read_text()
+    assert report["cost"]["per_sample"]["flops_total"] == 4e12
     assert "frontier" not in write_report(tmp_path, rows, config=config | {"variant": "full"})
