@@ -199,3 +199,12 @@ def test_every_variant_of_the_golden_pipeline_renders_without_a_script_error(tmp
     assert len(elements.where(tag="^article$", **{"class": r"\bfilled\b"})) == n
     fallbacks = Counter(c["f"]["fallback"] for c in built.cards)
     assert {"unparseable_proposal", "too_broad", "not_accepted", "none"} <= set(fallbacks)
+
+
+def test_an_address_naming_object_members_or_a_bad_escape_opens_the_page_unharmed(tmp_path, run_tree):
+    _, page, built = run_tree
+    for fragment in ("#f=__proto__:x|constructor:y|route:stage2", "#f=%E0%A4%A"):
+        elements = parse(dump_dom(tmp_path, page, fragment))
+        errors = elements.where(id="^errors$")[0]
+        assert "hidden" in errors and errors["text"].strip() == "", (fragment, errors["text"])
+        assert elements.where(tag="^article$", **{"class": r"\bcard\b"}), fragment

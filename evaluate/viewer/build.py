@@ -66,8 +66,12 @@ def calibration_candidates(root: Path, reports: list[tuple[Path, dict | None]], 
 def figures_of(path: Path, calibration: dict) -> list[Path]:
     """The PNG figures calibrate/fit.py listed in calibration.json (paths relative to its folder), else those in
     figures/ beside it."""
+    folder = path.parent.resolve()
+    # a listed name that leads out of the calibration's folder (absolute, ../) is not the run's figure: a page must
+    # never inline a file from elsewhere on the machine
     listed = [path.parent / f for f in calibration.get("figures") or [] if str(f).endswith(".png")]
-    return [p for p in listed if p.is_file()] or sorted((path.parent / "figures").glob("*.png"))
+    inside = [p for p in listed if p.resolve().is_relative_to(folder) and p.is_file()]
+    return inside or sorted(p for p in (path.parent / "figures").glob("*.png") if p.resolve().is_relative_to(folder))
 
 
 def add_thumbnails(built: ViewerBuild, video_root: Path | None, per_sample: int) -> None:
@@ -75,6 +79,9 @@ def add_thumbnails(built: ViewerBuild, video_root: Path | None, per_sample: int)
     for card in built.cards:
         path = video_file(card.get("video"), video_root)
         if path is None or card.get("err", "") and str(card["err"]).startswith("video_unreadable"):
+            if card.get("video") and video_root is not None and path is None:
+                built.problems.add(f"{card['f']['run']}/{card['id']}: no thumbnails: its video {card['video']!r} "
+                                   f"is outside --video_root {video_root}")
             continue
         start, end = thumb_window(card)
         frames, why = thumbnails(path, start, end, per_sample)

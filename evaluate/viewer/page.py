@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -133,9 +134,21 @@ def judge_report_html(path: Path, report: dict) -> str:
     return f'<details class="judge"><summary>Judge report: {esc(path)}</summary>{"".join(parts)}</details>'
 
 
+def finite(value):
+    """`value` with every NaN or infinite float replaced by None (JSON has no such numbers: a record holding one
+    must not cost the page; the card shows '-' there)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
 def inline_json(payload) -> str:
     """JSON safe inside <script>: no "</script>" or "<!--" can close or confuse the element."""
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(finite(payload), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 

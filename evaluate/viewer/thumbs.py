@@ -18,13 +18,14 @@ DECODE_PIXELS = 128 * 128  # decode small already: the reader resizes each frame
 
 
 def video_file(video: str | None, video_root: Path | None) -> Path | None:
-    """Where a record's video is: an absolute path as written, else under `video_root` (the run's --data_root)."""
-    if not video:
+    """Where a record's video is under `video_root` (the run's --data_root): a relative path below it, or an
+    absolute one inside it; None for anything else (no root given, or a path that leads out of it), so a page
+    never shows frames of a file the user did not point it at."""
+    if not video or video_root is None:
         return None
-    path = Path(video)
-    if path.is_absolute():
-        return path
-    return video_root / path if video_root is not None else None
+    root = Path(video_root).resolve()
+    path = Path(video) if Path(video).is_absolute() else Path(video_root) / video
+    return path if path.resolve().is_relative_to(root) else None
 
 
 def thumb_window(card: dict) -> tuple[float | None, float | None]:

@@ -18,11 +18,18 @@
   const DATA = JSON.parse(document.getElementById("data").textContent);
   const cards = DATA.cards;
   const dims = DATA.filters;
-  const chosen = {};
+  // no prototype: a name from the address (#f=__proto__:x, constructor:y) must not reach Object's own members
+  const chosen = Object.create(null);
   dims.forEach((d) => (chosen[d] = new Set()));
   let query = "";
   // The address can carry a view: #f=route:stage2|correct:wrong chooses filter values, #all draws every card.
-  const hashWords = decodeURIComponent(location.hash.slice(1)).split("&");
+  let hashText = "";
+  try {
+    hashText = decodeURIComponent(location.hash.slice(1));
+  } catch (e) {
+    hashText = "";  // a malformed %-escape: the page opens unfiltered
+  }
+  const hashWords = hashText.split("&");
   const drawEveryCard = hashWords.includes("all");
   for (const word of hashWords) {
     if (!word.startsWith("f=")) continue;

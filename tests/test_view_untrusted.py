@@ -1,0 +1,67 @@
+"""The viewer page holds only what the user pointed it at, and odd values cost it nothing: figures named outside the
+calibration's folder and videos outside --video_root are not inlined, a NaN or Infinity in a record is drawn as '-'."""
+
+import json
+import re
+import shutil
+
+from cader.dev.viewer_records import synthetic_records
+from cader.evaluate.report import write_report
+from cader.evaluate.viewer.build import figures_of, write_viewer
+from cader.evaluate.viewer.thumbs import video_file
+from PIL import Image
+
+
+def page_data(path) -> dict:
+    inlined = re.search(r'<script type="application/json" id="data">(.*?)</script>', path.read_text(), re.DOTALL)
+    return json.loads(inlined.group(1))
+
+
+def test_only_figures_inside_the_calibration_folder_are_inlined(tmp_path):
+    secret = tmp_path / "elsewhere" / "private.png"
+    secret.parent.mkdir()
+    Image.new("RGB", (4, 4), "blue").save(secret)
+    folder = tmp_path / "cal"
+    (folder / "figures").mkdir(parents=True)
+    Image.new("RGB", (4, 4), "red").save(folder / "figures" / "ok.png")
+    calibration = {"figures": [str(secret), "../elsewhere/private.png", "figures/ok.png"]}
+    assert figures_of(folder / "calibration.json", calibration) == [folder / "figures" / "ok.png"]
+    only_outside = {"figures": [str(secret)]}  # nothing listed inside: the folder's own figures/ instead
+    assert figures_of(folder / "calibration.json", only_outside) == [folder / "figures" / "ok.png"]
+
+
+def test_videos_outside_the_video_root_are_not_read(tmp_path):
+    root = tmp_path / "data"
+    (root / "videos").mkdir(parents=True)
+    assert video_file("videos/a.mp4", root) == root / "videos" / "a.mp4"
+    assert video_file(str(root / "videos" / "a.mp4"), root) == root / "videos" / "a.mp4"
+    assert video_file("../other/a.mp4", root) is None
+    assert video_file("/etc/passwd", root) is None
+    assert video_file("videos/a.mp4", None) is None
+
+
+def test_a_thumbnail_outside_the_root_is_a_named_problem(tmp_path, barcode_video):
+    records = synthetic_records(2, seed=4)
+    outside = tmp_path / "outside.mp4"
+    shutil.copy(barcode_video, outside)
+    records[0]["video"] = str(outside)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    root = tmp_path / "root"
+    root.mkdir()
+    _, built = write_viewer(run, video_root=root, thumbs=2)
+    assert built.thumbs_made == 0
+    assert any("is outside --video_root" in p and str(outside) in p for p in built.problems.messages)
+
+
+def test_a_record_with_nan_or_infinity_still_gets_its_page(tmp_path):
+    records = synthetic_records(3, seed=5)
+    records[0]["stage1"]["margin"] = float("nan")
+    records[1]["cost"]["seconds"] = float("inf")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))  # NaN, Infinity
+    write_report(run, records)
+    path, built = write_viewer(run)
+    assert len(page_data(path)["cards"]) == 3
