@@ -27,6 +27,8 @@ from typing import Literal
 from cader.cli.docstrings import argument_help
 from cader.cli.function_cli import extend_help, function_parser
 from cader.contracts.jsonl import FileInUse, exclusive_writer
+from cader.evaluate.backends.base import BackendError
+from cader.evaluate.backends.server import ServerOptions
 from cader.evaluate.backends.vllm import VLLMEngineConfig
 from cader.evaluate.benchmarks import available as available_benchmarks
 from cader.evaluate.launch import done_marker, launch, launched_rank, rank_device, wait_for_shards
@@ -84,16 +86,23 @@ def add_cader_arguments(parser: ArgumentParser) -> None:
         group.add_argument(f"--{f.name}", type=types[f.name], default=f.default, help=descriptions[f.name])
 
 
-def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementation: str | None, engine=None):
-    """A loaded model: HFBackend or VLLMBackend.
+def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementation: str | None, engine=None,
+                 urls: list[str] | None = None, server: ServerOptions | None = None):
+    """A loaded model: HFBackend, VLLMBackend or ServerBackend.
 
-    kind: hf or vllm.
+    kind: hf, vllm or server.
     path: the model's folder or hub id.
     device: the HF backend's torch device.
     dtype: the weights dtype (auto: the checkpoint's).
     attn_implementation: the HF attention kernel (None: transformers' choice).
     engine: the vLLM engine settings (VLLMEngineConfig).
+    urls: the server backend's replicas.
+    server: the server backend's options (ServerOptions).
     """
+    if kind == "server":
+        from cader.evaluate.backends.server import ServerBackend
+
+        return ServerBackend(path, urls or [], server)
     if kind == "vllm":
         from cader.evaluate.backends.vllm import VLLMBackend
 
@@ -149,7 +158,17 @@ def parse_arguments(argv: list[str], prog: str | None = None):
     # jsonargparse keeps dataclass-typed groups as namespaces until instantiated
     args.vllm_main, args.vllm_verifier = (VLLMEngineConfig(**dict(vars(ns))) if not isinstance(ns, VLLMEngineConfig)
                                           else ns for ns in (args.vllm_main, args.vllm_verifier))
+    if not isinstance(args.server, ServerOptions):
+        args.server = ServerOptions(**dict(vars(args.server)))
     return args
+
+
+def url_list(value: str | None) -> list[str]:
+    """`--model_urls a,b` (commas or spaces) -> ["a", "b"].
+
+    value: the flag's value.
+    """
+    return [u for u in (value or "").replace(",", " ").split() if u]
 
 
 def refuse(*problems: str) -> int:
@@ -283,7 +302,10 @@ def run_benchmark(args, out: Path, values: dict, cfg: CaderConfig, rank, config_
         main_backend, verifier_backend = load_backends(args, list((variant_cfgs or {"": cfg}).values()))
         config_record.update(describe_backends(main_backend, verifier_backend))
         run = Run(args, out, chosen, load_errors, config_record, compare, main_backend, verifier_backend)
-        code = run_variant_rows(run, variant_cfgs) if variant_cfgs else run_one(run, cfg, shard, rank)
+        try:
+            code = run_variant_rows(run, variant_cfgs) if variant_cfgs else run_one(run, cfg, shard, rank)
+        finally:
+            write_server_accounting(out, shard, main_backend, verifier_backend)
     if code == 0 and rank is not None:  # after the lock is released: node 0's launcher then merges the shards
         done_marker(predictions_path(out, shard)).write_text("done\n")
     return code
@@ -308,16 +330,21 @@ def _load_samples(args, load_errors_file: Path) -> tuple[list, list[str]]:
     return samples, load_errors
 
 
-def _load_backend(args, flag: str, path: str, engine):
-    """The backend of `path`; RunError (one line) when it does not load: a hub id that is not there, no network.
+def _load_backend(args, flag: str, path: str, engine, urls: list[str] | None = None):
+    """The backend of `path`; RunError (one line) when it does not load: a hub id that is not there, no network, a
+    server that cannot give exact scores.
 
-    args: the checked flags (--backend, --device, --dtype, --attn_implementation).
+    args: the checked flags (--backend, --device, --dtype, --attn_implementation, --server).
     flag: the flag that named `path`, for the message.
     path: the model's folder or hub id.
     engine: its vLLM engine settings.
+    urls: its servers (--backend server).
     """
     try:
-        return make_backend(args.backend, path, args.device, args.dtype, args.attn_implementation, engine=engine)
+        return make_backend(args.backend, path, args.device, args.dtype, args.attn_implementation, engine=engine,
+                            urls=urls, server=args.server)
+    except BackendError as err:  # a server refused at start: the message names the server flag it lacks
+        raise RunError(f"--{flag} {path}: {err}") from None
     except (OSError, ValueError) as err:
         log.debug("loading %s failed", path, exc_info=True)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -330,12 +357,39 @@ def load_backends(args, cfgs: list[CaderConfig]):
     args: the checked flags.
     cfgs: the configurations the run runs.
     """
-    main_backend = _load_backend(args, "model", args.model, args.vllm_main)
+    model_urls, verifier_urls = url_list(args.model_urls), url_list(args.verifier_urls)
     verifier_path = args.verifier or args.model
     needs_verifier = any(c.uses_verifier and c.runs_stage2 for c in cfgs)
-    if verifier_path == args.model or not needs_verifier:
+    if args.backend == "server":
+        if not model_urls:
+            raise RunError("--backend server needs --model_urls (the main model's servers, comma separated)")
+        if needs_verifier and verifier_path != args.model and not verifier_urls:
+            raise RunError(f"--verifier {verifier_path} is another model: give its servers with --verifier_urls")
+    main_backend = _load_backend(args, "model", args.model, args.vllm_main, model_urls)
+    own_verifier_servers = bool(verifier_urls) and verifier_urls != model_urls
+    if not needs_verifier or (verifier_path == args.model and not own_verifier_servers):
         return main_backend, main_backend
-    return main_backend, _load_backend(args, "verifier", verifier_path, args.vllm_verifier)
+    return main_backend, _load_backend(args, "verifier", verifier_path, args.vllm_verifier, verifier_urls)
+
+
+def write_server_accounting(out: Path, shard, main_backend, verifier_backend) -> None:
+    """<out>/server_routing.json (per shard when sharded): each server backend's requests per replica and per
+    affinity key (which replica answered the requests carrying the same frames), for the logs and the tests.
+
+    out: the output folder.
+    shard: (I, N) or None.
+    main_backend: the main model's backend.
+    verifier_backend: the verifier's backend.
+    """
+    roles = {"model": main_backend} | ({} if verifier_backend is main_backend else {"verifier": verifier_backend})
+    accounting = {role: b.accounting() for role, b in roles.items() if hasattr(b, "accounting")}
+    if not accounting:
+        return
+    name = "server_routing.json" if shard is None else f"server_routing.shard-{shard[0]}-of-{shard[1]}.json"
+    write_json_atomic(out / name, accounting)
+    for role, acc in accounting.items():
+        log.info("%s servers: %s", role, ", ".join(f"{r['url']} {r['sent']} requests ({r['failed']} failed)"
+                                                   for r in acc["replicas"]))
 
 
 def describe_backends(main_backend, verifier_backend) -> dict:

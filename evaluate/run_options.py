@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cader.evaluate.backends.server import ServerOptions
 from cader.evaluate.backends.vllm import VERIFIER_ENGINE, VLLMEngineConfig
 
 
@@ -24,13 +25,20 @@ class RunOptions:
         shard: run shard I of N (I/N, 0 <= I < N): whole videos, balanced by duration, written to its own file
         merge: join the shard files in --out into predictions.jsonl and write the report; runs nothing
         compare: another run's predictions.jsonl, compared with this run in the report
-        backend: model runtime: transformers (hf) or vLLM
+        backend: model runtime: transformers (hf), vLLM in this process (vllm), or vLLM OpenAI servers (server:
+            --model_urls, --verifier_urls; docs/serving.md)
         device: torch device of the HF backend (cpu, cuda, cuda:1)
         dtype: weights dtype (auto: the checkpoint's; bfloat16, float16, float32)
         attn_implementation: HF attention kernel (sdpa, flash_attention_2, eager; null: transformers' choice)
         progress: a tqdm bar with ETA
         vllm_main: the main model's vLLM engine (memory share, max_model_len, tensor parallel, eager)
         vllm_verifier: the verifier's vLLM engine; the defaults let 8B + 4B share one 80 GB GPU
+        model_urls: --backend server: base URLs of the main model's replicas, comma separated
+            (http://node1:8000,http://node2:8000); --model is still its folder or hub id (its processor is read here)
+        verifier_urls: --backend server: the verifier's replicas (default: --model_urls, when --verifier is unset or
+            is --model)
+        server: --backend server: requests in flight per replica, time-out, retries, back-off, the environment
+            variable holding an API key (never a flag)
         stage1_from: reuse the raw Stage-1 logits of another run's predictions.jsonl (same model, frame settings and
             samples; T and tau are applied anew); samples not in it run Stage 1 as usual
         devices: processes (GPUs) on this node: torchrun starts one rank per device, each a shard; the launcher
@@ -57,13 +65,16 @@ class RunOptions:
     shard: str | None = None
     merge: bool = False
     compare: str | None = None
-    backend: Literal["hf", "vllm"] = "hf"
+    backend: Literal["hf", "vllm", "server"] = "hf"
     device: str = "cpu"
     dtype: str = "auto"
     attn_implementation: str | None = None
     progress: bool = True
     vllm_main: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
     vllm_verifier: VLLMEngineConfig = field(default_factory=lambda: VERIFIER_ENGINE)
+    model_urls: str | None = None
+    verifier_urls: str | None = None
+    server: ServerOptions = field(default_factory=ServerOptions)
     stage1_from: str | None = None
     devices: int = 1
     num_nodes: int = 1

