@@ -35,7 +35,7 @@ from cader.evaluate.launch import done_marker, launch, launched_rank, rank_devic
 from cader.evaluate.method.config import CROP_EDGE_MODES, P_YES_MODES, VARIANTS, CaderConfig
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError
 from cader.evaluate.report import write_report
-from cader.evaluate.run_checks import argument_problems, path_problems
+from cader.evaluate.run_checks import argument_problems, calibration_binding, path_problems
 from cader.evaluate.run_options import RunOptions
 from cader.evaluate.runner import (
     load_stage1_priors,
@@ -202,12 +202,18 @@ def run_mode(args, argv: list[str]) -> int:
         cfg = CaderConfig(**values)
     except ValueError as err:  # CaderConfig's own checks (r_min <= r_max, counts >= 1, ...)
         raise RunError(str(err)) from None
+    binding, binding_line = calibration_binding(args, values)
+    if binding is not None and not binding["holds"] and not binding["accepted_mismatch"]:
+        raise RunError(binding_line)
+    if binding_line:
+        log.warning("%s", binding_line)
     config_record = {
         **cfg.to_dict(),
         "model": args.model,
         "verifier": args.verifier or args.model,
         "benchmark": args.benchmark,
         "calibration": args.calibration,
+        "calibration_binding": binding,
     }
     compare = read_records(args.compare) if args.compare else None
     if args.merge:

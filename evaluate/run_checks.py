@@ -74,3 +74,23 @@ def model_problem(path: str | None) -> str | None:
     if local.is_dir():
         return None if (local / "config.json").is_file() else f"{path}: folder has no config.json (not a model folder)"
     return f"{path}: no such folder" if missing_local_path(path) else None
+
+
+def calibration_binding(args, values: dict) -> tuple[dict | None, str]:
+    """(report.json's `calibration_binding` block or None, the refusal or the warning line, '' when none): whether
+    --calibration was certified under this run's settings (backbone, Stage-1 frames and pixels, benchmark).
+
+    args: the checked flags (--calibration, --model, --benchmark, --accept_calibration_mismatch).
+    values: the run's CaderConfig values (r1, max_frames, max_pixels).
+    """
+    if not args.calibration:
+        return None, ""
+    from cader.calibrate.calibration_file import read_calibration
+    from cader.evaluate.calibration_binding import check_binding, run_settings
+    from cader.evaluate.method.stage1_reuse import model_fingerprint
+
+    settings = run_settings(model=args.model, model_fingerprint=model_fingerprint(args.model), r1=values["r1"],
+                            max_frames=values["max_frames"], max_pixels=values["max_pixels"],
+                            benchmark=args.benchmark)
+    verdict = check_binding(read_calibration(args.calibration), settings, args.accept_calibration_mismatch)
+    return verdict.report_block(), verdict.message(args.calibration)

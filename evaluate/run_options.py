@@ -39,6 +39,8 @@ class RunOptions:
             is --model)
         server: --backend server: requests in flight per replica, time-out, retries, back-off, the environment
             variable holding an API key (never a flag)
+        accept_calibration_mismatch: use a --calibration certified under other settings (backbone, Stage-1 frames
+            and pixels, benchmark); report.md then says its guarantee does not transfer
         stage1_from: reuse the raw Stage-1 logits of another run's predictions.jsonl (same model, frame settings and
             samples; T and tau are applied anew); samples not in it run Stage 1 as usual
         devices: processes (GPUs) on this node: torchrun starts one rank per device, each a shard; the launcher
@@ -75,6 +77,7 @@ class RunOptions:
     model_urls: str | None = None
     verifier_urls: str | None = None
     server: ServerOptions = field(default_factory=ServerOptions)
+    accept_calibration_mismatch: bool = False
     stage1_from: str | None = None
     devices: int = 1
     num_nodes: int = 1

@@ -86,7 +86,7 @@ def planned_items(config):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # in the local cache: never reach for the network
     module.prepare_data()
     module.setup("fit")
-    return module.items, module.budget.fps, data["frame_cache_dir"]
+    return module.frame_cache_items(), module.budget.fps, data["frame_cache_dir"]
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

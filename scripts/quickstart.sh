@@ -103,8 +103,10 @@ wrote "$CAL/calibration.json" "$CAL/figures"
 BENCHMARKS="synthetic $(python -m cader.evaluate.benchmarks --real true | tr '\n' ' ')"
 step "5/9 full CADER with --calibration on every synthetic benchmark"
 for bench in $BENCHMARKS; do
-  if [ "$bench" = synthetic ]; then limit="$TABLE2_LIMIT"; else limit="$LIMIT"; fi
-  run_eval "$EVAL/full/$bench" "$bench" full --calibration "$CAL/calibration.json" --limit "$limit"
+  # the calibration was certified on the synthetic split; the other layouts hold the same videos in another
+  # benchmark's format, so it is used there with the report saying its guarantee does not transfer
+  if [ "$bench" = synthetic ]; then limit="$TABLE2_LIMIT"; accept=(); else limit="$LIMIT"; accept=(--accept_calibration_mismatch true); fi
+  run_eval "$EVAL/full/$bench" "$bench" full --calibration "$CAL/calibration.json" --limit "$limit" ${accept[@]+"${accept[@]}"}
 done
 
 step "6/9 ablations (paper Table 2 rows) on the synthetic benchmark ($TABLE2_LIMIT samples)"

@@ -17,7 +17,9 @@ def _entry(relpath: str):
     """The module a documented script runs, imported through the `cader` command table (one name per script)."""
     from cader.cli.main import COMMANDS
 
-    modules = {command.script: command.module for command in COMMANDS.values()}
+    modules = {}
+    for command in COMMANDS.values():  # the script's own stage first (`cader compare` is a subcommand of judge.py)
+        modules.setdefault(command.script, command.module)
     return importlib.import_module(modules[relpath])
 
 

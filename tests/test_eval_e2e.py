@@ -237,10 +237,27 @@ def test_calibration_file_sets_t_and_tau(tiny_model_dir, data_root, tmp_path):
         "--progress",
         "false",
     ]
+    # certified under the run's own settings: used as it is
+    from cader.evaluate.method.stage1_reuse import model_fingerprint
+
+    payload = json.loads(cal.read_text())
+    payload["settings"] = {"backbone": {"name": str(tiny_model_dir), "fingerprint": model_fingerprint(str(tiny_model_dir))},
+                           "stage1": {"r1": 1.0, "max_frames": 32, "max_pixels": 2048, "enable_thinking": False},
+                           "benchmarks": ["synthetic_heldout"]}  # fmt: skip
+    cal.write_text(json.dumps(payload))
     assert main(argv) == 0
     records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert [r["stage1"]["temperature"] for r in records] == [1.5, 1.5]
     assert {r["route"] for r in records} == {"exit"}
+    assert json.loads((out / "report.json").read_text())["config"]["calibration_binding"]["holds"] is True
+    # certified at another frame budget: refused, naming the field; accepted on request, and the report says so
+    payload["settings"]["stage1"]["max_frames"] = 64
+    cal.write_text(json.dumps(payload))
+    other = [*argv[:argv.index("--out") + 1], str(tmp_path / "other"), *argv[argv.index("--out") + 2:]]
+    assert main(other) == 2
+    assert main([*other, "--accept_calibration_mismatch", "true"]) == 0
+    report = (tmp_path / "other" / "report.md").read_text()
+    assert "guarantee does not transfer" in report and "stage1.max_frames: calibrated 64, run 32" in report
 
 
 @pytest.mark.parametrize("name", ["cader.yaml", "cader_tiny.yaml"])

@@ -8,6 +8,7 @@ import torch
 from cader.train.cli import missing_inputs_message, parse_sft_args, run_export
 from cader.train.datamodule import SFTDataModule, Source
 from cader.train.module import SFTModule
+from cader.train.pixels import normalize_pixels
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +47,7 @@ def _trainer(root, callbacks=(), max_steps=4, **kw):
 def test_loss_decreases_on_a_repeated_batch(tiny_model_dir, train_dir, tmp_path):
     dm = _datamodule(tiny_model_dir, train_dir, tmp_path)
     dm.setup()
-    batch = next(iter(dm.train_dataloader()))
+    batch = normalize_pixels(next(iter(dm.train_dataloader())))   # uint8 pixels from the workers -> model inputs
     module = SFTModule(str(tiny_model_dir), lr=1e-2)
     opt = torch.optim.AdamW(module.model.parameters(), lr=1e-2)
     losses = []

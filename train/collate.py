@@ -14,13 +14,13 @@ from pathlib import Path
 import torch
 from cader.train.budget import BudgetConfig, BudgetPlan, ImageSpec, VideoSpec, VisionGeometry, plan_budget
 from cader.train.formats import Sample
-from cader.train.turns import assistant_spans, labels_for_spans
+from cader.train.pixels import PIXEL_NORMS
+from cader.train.turns import IGNORE_INDEX, assistant_spans, labels_for_spans
 from cader.vlm.batch import pad_batch as pad_tokens_and_vision
 from cader.vlm.chat_template import apply_template
 from cader.vlm.messages import encode
 from torch.utils.data import Sampler
 
-IGNORE_INDEX = -100
 
 
 class SkipSample(Exception):
@@ -57,12 +57,19 @@ def _render(processor, messages, add_generation_prompt: bool) -> str:
 class SampleEncoder:
     """Plans and encodes samples for one processor and budget."""
 
-    def __init__(self, processor, budget: BudgetConfig, frame_cache_dir: str | None = None):
+    def __init__(self, processor, budget: BudgetConfig, frame_cache_dir: str | None = None,
+                 uint8_pixels: bool = False):
         """`frame_cache_dir`: a folder of decoded video samplings (`cader.vlm.frame_cache`) that `encode` reads
-        and fills; None decodes every video every time."""
+        and fills; None decodes every video every time. `uint8_pixels`: `encode` returns the pixel patches as the
+        decoded uint8 values, a quarter of the fp32 bytes a DataLoader worker would otherwise hand over; they are
+        model inputs only after `cader.train.pixels.normalize_pixels(batch)` (the sample carries its normalisation
+        under `PIXEL_NORMS`; SFTModule.training_step applies it on the device)."""
+        from cader.train.pixels import pixel_norms, raw_pixel_processor
         from cader.vlm.frame_cache import FrameCache
 
         self.processor, self.budget = processor, budget
+        self.pixel_norms = pixel_norms(processor) if uint8_pixels else {}
+        self._pixel_processor = raw_pixel_processor(processor) if uint8_pixels else processor
         self.frame_cache = FrameCache(frame_cache_dir) if frame_cache_dir else None
         tok = processor.tokenizer
         self.tokenizer = tok
@@ -126,8 +133,9 @@ class SampleEncoder:
             raise SkipSample("over_budget", f"{sample.sample_id}: {plan.reason}")
         return PlannedSample(sample, str(media_root), plan, plan.total_tokens)
 
-    def encode(self, planned: PlannedSample) -> dict[str, torch.Tensor]:
-        """Decode media per the plan, run the processor, build labels. Raises SkipSample."""
+    def encode(self, planned: PlannedSample, frame_cache: bool = True) -> dict[str, torch.Tensor]:
+        """Decode media per the plan, run the processor, build labels. Raises SkipSample. `frame_cache`: False
+        decodes the video even when the encoder has a frame cache (a source left out of it)."""
         from cader.vlm.frame_cache import TrainingSampling, training_frames
         from cader.vlm.image import load_image
         from cader.vlm.video import VideoReadError
@@ -139,13 +147,13 @@ class SampleEncoder:
                 path = Path(planned.media_root) / m["path"]
                 if m["type"] == "video":
                     sampling = TrainingSampling(self.budget.fps, plan.video_frames[0], plan.video_max_pixels)
-                    video = training_frames(path, sampling, self.frame_cache)
+                    video = training_frames(path, sampling, self.frame_cache if frame_cache else None)
                 else:
                     images.append(load_image(path, max_pixels=plan.image_max_pixels))
         except (VideoReadError, OSError) as err:
             raise SkipSample("bad_media", f"{sample.sample_id}: {err}") from None
         _, full = self.texts(sample)
-        feats = encode(self.processor, [], video=video, images=images, text=full)
+        feats = encode(self._pixel_processor, [], video=video, images=images, text=full)
         ids = feats["input_ids"][0]
         # every assistant turn is trained (LLaMA-Factory and TRL label each turn of a multi-turn row)
         spans = assistant_spans(ids.tolist(), self.im_start, self.im_end, self.assistant_header)
@@ -163,13 +171,21 @@ class SampleEncoder:
         for key in ("pixel_values_videos", "video_grid_thw", "pixel_values", "image_grid_thw"):
             if key in feats:
                 out[key] = feats[key]
+        norms = {key: norm for key, norm in self.pixel_norms.items() if key in out}
+        if norms:
+            out[PIXEL_NORMS] = norms
         return out
 
 
 def pad_batch(items: list[dict[str, torch.Tensor]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad the token fields (labels with IGNORE_INDEX); concatenate pixels and grids."""
+    """Right-pad the token fields (labels with IGNORE_INDEX); concatenate pixels and grids; keep the samples'
+    pixel normalisation (`PIXEL_NORMS`, one processor's, so the same for every sample)."""
     pads = {"input_ids": pad_id, "labels": IGNORE_INDEX, "attention_mask": 0, "mm_token_type_ids": 0}
-    return pad_tokens_and_vision(items, pads, side="right")
+    batch = pad_tokens_and_vision(items, pads, side="right")
+    norms = {key: norm for item in items for key, norm in item.get(PIXEL_NORMS, {}).items()}
+    if norms:
+        batch[PIXEL_NORMS] = norms
+    return batch
 
 
 class LengthGroupedBatchSampler(Sampler[list[int]]):

@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
 from cader.train.budget import BudgetConfig
 from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
@@ -59,6 +60,8 @@ class Source:
     group: str = ""                  # sources reported together (e.g. the three image-CoT files of LongVT)
     dataset_info: str = ""           # sharegpt: a LLaMA-Factory dataset_info.json (or its data/ folder) whose
     dataset: str = ""                # entry `dataset` names the file (path may stay empty), columns and tags
+    frame_cache: bool = True         # its videos go through data.frame_cache_dir when that is set (false: a source
+                                     # of short clips, cheap to decode, whose frames are not worth the disk)
 
 
 class SourceError(ValueError):
@@ -81,8 +84,10 @@ class PlannedDataset(Dataset):
     replaced by a neighbour, which would train that one twice."""
 
     def __init__(self, items: PlannedRows | list[PlannedSample], encoder: SampleEncoder,
-                 source_names: list[str] | None = None):
+                 source_names: list[str] | None = None, uncached_sources: frozenset[int] = frozenset()):
+        """`uncached_sources`: indices of the sources whose videos bypass the encoder's frame cache."""
         self.items, self.encoder, self.source_names = items, encoder, source_names
+        self.uncached_sources = uncached_sources
         self.failures: Counter = Counter()   # this process's count (a worker's dies with it; the batch reports)
 
     def __len__(self) -> int:
@@ -96,8 +101,10 @@ class PlannedDataset(Dataset):
 
     def __getitem__(self, index: int):
         item = self.items[index]
+        sources = getattr(self.items, "sources", None)
+        cached = sources is None or int(sources[index]) not in self.uncached_sources
         try:
-            return self.encoder.encode(item)
+            return self.encoder.encode(item, frame_cache=cached)
         except SkipSample as err:
             self.failures[err.reason] += 1
             log.warning("sample %s failed at decode time and is left out of its batch: %s",
@@ -343,7 +350,10 @@ class SFTDataModule(L.LightningDataModule):
         return self._processor_fingerprint
 
     def _encoder(self) -> SampleEncoder:
-        return SampleEncoder(self._load_processor(), self.budget, frame_cache_dir=self.frame_cache_dir)
+        # uint8 pixels between the workers and the main process: a quarter of fp32's shared memory
+        # (cader.train.pixels; SFTModule normalises them on the device)
+        return SampleEncoder(self._load_processor(), self.budget, frame_cache_dir=self.frame_cache_dir,
+                             uint8_pixels=True)
 
     def prepare_data(self) -> None:
         """Fill the caches once per node (Lightning runs this on local rank 0 while the other ranks wait)."""
@@ -426,6 +436,15 @@ class SFTDataModule(L.LightningDataModule):
                 self._write_report()
         return batch
 
+    def frame_cache_items(self) -> list[PlannedSample]:
+        """The training items whose videos training reads through the frame cache (their source's `frame_cache`
+        is on): what scripts/fill_frame_cache.py fills."""
+        keep = [i for i, src in enumerate(self.sources) if src.frame_cache]
+        sources = getattr(self.items, "sources", None)
+        if sources is None:
+            return list(self.items)
+        return [self.items[int(i)] for i in np.flatnonzero(np.isin(sources, keep))]
+
     @property
     def lengths(self):
         """Planned tokens per training item (a numpy array), what the batch sampler groups by."""
@@ -440,7 +459,8 @@ class SFTDataModule(L.LightningDataModule):
                                             rank=rank, world_size=world)
         self._resume_decode_failures(rank)
         names = [src.name for src in self.sources]
-        self._loader = ResumableLoader(PlannedDataset(self.items, self.encoder, names), batch_sampler=sampler,
+        uncached = frozenset(i for i, src in enumerate(self.sources) if not src.frame_cache)
+        self._loader = ResumableLoader(PlannedDataset(self.items, self.encoder, names, uncached), batch_sampler=sampler,
                                        collate_fn=BatchCollator(self.encoder.pad_id), num_workers=self.num_workers,
                                        persistent_workers=False,
                                        # the workers' seeds come from this generator: seeded, a rerun's workers

@@ -7,6 +7,8 @@ from typing import Literal
 
 import lightning as L
 import torch
+from cader.train.loss import labelled_loss
+from cader.train.pixels import PIXEL_NORMS, normalize_pixels
 from cader.train.schedule import make_scheduler, optimizer_steps, warmup_steps
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,10 @@ class SFTModule(L.LightningModule):
     def _visual(self):
         return self._vl_model().visual
 
+    def _lm_head(self):
+        model = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        return model.lm_head
+
     def _dummy_tower_term(self) -> torch.Tensor:
         """0 * (vision tower on a 2x2-patch dummy): a tower call that changes nothing but takes part in ZeRO-3."""
         visual = self._visual()
@@ -166,6 +172,16 @@ class SFTModule(L.LightningModule):
     def forward(self, **batch):
         return self.model(**batch)
 
+    def sft_loss(self, inputs: dict) -> torch.Tensor:
+        """Mean next-token cross-entropy over the labelled tokens of `inputs` (model kwargs with `labels`), the
+        number `self.model(**inputs).loss` gives, with `lm_head` run at the labelled positions only
+        (`cader.train.loss`): the base Qwen3VLModel (under LoRA too) returns the last hidden states and the loss
+        tail grows with the target, not with the whole sequence."""
+        inputs = dict(inputs)
+        labels = inputs.pop("labels")
+        hidden = self._vl_model()(**inputs, use_cache=False).last_hidden_state
+        return labelled_loss(hidden, labels, self._lm_head())
+
     def _log_step(self) -> bool:
         """Whether this step's metrics reach the logger (Lightning writes every log_every_n_steps optimizer steps);
         the extra metrics are only computed then (a grad-norm pass and five self.log calls a step cost ~10 %
@@ -173,13 +189,25 @@ class SFTModule(L.LightningModule):
         n = max(1, self.trainer.log_every_n_steps)
         return (self.global_step + 1) % n == 0
 
+    def model_inputs(self, batch: dict) -> dict:
+        """The batch as model inputs: uint8 pixels (as the DataLoader workers hand them over) normalised here, on
+        the device, then given the dtype the trainer's precision gives every floating input (what the fp32 pixels
+        got before they crossed as uint8)."""
+        if PIXEL_NORMS not in batch:
+            return normalize_pixels(batch)   # still refuses uint8 pixels without their normalisation
+        inputs = normalize_pixels(batch)
+        if self._trainer is not None:
+            inputs = self.trainer.precision_plugin.convert_input(inputs)
+        return inputs
+
     def training_step(self, batch, batch_idx):
         if "input_ids" not in batch:   # every sample of the batch failed to decode (counted in data_report.json)
             return self._empty_batch_step(batch_idx)
+        batch = self.model_inputs(batch)
         inputs, guard = batch, None
         if self.hparams.vision_guard and self.trainer.world_size > 1:   # one process has nobody to wait for
             inputs, guard = self._lockstep_vision(batch)
-        loss = self.model(**inputs).loss
+        loss = self.sft_loss(inputs)
         if guard is not None:
             loss = loss + guard
         mask = batch["attention_mask"]

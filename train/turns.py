@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-IGNORE_INDEX = -100
+IGNORE_INDEX = -100  # the label of a position the loss skips (the one definition: collate and loss import it)
 
 
 def assistant_spans(ids: Sequence[int], im_start: int, im_end: int, header: Sequence[int]) -> list[tuple[int, int]]:

@@ -54,7 +54,7 @@ def bare_loop(model_dir: str, batches: list[dict], warmup: int, lr: float, clip:
     marks = []
     for batch in batches:
         marks.append(time.perf_counter())
-        loss = model(**batch).loss
+        loss = module.sft_loss(module.model_inputs(batch))  # what training_step computes: uint8 pixels, labelled tail
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, clip)
         optimizer.step()
