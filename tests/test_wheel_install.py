@@ -2,6 +2,7 @@
 missing from the wheel, because pyproject's package list is written by hand and only `pip install -e` was tested)."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -31,9 +32,13 @@ def test_every_folder_with_an_init_is_a_declared_package():
 
 @pytest.mark.slow
 def test_the_wheel_installs_in_a_fresh_venv_and_runs_a_stage(tmp_path):
-    wheels = tmp_path / "wheels"
+    wheels, source = tmp_path / "wheels", tmp_path / "source"
+    # built from a copy: setuptools leaves build/ beside the sources, and a stale build/lib in the checkout would
+    # carry deleted modules into the next wheel
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv*", "runs", "build", "*.egg-info",
+                                                                 "__pycache__", ".pytest_cache", "tests"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(wheels), str(REPO)], check=True, cwd=tmp_path)
+                    str(wheels), str(source)], check=True, cwd=tmp_path)
     wheel = next(wheels.glob("cader_toolkit-*.whl"))
     env_dir = tmp_path / "venv"
     # the main environment's packages stay visible (torch, transformers: no download); cader comes from the wheel
