@@ -87,7 +87,8 @@ def add_cader_arguments(parser: ArgumentParser) -> None:
 
 
 def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementation: str | None, engine=None,
-                 urls: list[str] | None = None, server: ServerOptions | None = None):
+                 urls: list[str] | None = None, server: ServerOptions | None = None,
+                 max_batch_tokens: int | None = None):
     """A loaded model: HFBackend, VLLMBackend or ServerBackend.
 
     kind: hf, vllm or server.
@@ -98,6 +99,7 @@ def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementat
     engine: the vLLM engine settings (VLLMEngineConfig).
     urls: the server backend's replicas.
     server: the server backend's options (ServerOptions).
+    max_batch_tokens: the HF backend's padded tokens per forward (None: its default).
     """
     if kind == "server":
         from cader.evaluate.backends.server import ServerBackend
@@ -109,7 +111,8 @@ def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementat
         return VLLMBackend(path, dtype=dtype, engine=engine)
     from cader.evaluate.backends.hf import HFBackend
 
-    return HFBackend(path, dtype=dtype, device=device, attn_implementation=attn_implementation)
+    budget = {} if max_batch_tokens is None else {"max_batch_tokens": max_batch_tokens}
+    return HFBackend(path, dtype=dtype, device=device, attn_implementation=attn_implementation, **budget)
 
 
 def variant_configs(variants: str | None, values: dict) -> dict[str, CaderConfig] | None:
@@ -348,7 +351,7 @@ def _load_backend(args, flag: str, path: str, engine, urls: list[str] | None = N
     """
     try:
         return make_backend(args.backend, path, args.device, args.dtype, args.attn_implementation, engine=engine,
-                            urls=urls, server=args.server)
+                            urls=urls, server=args.server, max_batch_tokens=args.hf_max_batch_tokens)
     except BackendError as err:  # a server refused at start: the message names the server flag it lacks
         raise RunError(f"--{flag} {path}: {err}") from None
     except (OSError, ValueError) as err:

@@ -30,6 +30,8 @@ class RunOptions:
         device: torch device of the HF backend (cpu, cuda, cuda:1)
         dtype: weights dtype (auto: the checkpoint's; bfloat16, float16, float32)
         attn_implementation: HF attention kernel (sdpa, flash_attention_2, eager; null: transformers' choice)
+        hf_max_batch_tokens: HF backend: padded tokens (prompts x longest prompt) one forward may hold; a prompt
+            over it runs alone (one 27k-token Stage-1 prompt of the 8B already fills a GPU)
         progress: a tqdm bar with ETA
         vllm_main: the main model's vLLM engine (memory share, max_model_len, tensor parallel, eager)
         vllm_verifier: the verifier's vLLM engine; the defaults let 8B + 4B share one 80 GB GPU
@@ -71,6 +73,7 @@ class RunOptions:
     device: str = "cpu"
     dtype: str = "auto"
     attn_implementation: str | None = None
+    hf_max_batch_tokens: int = 8192
     progress: bool = True
     vllm_main: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
     vllm_verifier: VLLMEngineConfig = field(default_factory=lambda: VERIFIER_ENGINE)

