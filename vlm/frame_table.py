@@ -101,3 +101,14 @@ def frame_table(num_frames: int, fps: float, container_times=None, first_shown: 
     if not duration > starts[-1]:  # no usable end for the last frame: give it the average interval
         duration = float(starts[-1] + 1.0 / fps)
     return FrameTable(starts, duration, float(fps), True, hidden)
+
+
+def trim_table(table: FrameTable, count: int) -> FrameTable:
+    """The first `count` frames of `table` (a stream that decodes fewer frames than its container lists); the last
+    kept frame is shown until the first dropped one would have started."""
+    if not 0 < count <= len(table):
+        raise ValueError(f"cannot keep {count} of {len(table)} frames")
+    if count == len(table):
+        return table
+    starts = table.starts[:count]
+    return FrameTable(starts, float(table.starts[count]), table.fps, table.variable_rate, table.hidden)

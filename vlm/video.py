@@ -7,7 +7,11 @@ Every sampling method reduces to a list of times (see `cader.vlm.sampling`), the
 then to one decode. The decode is planned per keyframe interval (`cader.vlm.decode_plan`): seek to the keyframe,
 decode forward to the last wanted frame of the interval, never decode a frame twice, and run the intervals on
 parallel PyAV decoders. On the way, H.264 and HEVC decoders drop the pictures that are neither wanted nor referenced
-by another picture (unreferenced B-frames: about half the frames of web video) without decoding them. Frame i is the i-th frame of one sequential decode of the stream (tests: H.264, HEVC, VP9,
+by another picture (unreferenced B-frames: about half the frames of web video) without decoding them. Where the
+video has no such pictures and its keyframes are far apart (Constrained Baseline, phone and screen recordings), one
+sequential decode on FFmpeg's own threads costs less than the plan; the reader takes the cheaper of the two per
+decode (`cader.vlm.decode_plan.choose_decode`, `decode_path`). Frame i is the i-th frame of one sequential decode of
+the stream either way (tests: H.264, HEVC, VP9,
 MPEG-4 and MPEG-2 in MP4, MOV, MKV, WebM, AVI, MPEG-TS and MPEG-PS, B-frames and open GOPs). The plan places
 pictures by their timestamps, so where those cannot be trusted (containers without presentation times, see
 `PLANNED_FORMATS`, or pictures that do not step through the frame table) the reader decodes the video sequentially:
@@ -19,13 +23,21 @@ Times and frames meet in one table (`cader.vlm.frame_table`): frame i starts at 
 at the container's own timestamp for a variable-rate one (phone and screen recordings). Timestamps returned are
 those of the decoded frames, never the requested times, so the `<t seconds>` tokens the processor writes are the
 real times.
+
+A container may list more frames than its stream decodes (trailing packets that hold no picture: decord's `get_batch`
+hangs on such a file, decord issue #373). A decode that finds the stream shorter than its index raises
+`FrameCountMismatch` and trims the reader's frame table to the frames the stream has, so the index, the plan and the
+decoded count agree from then on; the video is flagged (`VideoReader.flags`, counted process-wide in
+`flag_counts()`), and the samplers (`sample_uniform` and the others) sample again on the trimmed table.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,8 +47,15 @@ from typing import NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-from cader.vlm.decode_plan import GopJob, group_by_keyframe, split_balanced
-from cader.vlm.frame_table import FrameTable, frame_table
+from cader.vlm.decode_plan import (
+    DecodePath,
+    GopJob,
+    StreamFacts,
+    choose_decode,
+    group_by_keyframe,
+    split_balanced,
+)
+from cader.vlm.frame_table import FrameTable, frame_table, trim_table
 from cader.vlm.sampling import (
     cap_times,
     count_times,
@@ -56,6 +75,27 @@ class VideoReadError(RuntimeError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"video_unreadable: {self.path}: {reason}")
+
+
+FRAME_COUNT_OVER_REPORTED = "frame_count_over_reported"
+_FLAG_COUNTS: Counter = Counter()  # videos flagged in this process, by flag
+_FLAG_LOCK = threading.Lock()
+
+
+def flag_counts() -> dict[str, int]:
+    """How many videos this process has flagged, by flag (`FRAME_COUNT_OVER_REPORTED`)."""
+    with _FLAG_LOCK:
+        return dict(_FLAG_COUNTS)
+
+
+class FrameCountMismatch(VideoReadError):
+    """The stream decodes fewer frames than the video's index lists. The reader that raised it has trimmed its frame
+    table to `decoded` frames: sampling again gives frames that exist."""
+
+    def __init__(self, path: str | os.PathLike, listed: int, decoded: int, wanted: int):
+        self.listed, self.decoded = listed, decoded
+        super().__init__(path, f"{FRAME_COUNT_OVER_REPORTED}: the index lists {listed} frames, the stream ends "
+                               f"after {decoded}; frame {wanted} was asked for")
 
 
 @dataclass
@@ -148,6 +188,22 @@ PLANNED_FORMATS = frozenset({"mov", "mp4", "matroska", "webm", "mpegts", "flv"})
 THINNABLE_CODECS = frozenset({"h264", "hevc"})
 
 
+# Packets whose timestamps are read at open to see whether pictures come out of decode order (B-frames).
+REORDER_PROBE_PACKETS = 64
+
+
+@functools.cache
+def reformat_options() -> dict:
+    """Keyword arguments for `VideoReformatter.reformat`: one swscale thread. PyAV 17 made the conversion use every
+    core by default (PyAV PR #2187), which slows it down and can fail with BlockingIOError where decoders already run
+    in parallel (PyAV issues #2200, #2281); here the parallelism is across decoders (and DataLoader workers), so each
+    conversion keeps to its decoder's thread. Older PyAV has no such argument and converts on one thread."""
+    import av
+
+    major = int(av.__version__.split(".")[0])
+    return {"threads": 1} if major >= 17 else {}
+
+
 def steps_on(previous: int, index: int, droppable: set[int]) -> bool:
     """Whether a decoder's next picture, frame `index`, may follow frame `previous`: the next frame, or a later
     one when every frame between was one the decoder was allowed to drop."""
@@ -162,6 +218,8 @@ class FirstFrame(NamedTuple):
     coded_size: tuple[int, int]  # (height, width) as stored
     rotation: int  # counter-clockwise degrees a player turns it: 0, 90, 180 or 270
     container_format: str  # FFmpeg's demuxer names, e.g. "mov,mp4,m4a,3gp,3g2,mj2"
+    codec: str = ""  # the decoder's name, e.g. "h264"
+    reorders: bool = False  # pictures come out of decode order (B-frames) within the first packets
 
 
 class VideoReader:
@@ -173,14 +231,22 @@ class VideoReader:
     SCAN_SLACK_FRAMES = 64
     STREAM_START = -1  # a seek ladder's last rung: decode from the start of the stream, on a fresh demuxer
 
+    DECODE_PATHS = ("auto", "planned", "sequential")
+
     def __init__(self, path: str | os.PathLike, num_threads: int = 0, decode_workers: int | None = None,
-                 skip_unwanted: bool = True):
+                 skip_unwanted: bool = True, decode_path: str = "auto"):
         """Open `path` once and read its index (`cader.vlm.video_index`). `num_threads` goes to decord's reader
-        (0 = its default); `decode_workers` is how many parallel PyAV decoders one decode may use (None:
-        `default_decode_workers()`); `skip_unwanted`: let the decoder drop pictures that are neither wanted nor
-        referenced (`THINNABLE_CODECS`; the frames returned are the same either way)."""
+        (0 = its default); `decode_workers` is how many parallel PyAV decoders (or FFmpeg threads of the sequential
+        decoder) one decode may use (None: `default_decode_workers()`); `skip_unwanted`: let the decoder drop pictures
+        that are neither wanted nor referenced (`THINNABLE_CODECS`; the frames returned are the same either way);
+        `decode_path`: "auto" takes the cheaper of the planned and the sequential decode per decode
+        (`cader.vlm.decode_plan.choose_decode`), "planned" or "sequential" forces one (a video whose timestamps
+        cannot place its pictures is always decoded sequentially). The frames are the same on every path."""
+        if decode_path not in self.DECODE_PATHS:
+            raise ValueError(f"decode_path must be one of {self.DECODE_PATHS}, got {decode_path!r}")
         self.path = Path(path)
         self.skip_unwanted = skip_unwanted
+        self.decode_path = decode_path
         self.decode_workers = default_decode_workers() if decode_workers is None else max(1, int(decode_workers))
         if not self.path.is_file():
             raise VideoReadError(self.path, "file does not exist")
@@ -198,6 +264,7 @@ class VideoReader:
         first = self._probe_first_frame()
         self._frame0_pts, self._coded_size, self.rotation = first.pts, first.coded_size, first.rotation
         self.container_format = first.container_format  # "image2" or "jpeg_pipe" for a picture renamed .mp4
+        self.codec, self.reorders = first.codec, first.reorders
         # Frames come back as a viewer shows them: a phone held upright stores landscape pictures plus a rotation.
         quarter_turn = self.rotation in (90, 270)
         self.height, self.width = self._coded_size[::-1] if quarter_turn else self._coded_size
@@ -210,6 +277,8 @@ class VideoReader:
         self.planned = first.pts is not None and bool(PLANNED_FORMATS & set(first.container_format.split(",")))
         self._kept: dict[tuple, Frames] = {}  # decodes done ahead of their use (`keep`)
         self._kept_lock = threading.Lock()
+        self.flags: list[str] = []  # what is wrong with this video but was worked around (`FRAME_COUNT_OVER_REPORTED`)
+        self.paths_taken: Counter = Counter()  # decodes by the path that ran ("planned", "sequential")
 
     def __repr__(self) -> str:
         return f"VideoReader({str(self.path)!r}, frames={self.num_frames}, fps={self.native_fps:.3f})"
@@ -241,22 +310,64 @@ class VideoReader:
         size = fit_pixels(self.height, self.width, max_pixels) if max_pixels else (self.height, self.width)
         if len(indices) == 0:
             return Frames(np.zeros((0, *size, 3), np.uint8), np.zeros(0), indices, self.native_fps)
-        batch = None  # no lock below: every decode opens decoders of its own
-        if self.planned:
+        table = self.frame_table  # the one this decode places its frames by (a mismatch replaces it, see `_trim`)
+        batch, planned_error = None, None  # no lock below: every decode opens decoders of its own
+        if self.path_for(indices) == "planned":
             try:
                 batch = self._scan(indices, max_pixels)
+                self.paths_taken["planned"] += 1
             except Exception as err:  # noqa: BLE001 - timestamps that do not describe the display order, say
-                self.planned = False  # a property of the file: later samplings go straight to the fallback
-                log.warning("%s: planned decode failed (%s); decoding this video sequentially from now on",
-                            self.path, str(err).splitlines()[0][:200])
+                planned_error = err
         if batch is None:
-            batch = self._decode_sequentially(indices, max_pixels)
-        return Frames(batch, self.frame_table.starts[indices], indices, self.native_fps)
+            try:
+                batch = self._decode_sequentially(indices, max_pixels)
+            except FrameCountMismatch as err:
+                self._trim(err.decoded)  # the plan failed for want of those frames, not for its timestamps
+                raise
+            self.paths_taken["sequential"] += 1
+            if planned_error is not None:
+                self.planned = False  # a property of the file: later samplings go straight to the sequential decode
+                log.warning("%s: planned decode failed (%s); decoding this video sequentially from now on",
+                            self.path, str(planned_error).splitlines()[0][:200])
+        return Frames(batch, table.starts[indices], indices, self.native_fps)
+
+    @property
+    def stream_facts(self) -> StreamFacts:
+        """What `cader.vlm.decode_plan.choose_decode` needs: keyframes, droppable pictures, whether it may seek."""
+        droppable = self.skip_unwanted and self.reorders and self.codec in THINNABLE_CODECS
+        return StreamFacts(tuple(int(k) for k in self._key_indices), droppable, self.planned)
+
+    def path_for(self, indices: np.ndarray) -> DecodePath:
+        """The path a decode of these (sorted, unique) indices takes: the forced one (`decode_path`), else the cheaper
+        one for this video; always "sequential" where the timestamps cannot place the pictures."""
+        if not self.planned or self.decode_path == "sequential":
+            return "sequential"
+        if self.decode_path == "planned":
+            return "planned"
+        return choose_decode(indices, self.stream_facts, self.decode_workers)
+
+    def _trim(self, decoded: int) -> None:
+        """Make the reader agree with a stream that decodes `decoded` frames where its index listed more: trim the
+        frame table and the keyframes, and flag the video (once, counted in `flag_counts()`)."""
+        with self._kept_lock:
+            if decoded >= self.num_frames:
+                return  # another thread trimmed it already
+            log.warning("%s: %s: the index lists %d frames, the stream decodes %d; sampling the %d", self.path,
+                        FRAME_COUNT_OVER_REPORTED, self.num_frames, decoded, decoded)
+            self.frame_table = trim_table(self.frame_table, decoded)
+            self._key_indices = self._key_indices[self._key_indices < decoded]
+            self.num_frames, self.duration = len(self.frame_table), self.frame_table.duration
+            if FRAME_COUNT_OVER_REPORTED not in self.flags:
+                self.flags.append(FRAME_COUNT_OVER_REPORTED)
+                with _FLAG_LOCK:
+                    _FLAG_COUNTS[FRAME_COUNT_OVER_REPORTED] += 1
 
     def _decode_sequentially(self, indices: np.ndarray, max_pixels: int | None) -> np.ndarray:
-        """The fallback, exact by definition: one decode from the start of the stream, frame i being the i-th picture
-        the decoder outputs, up to the last wanted frame. No seeks and no timestamps, so it holds where those fail;
-        it costs a full decode of the stream up to the last wanted frame (so does transformers' PyAV loader)."""
+        """Exact by definition: one decode from the start of the stream, frame i being the i-th picture the decoder
+        outputs, up to the last wanted frame. No seeks and no timestamps, so it holds where those fail (the fallback
+        of the plan); it decodes every picture up to the last wanted frame, on FFmpeg's frame and slice threads
+        (`decode_workers` of them), which on video without droppable pictures and with far-apart keyframes costs less
+        than the plan (`cader.vlm.decode_plan`). Raises `FrameCountMismatch` when the stream ends first."""
         import av
         from av.video.reformatter import VideoReformatter
 
@@ -264,8 +375,13 @@ class VideoReader:
         last, count = int(indices[-1]), 0
         try:
             with av.open(str(self.path)) as container:
+                stream = video_stream(container)
+                # Frame threads return the pictures of one sequential decode, in the same order (a delay of
+                # thread_count pictures); PyAV's default is slice threads, which x264's output (one slice) cannot use.
+                stream.codec_context.thread_type = "AUTO"
+                stream.codec_context.thread_count = self.decode_workers
                 reformatter = VideoReformatter()
-                for frame in container.decode(video_stream(container)):
+                for frame in container.decode(stream):
                     if count in slots:
                         self._write(frame, count, reformatter, out, slots[count])
                     count += 1
@@ -276,6 +392,8 @@ class VideoReader:
         except Exception as err:
             raise VideoReadError(self.path, f"decode failed at frame {count}: {str(err).splitlines()[0][:200]}") from err
         if count <= last:
+            if count < self.num_frames:
+                raise FrameCountMismatch(self.path, self.num_frames, count, last)
             raise VideoReadError(self.path, f"the stream ends after {count} frames; frame {last} was asked for")
         return out
 
@@ -294,8 +412,8 @@ class VideoReader:
         if (frame.height, frame.width) != (height, width):
             raise VideoReadError(self.path, f"frame {index} is {frame.width}x{frame.height}, "
                                             f"the stream starts at {width}x{height}")
-        # The same swscale conversion as to_ndarray, minus its fresh array.
-        plane = reformatter.reformat(frame, format="rgb24").planes[0]
+        # The same swscale conversion as to_ndarray, minus its fresh array; on this thread only (`reformat_options`).
+        plane = reformatter.reformat(frame, format="rgb24", **reformat_options()).planes[0]
         rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
         picture = upright(rows[:, : width * 3].reshape(height, width, 3), self.rotation)
         out[slot] = resize_to(picture[None], out.shape[1:3])[0]
@@ -328,15 +446,24 @@ class VideoReader:
         try:
             with av.open(str(self.path)) as container:
                 stream = video_stream(container)
-                first = next(iter(container.decode(stream)), None)
+                first, pts = None, []
+                for packet in container.demux(stream):  # the last packet, empty, flushes the decoder
+                    if packet.pts is not None and len(pts) < REORDER_PROBE_PACKETS:
+                        pts.append(packet.pts)
+                    if first is None:
+                        first = next(iter(packet.decode()), None)
+                    if first is not None and len(pts) >= REORDER_PROBE_PACKETS:
+                        break
                 if first is None:
                     raise VideoReadError(self.path, "no decodable frame")
                 rotation = round((first.rotation or 0) / 90.0) * 90 % 360
                 seconds = None
                 if first.pts is not None:  # the index's times count from start_time (1.4 s in an MPEG-TS, say)
                     seconds = float((first.pts - (stream.start_time or 0)) * stream.time_base)
+                reorders = bool(np.any(np.diff(np.asarray(pts, dtype=np.int64)) < 0))  # decode order != display
                 return FirstFrame(None if first.pts is None else int(first.pts), seconds,
-                                  (int(first.height), int(first.width)), rotation, container.format.name)
+                                  (int(first.height), int(first.width)), rotation, container.format.name,
+                                  stream.codec_context.name, reorders)
         except VideoReadError:
             raise
         except Exception as err:  # PyAV raises its own error types per FFmpeg error code
@@ -457,8 +584,19 @@ class VideoReader:
                     droppable.add(index)
             yield from packet.decode()
 
+    def _sampled(self, sample):
+        """`sample()`, and once more when its decode found the stream shorter than the index (`FrameCountMismatch`):
+        the table is trimmed to the stream by then, so the second sampling asks only for frames that exist."""
+        try:
+            return sample()
+        except FrameCountMismatch:
+            return sample()
+
     def sample_times(self, times: Sequence[float], max_pixels: int | None = None) -> Frames:
         """The frames showing the given times (deduplicated, sorted)."""
+        return self._sampled(lambda: self._frames_showing(times, max_pixels))
+
+    def _frames_showing(self, times, max_pixels: int | None) -> Frames:
         return self.decode_indices(self.frame_table.showing(times), max_pixels)
 
     def sample_uniform(
@@ -473,16 +611,22 @@ class VideoReader:
 
         A window shorter than one frame interval still yields one frame (its centre), so a crop is never empty.
         """
-        s, e = self._window(start, end)
-        times = uniform_times(s, e, fps)
-        if len(times) == 0 and e > s:
-            times = np.array([(s + e) / 2])
-        return self.sample_times(cap_times(times, max_frames), max_pixels)
+        def sample() -> Frames:
+            s, e = self._window(start, end)
+            times = uniform_times(s, e, fps)
+            if len(times) == 0 and e > s:
+                times = np.array([(s + e) / 2])
+            return self._frames_showing(cap_times(times, max_frames), max_pixels)
+
+        return self._sampled(sample)
 
     def sample_count(self, n: int, start: float | None = None, end: float | None = None, max_pixels=None) -> Frames:
         """`n` frames spread evenly over [start, end] (fewer if the window holds fewer distinct frames)."""
-        s, e = self._window(start, end)
-        return self.sample_times(count_times(s, e, n), max_pixels)
+        def sample() -> Frames:
+            s, e = self._window(start, end)
+            return self._frames_showing(count_times(s, e, n), max_pixels)
+
+        return self._sampled(sample)
 
     def sample_fps_map(
         self,
@@ -491,5 +635,8 @@ class VideoReader:
         max_pixels: int | None = None,
     ) -> Frames:
         """Piecewise-rate sampling: floor((e - s) * f) frames in each (s, e, f) segment, sorted by time."""
-        clipped = [(max(0.0, s), min(self.duration, e), f) for s, e, f in segments]
-        return self.sample_times(cap_times(fps_map_times(clipped), max_frames), max_pixels)
+        def sample() -> Frames:
+            clipped = [(max(0.0, s), min(self.duration, e), f) for s, e, f in segments]
+            return self._frames_showing(cap_times(fps_map_times(clipped), max_frames), max_pixels)
+
+        return self._sampled(sample)

@@ -5,6 +5,11 @@ old, though: it has no AV1 decoder, and it cannot measure the duration of a WebM
 (browser MediaRecorder, OBS) or of a one-frame MPEG-TS. For those, `pyav_index` builds the same index from a demux
 pass with PyAV (packet headers only, nothing decoded). The frames themselves are always decoded with PyAV
 (`cader.vlm.video`).
+
+An index can list more frames than the stream decodes: an MP4 trimmed by its edit list (as QuickTime and phone editors
+trim without re-encoding) keeps the packets up to the next keyframe, flagged as discarded, and decord counts them.
+PyAV's index leaves out such trailing discarded packets; decord's cannot, and the reader finds out when a decode
+reaches the end of the stream early (`cader.vlm.video.FrameCountMismatch`).
 """
 
 from __future__ import annotations
@@ -64,13 +69,14 @@ def pyav_index(path: Path) -> VideoIndex:
         stream = video_stream(container)
         if stream is None:
             raise ValueError("no video stream")
-        pts, keyframe, durations = [], [], []
+        pts, keyframe, durations, discarded = [], [], [], []
         for packet in container.demux(stream):
             if packet.size == 0:  # the demuxer's final flush packet
                 continue
             pts.append(packet.pts)
             keyframe.append(packet.is_keyframe)
             durations.append(packet.duration or 0)
+            discarded.append(bool(getattr(packet, "is_discard", False)))
         start, tick = stream.start_time or 0, float(stream.time_base)
         rate = stream.average_rate or stream.guessed_rate
     n = len(pts)
@@ -80,6 +86,10 @@ def pyav_index(path: Path) -> VideoIndex:
         order, times = np.arange(n), None
     else:
         order = np.argsort(np.asarray(pts, dtype=np.int64), kind="stable")
+        shown = np.flatnonzero(~np.asarray(discarded)[order])
+        if len(shown):  # packets after the last shown one are never displayed (an edit list's trim): not frames
+            order = order[: shown[-1] + 1]
+            n = len(order)
         starts = (np.asarray(pts, dtype=np.float64)[order] - start) * tick
         last = durations[order[-1]] * tick or (starts[-1] - starts[-2] if n > 1 else 0.0)
         times = np.stack([starts, np.append(starts[1:], starts[-1] + last)], axis=1)
