@@ -224,6 +224,10 @@ class Cost(Record):
     prompt_tokens: int = Field(description="Prompt tokens over every call.")
     completion_tokens: int = Field(description="Generated tokens over every call.")
     seconds: Number = Field(description="Wall time of the sample.")
+    grid_fallback: int | None = Field(
+        default=None,
+        description="1 when the sample's RGR contexts were decoded on their own because F1's pixels exceed "
+                    "grid_max_bytes (evaluate/method/whole_video.py); absent otherwise.")
     flops: dict[str, Number] | None = Field(
         default=None,
         description="Language-model FLOPs by role: stage1, main (incl. stage1), verifier, total "

@@ -14,6 +14,10 @@ thread starts from what it prepared. So while N samples wait on the model, the n
 the batch returns their threads go straight to the model with them. What stays bounded: at most
 `concurrency + ahead` samples are between being taken up and being done, so at most that many hold Stage-1 frames.
 
+At `concurrency` 1 (the HF backend's default) samples run one at a time on the calling thread, as the reference
+order of work; given `ahead` (the grouped runner asks for one), the next samples are prepared on a worker meanwhile,
+so the decode of the next video overlaps this sample's model calls there too.
+
 `prepare` only does work the sample would do itself, and the sample checks it (a reader keeps a decode for the exact
 frames and pixel budget it was made for: `VideoReader.keep`), so records are the same with or without it. A
 `prepare` that raises is ignored: the sample then opens and decodes its video itself and records whatever fails.
@@ -49,14 +53,14 @@ def records_in_flight(
         main: The main backend; with concurrency > 1, `one` gets a `BatchingBackend` around it.
         verifier: The verifier backend (the same object as `main` when one model does both).
         concurrency: Samples in flight, and the largest batch of merged model calls. 1: one sample at a time on the
-            calling thread, nothing prepared ahead (the reference order of work).
+            calling thread (the reference order of work), the next `ahead` prepared meanwhile (none by default).
         prepare: sample -> what `one` starts from (say a reader holding the Stage-1 frames), run ahead on worker
             threads; None: nothing ahead (`one` gets None).
-        ahead: Samples prepared beyond those in flight, and the workers preparing them (None: `concurrency`).
+        ahead: Samples prepared beyond those in flight, and the workers preparing them (None: `concurrency`, and
+            none at concurrency 1; the runner asks for at least one).
     """
     if concurrency <= 1 or len(todo) <= 1:
-        for sample in todo:
-            yield one(sample, main, verifier, None)
+        yield from _one_at_a_time(todo, one, main, verifier, prepare if len(todo) > 1 else None, ahead or 0)
         return
     from cader.evaluate.backends.batching import BatchingBackend
 
@@ -70,10 +74,16 @@ def records_in_flight(
         # waits for the others at most the batcher's window.
         return min(concurrency, left[0])
 
-    wrapped_main = BatchingBackend(main, max_batch=concurrency, in_flight=in_flight)
-    wrapped_verifier = wrapped_main if verifier is main else BatchingBackend(
-        verifier, max_batch=concurrency, in_flight=in_flight
-    )
+    def batched(backend):
+        # a backend whose calls may overlap (the server backend: each replica batches on its own) is called from the
+        # sample threads directly: the batcher sends one merged call at a time, so a scoring batch would wait behind
+        # a generation batch that another replica could have served
+        if getattr(backend, "concurrent_calls", False):
+            return backend
+        return BatchingBackend(backend, max_batch=concurrency, in_flight=in_flight)
+
+    wrapped_main = batched(main)
+    wrapped_verifier = wrapped_main if verifier is main else batched(verifier)
     # Taken when a sample is submitted, given back when it is done (not when it is yielded: a slow sample at the
     # head must not stop the others from moving on).
     slots = threading.Semaphore(concurrency + ahead)
@@ -108,7 +118,7 @@ def records_in_flight(
             preparers.shutdown(wait=True, cancel_futures=True)
 
 
-def stage1_ahead(video_of: Callable, cfg, priors: dict | None = None) -> Callable:
+def stage1_ahead(video_of: Callable, cfg, priors: dict | None = None, opener: Callable | None = None) -> Callable:
     """A `prepare` for `records_in_flight` that opens a sample's video and decodes its Stage-1 frames, held by the
     reader (`VideoReader.keep`) for the sample's own Stage-1 sampling: hand the reader to `process_sample(...,
     reader=prepared)` and the sample decodes nothing twice. Ungrouped runs; a grouped run warms its video group.
@@ -118,18 +128,42 @@ def stage1_ahead(video_of: Callable, cfg, priors: dict | None = None) -> Callabl
         cfg: The run's `CaderConfig` (r1, frame cap, pixel budget, decode workers), as Stage 1 samples with it.
         priors: Stored Stage-1 results by (benchmark, sample_id): those samples decode F1 only if they go to
             Stage 2, so nothing is decoded ahead for them.
+        opener: (path, decode_workers=...) -> the reader (None: `VideoReader`).
     """
     from cader.evaluate.method.stage1 import Cost, sample_stage1_frames
     from cader.vlm.video import VideoReader
 
+    opener = opener or VideoReader
+
     def prepare(sample):
         if priors and (sample.benchmark, str(sample.sample_id)) in priors:
             return None
-        reader = VideoReader(video_of(sample), decode_workers=cfg.decode_workers)
+        reader = opener(video_of(sample), decode_workers=cfg.decode_workers)
         reader.keep(sample_stage1_frames(reader, cfg, Cost()), cfg.max_pixels)  # the sample's own call counts it
         return reader
 
     return prepare
+
+
+def _one_at_a_time(todo: Sequence, one: Callable, main: Backend, verifier: Backend, prepare: Callable | None,
+                   ahead: int) -> Iterator:
+    """One sample at a time on the calling thread (no batching); with `prepare` and `ahead` >= 1, the next `ahead`
+    samples are prepared on a worker meanwhile, so the model does not wait for a decode the last sample's model
+    calls could have hidden."""
+    if prepare is None or ahead <= 0:
+        for sample in todo:
+            yield one(sample, main, verifier, None)
+        return
+    pending: deque[Future] = deque()
+    with ThreadPoolExecutor(1, thread_name_prefix="cader-ahead") as preparer:
+        try:
+            for i, sample in enumerate(todo):
+                while len(pending) <= ahead and i + len(pending) < len(todo):
+                    pending.append(preparer.submit(prepare, todo[i + len(pending)]))
+                yield one(sample, main, verifier, _prepared(sample, pending.popleft()))
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def _prepared(sample, prepared: Future | None):

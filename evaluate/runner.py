@@ -11,6 +11,11 @@
   asked twice). Records equal per-question processing but for timings and `cost.frames_shared` /
   `cost.forwards_shared` (what of the question's own cost came from work done for an earlier question or variant).
   Without it, each sample opens its video (one VideoReader, reused by Stage 1, the crops and RGR).
+- Whole-video frames: every RGR context is taken from the decode F1 came from, the video's r1 grid capped at the
+  frame budget (`cader.evaluate.method.whole_video`), so a video is decoded whole once (shared by its questions
+  when grouped); crops decode their own window.
+- Decode-ahead at every `concurrency` when grouped, 1 included: the next sample's F1 is decoded on a worker thread
+  while the current samples wait on the model (`cader.evaluate.in_flight`).
 - Records are built through `cader.contracts.records.PredictionRecord` and read back through it: a line that
   breaks the contract is logged with file, line and field and skipped like a torn line (its sample counts as
   not done, so a resumed run runs it again). A sample never counts twice: a second record of one
@@ -24,6 +29,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
@@ -38,6 +45,7 @@ from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError, mismatch, reuse_stage1, stage1_fingerprint
 from cader.evaluate.method.stage2 import Stage2Failure, run_stage2
+from cader.evaluate.method.whole_video import WholeVideo
 from cader.evaluate.shards import PREDICTIONS, parse_shard, predictions_path, select_samples
 from cader.evaluate.video_groups import GroupsInFlight, VideoGroup, group_by_video
 from cader.vlm.files import write_atomic
@@ -163,6 +171,22 @@ def load_stage1_priors(path: str | Path) -> dict:
     return {record_key(r): r["stage1"] for r in read_records(path) if r.get("stage1") and not r.get("error")}
 
 
+@functools.lru_cache(maxsize=8)
+def _shape_of(path: str):
+    from cader.calibrate.compute import text_shape_from_config
+
+    config = Path(path) / "config.json"
+    return text_shape_from_config(json.loads(config.read_text(encoding="utf-8"))) if config.is_file() else None
+
+
+def text_shapes(main, verifier) -> tuple | None:
+    """(main, verifier) language-model sizes from the models' config.json (what cost.flops counts at), or None
+    when a backend names no model folder (a test's scripted backend): then no FLOPs are recorded."""
+    paths = [backend.model_path() for backend in (main, verifier)]
+    shapes = [_shape_of(str(p)) if p else None for p in paths]
+    return None if shapes[0] is None else (shapes[0], shapes[1] or shapes[0])
+
+
 def process_sample(
     sample,
     video_file: str | Path,
@@ -181,7 +205,7 @@ def process_sample(
     """
     record = base_record(sample)
     record.update(stage1=None, route=None, stage2=None, pred=None, correct=False)
-    cost = Cost()
+    cost = Cost(shapes=text_shapes(main, verifier))
     error = None
     try:
         check_sample(sample)
@@ -195,10 +219,11 @@ def process_sample(
             record["flags"] = flags
             log.warning("%s/%s: %s: %s", sample.benchmark, sample.sample_id, video_file, "; ".join(flags))
         check_duration(sample.duration, float(reader.duration))
+        whole = WholeVideo(reader, cfg, cost)   # F1 and the RGR contexts: one decode of the video's r1 grid
         if prior is not None:
             f1, s1 = None, reuse_stage1(prior, sample.letters, cfg)
         else:
-            f1 = sample_stage1_frames(reader, cfg, cost)
+            f1 = whole.f1()
             s1 = run_stage1(main, f1, sample.question, sample.options, sample.letters, cfg, cost)
         record["stage1"] = {**s1.record, "fingerprint": fingerprint_of(sample, main, cfg)}
         to_stage2 = cfg.runs_stage2 and (cfg.routes_all or not s1.exits)
@@ -206,8 +231,8 @@ def process_sample(
         pred = s1.pred
         if to_stage2:
             if f1 is None:  # proposals need the Stage-1 frames themselves
-                f1 = sample_stage1_frames(reader, cfg, cost)
-            record["stage2"] = run_stage2(sample, reader, f1, s1.pred, cfg, main, verifier, cost)
+                f1 = whole.f1()
+            record["stage2"] = run_stage2(sample, reader, f1, s1.pred, cfg, main, verifier, cost, whole)
             pred = record["stage2"]["pred"]
         record["pred"] = pred
         record["correct"] = None if sample.answer is None else pred == sample.answer
@@ -319,7 +344,8 @@ def records_of(samples: Sequence, main: Backend, verifier: Backend, cfg: CaderCo
     if group_by_video:
         groups = GroupsInFlight(order, lambda s: str(video_of(s)), cfg.decode_workers, GROUP_CACHE_BYTES)
         order = groups.order
-    read_ahead = stage1_ahead(video_of, cfg)   # a reader keeping F1 for the sample's own request
+    # a reader keeping F1 for the sample's own request (the reader class looked up when used: tests replace it)
+    read_ahead = stage1_ahead(video_of, cfg, opener=lambda *args, **kwargs: VideoReader(*args, **kwargs))
 
     def prepare(sample):
         """The sample's Stage-1 decode, done ahead while earlier samples wait on the model (`in_flight`)."""
@@ -344,7 +370,11 @@ def records_of(samples: Sequence, main: Backend, verifier: Backend, cfg: CaderCo
             view.release()
             groups.release(sample)
 
-    for sample, record, view in records_in_flight(order, one, main, verifier, concurrency, prepare=prepare):
+    # Grouped (the CLI's default), decode ahead at every concurrency: one sample at a time (the HF backend's
+    # default) still decodes the next video's F1 while this sample waits on the model.
+    ahead = max(1, concurrency) if groups is not None else None
+    for sample, record, view in records_in_flight(order, one, main, verifier, concurrency, prepare=prepare,
+                                                  ahead=ahead):
         if view is not None:  # final here: every sample before it is done (video_groups, cost attribution)
             record["cost"].update(frames_shared=view.frames_shared(), forwards_shared=0)
         yield sample, record

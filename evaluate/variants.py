@@ -54,6 +54,9 @@ class MemoBackend(Backend):
     def fingerprint(self):
         return self.inner.fingerprint()
 
+    def model_path(self):
+        return self.inner.model_path()
+
     def _call(self, key: tuple, prompts: Sequence[Prompt], run):
         out = [None] * len(prompts)
         missing = [i for i, p in enumerate(prompts) if (key, prompt_key(p)) not in self._memo]

@@ -80,6 +80,11 @@ class Backend(ABC):
         """The identity of the model behind this backend (Stage-1 reuse refuses results of another model)."""
         return None
 
+    def model_path(self) -> str | None:
+        """The folder or hub id of the model behind this backend (its config.json sizes the FLOPs a record
+        counts), or None when there is none (a scripted test backend)."""
+        return getattr(self, "path", None)
+
     def describe(self) -> dict:
         """How this backend computes each score (and with what), for the report's config block."""
         return {"name": self.name}

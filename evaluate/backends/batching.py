@@ -59,6 +59,9 @@ class BatchingBackend(Backend):
     def fingerprint(self) -> str | None:
         return self.inner.fingerprint()
 
+    def model_path(self) -> str | None:
+        return self.inner.model_path()
+
     def describe(self) -> dict:
         return {**self.inner.describe(), "batching": {"max_batch": self.max_batch, "max_wait_s": self.max_wait_s,
                                                       "wait_fraction": self.wait_fraction,

@@ -324,6 +324,7 @@ class ReplicaPool:
 # ---- the backend ----------------------------------------------------------------------------------------------------
 class ServerBackend(Backend):
     name = "server"
+    concurrent_calls = True  # thread-safe; the runner calls it from every sample thread (evaluate/in_flight.py)
 
     def __init__(self, path: str, urls: Sequence[str], options: ServerOptions | None = None):
         """Args:

@@ -56,6 +56,9 @@ class CaderConfig:
         max_pixels: pixels per video frame (CADER App. A: 65,536)
         decode_workers: parallel video decoders per sample (null: the usable cores, at most 8); not part of the
             method
+        grid_max_bytes: most pixel bytes of F1 for the RGR contexts to be taken from its decode (the video's r1
+            grid capped at max_frames; 768 frames at 65,536 px: 151 MB); beyond it each RGR context is decoded
+            on its own, as before, counted in cost.grid_fallback; 0: always; not part of the method
         max_new_tokens_propose: generation length of a temporal proposal, thinking on (not published in the CADER
             paper)
         max_new_tokens_answer: generation length of the Stage-2 final answer, thinking on (not published in the
@@ -95,6 +98,9 @@ class CaderConfig:
     # Parallel video decoders per sample (None: the usable cores, at most 8). Not part of the method: lower it
     # when several shards share one machine.
     decode_workers: int | None = None
+    # RGR contexts from F1's decode (cader.evaluate.method.whole_video) while F1's pixels fit this bound. F1 is held
+    # for the proposals anyway; the bound is for settings far from the paper's (thousands of frames, large pixels).
+    grid_max_bytes: int = 2**30
     # Generation lengths. The paper does not publish them; thinking outputs of Qwen3-VL need room.
     max_new_tokens_propose: int = 2048
     max_new_tokens_answer: int = 2048
@@ -134,6 +140,8 @@ class CaderConfig:
         for name in ("max_frames", "max_pixels", "max_new_tokens_propose", "max_new_tokens_answer"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if int(self.grid_max_bytes) < 0:
+            raise ValueError(f"grid_max_bytes must be >= 0, got {self.grid_max_bytes}")
         if self.decode_workers is not None and int(self.decode_workers) < 1:
             raise ValueError(f"decode_workers must be >= 1 or None, got {self.decode_workers}")
         for name in ("tau", "delta"):
@@ -165,6 +173,14 @@ class CaderConfig:
     def uses_rgr(self) -> bool:
         """w/o RGR: reflection proposals see the uniform Stage-1 frames F1 again instead of the fps map."""
         return self.variant != "no_rgr"
+
+    @property
+    def resamples_on_grid(self) -> bool:
+        """Whether the RGR contexts are taken from F1's decode, the video's r1 grid (`cader.vlm.frame_grid`): Stage 2
+        may resample (a verifier, RGR and at least one reflection), no explored segment is denser than r1 (f_max <=
+        r1), so the grid holds every time Algorithm 2 asks for, and the grid is not switched off."""
+        return (self.runs_stage2 and self.uses_verifier and self.uses_rgr and self.reflections > 0
+                and self.f_max <= self.r1 and self.grid_max_bytes > 0)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 import numpy as np
-from cader.vlm.sampling import count_times, frames_at_rate, uniform_times
+from cader.vlm.sampling import count_times, frames_at_rate
 
 Segment = tuple[float, float, float]  # (start, end, fps)
 
@@ -65,11 +65,17 @@ def rgr_frame_counts(
     return explored, unexplored
 
 
+def rgr_segments(scored: Sequence[Segment], duration: float, r1: float = 1.0) -> list[tuple[float, float, int]]:
+    """Algorithm 2 lines 13-24 as (start, end, n): each explored sub-interval with its n_i (Eq. 8), then each
+    unexplored interval with floor(delta * r1) frames; disjoint, their n summing to N_reflect (Eq. 9)."""
+    fused = fuse_segments(scored)
+    explored = [(s, e, frames_at_rate(s, e, f)) for s, e, f in fused]
+    return explored + [(s, e, frames_at_rate(s, e, r1)) for s, e in unexplored_intervals(fused, duration)]
+
+
 def rgr_times(scored: Sequence[Segment], duration: float, r1: float = 1.0) -> np.ndarray:
     """Algorithm 2: frame times of F_reflect, sorted. len(...) equals N_reflect of Eq. 9 (summed per interval)."""
-    fused = fuse_segments(scored)
-    parts = [count_times(s, e, frames_at_rate(s, e, f)) for s, e, f in fused]
-    parts += [uniform_times(s, e, r1) for s, e in unexplored_intervals(fused, duration)]
+    parts = [count_times(s, e, n) for s, e, n in rgr_segments(scored, duration, r1)]
     if not parts:
         return np.zeros(0, dtype=np.float64)
     return np.sort(np.concatenate(parts))

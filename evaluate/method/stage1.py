@@ -28,16 +28,30 @@ class Cost:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    # 1 when the sample's F1 and RGR contexts were decoded one by one because its video's r1 grid exceeds
+    # `grid_max_bytes` (cader.evaluate.method.whole_video); recorded only then
+    grid_fallback: int = 0
+    # every model call as (role, prompt tokens, generated tokens), and the (main, verifier) text shapes their FLOPs
+    # are counted at (calibrate/compute.py); FLOPs are recorded only when the runner knows the shapes
+    calls: list = field(default_factory=list, repr=False)
+    shapes: tuple | None = field(default=None, repr=False)
     _t0: float = field(default_factory=time.perf_counter, repr=False)
 
     def stop(self) -> None:
         self.seconds = round(time.perf_counter() - self._t0, 3)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             k: getattr(self, k)
             for k in ("forwards", "frames_decoded", "prompt_tokens", "completion_tokens", "seconds")
         }
+        if self.grid_fallback:
+            out["grid_fallback"] = self.grid_fallback
+        if self.shapes is not None and self.calls:
+            from cader.calibrate.compute import sample_flops
+
+            out["flops"] = {k: float(f"{v:.6g}") for k, v in sample_flops(self.calls, *self.shapes).items()}
+        return out
 
 
 @dataclass
@@ -70,6 +84,7 @@ def run_stage1(
     )
     cost.forwards += 1
     cost.prompt_tokens += scores.prompt_tokens
+    cost.calls.append(("stage1", scores.prompt_tokens, 0))
     # Raises InvalidLogits (NaN/inf, too many options): the runner records the sample as failed.
     conf = stage1_confidence(scores.logits, cfg.temperature)
     pred = letters[conf.index]

@@ -11,7 +11,9 @@
 Variants (Table 2): no_verifier accepts the first in-bounds proposal; no_reflection uses K = 0; no_rgr proposes
 again on F1. Frame budgets: the crop (F2) and the RGR context are capped at `max_frames` by uniform subsampling,
 as Stage 1 is (the paper states the cap for Stage 1 only; F2 is reused for the final answer, F1 for proposals, so
-nothing is decoded twice). The final prompt names the crop bounds (the frames it shows), the record's `accepted`
+nothing is decoded twice). The RGR contexts are taken from the decode of the video's r1 grid that F1 comes from
+(`cader.evaluate.method.whole_video`), their times moved onto it (`cader.vlm.frame_grid`).
+The final prompt names the crop bounds (the frames it shows), the record's `accepted`
 the proposed window. Every step is appended to `steps` as it happens, so a failure mid-way keeps the partial trajectory.
 A rejected crop whose RGR context would hold no frames (a video shorter than a frame interval at those rates) ends the
 search as the last reflection does: A1, fallback "not_accepted", the resample step marked `no_frames`.
@@ -27,9 +29,9 @@ from cader.evaluate.method.budget import crop_window, dense_rate, is_too_broad
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.parsing import parse_answer, parse_window
 from cader.evaluate.method.prompts import final_prompt, proposal_prompt, verifier_prompt
-from cader.evaluate.method.rgr import fuse_segments, relevance_fps, rgr_times, unexplored_intervals
+from cader.evaluate.method.rgr import fuse_segments, relevance_fps, unexplored_intervals
 from cader.evaluate.method.stage1 import Cost
-from cader.vlm.sampling import cap_times
+from cader.evaluate.method.whole_video import WholeVideo
 from cader.vlm.video import Frames
 
 
@@ -69,6 +71,8 @@ class Stage2Run:
     main: the main VLM: proposals and the final answer.
     verifier: the verifier VLM: P_yes of each crop.
     cost: the sample's running cost; Stage 2's forwards, tokens and decoded frames are added to it.
+    whole: where the RGR contexts come from (`WholeVideo`: F1's decode, the video's r1 grid); None: each decoded
+        on its own from `reader`.
     """
 
     def __init__(
@@ -81,9 +85,11 @@ class Stage2Run:
         main: Backend,
         verifier: Backend,
         cost: Cost,
+        whole: WholeVideo | None = None,
     ):
         self.sample, self.reader, self.f1, self.a1, self.cfg = sample, reader, f1, a1, cfg
         self.main, self.verifier, self.cost = main, verifier, cost
+        self.whole = whole if whole is not None else WholeVideo(reader, cfg, cost, use_grid=False)
         self.options, self.letters = list(sample.options), list(sample.letters)
         self.asked = (sample.question, self.options, self.letters)  # every prompt's first three arguments
         self.duration = float(reader.duration)
@@ -113,6 +119,7 @@ class Stage2Run:
         self.cost.forwards += 1
         self.cost.prompt_tokens += out.prompt_tokens
         self.cost.completion_tokens += out.completion_tokens
+        self.cost.calls.append(("main", out.prompt_tokens, out.completion_tokens))
         return out
 
     def _p_yes(self, clip: Frames) -> tuple[float, float, float]:
@@ -120,6 +127,7 @@ class Stage2Run:
         (out,) = self.verifier.yes_no([Prompt(user, system=system, video=clip, enable_thinking=False)])
         self.cost.forwards += 1
         self.cost.prompt_tokens += out.prompt_tokens
+        self.cost.calls.append(("verifier", out.prompt_tokens, 0))
         if self.cfg.p_yes_mode == "yes_no":
             total = out.p_yes + out.p_no
             p_yes = out.p_yes / total if total > 0 else 0.0
@@ -207,10 +215,7 @@ class Stage2Run:
             )
             return self.f1, "F1"
         fused = fuse_segments(scored)
-        times = rgr_times(scored, self.duration, cfg.r1)
-        capped = cap_times(times, cfg.max_frames)
-        frames = self.reader.sample_times(capped, max_pixels=cfg.max_pixels)
-        self.cost.frames_decoded += len(frames)
+        frames, planned = self.whole.rgr_context(scored, self.duration)
         self.steps.append(
             {
                 "phase": "resample",
@@ -218,7 +223,7 @@ class Stage2Run:
                 "mode": "rgr",
                 "fps_map": [[_r(s), _r(e), _r(f)] for s, e, f in fused],
                 "unexplored": [_window(s, e) for s, e in unexplored_intervals(fused, self.duration)],
-                "n_frames_planned": len(times),
+                "n_frames_planned": planned,
                 "n_frames": len(frames),
             }
         )
@@ -253,6 +258,7 @@ def run_stage2(
     main: Backend,
     verifier: Backend,
     cost: Cost,
+    whole: WholeVideo | None = None,
 ) -> dict:
     """The "stage2" object of predictions.jsonl for one sample. Raises Stage2Failure (with the partial record).
 
@@ -264,5 +270,6 @@ def run_stage2(
     main: the main VLM.
     verifier: the verifier VLM.
     cost: the sample's running cost, added to.
+    whole: the sample's whole-video frames (`WholeVideo`, F1's decode); None: RGR contexts decoded on their own.
     """
-    return Stage2Run(sample, reader, f1, a1, cfg, main, verifier, cost).run()
+    return Stage2Run(sample, reader, f1, a1, cfg, main, verifier, cost, whole).run()
