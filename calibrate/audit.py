@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 from cader.calibrate.binomial import clopper_pearson_upper
 from cader.calibrate.clusters import cluster_codes
+from cader.calibrate.ltt import certifiable_errors, certification_power
 from cader.calibrate.margin import InvalidLogits, margin
 from cader.calibrate.per_video import one_per_video
 from cader.contracts.jsonl import LineProblem, iter_lines
-from scipy.stats import binom
 
 DEFAULT_POWER = 0.8
 MAX_LABELS = 100_000
@@ -43,19 +43,13 @@ MAX_LABELS = 100_000
 
 def critical_errors(n: int, alpha: float, delta: float) -> int:
     """The most errors among n labelled exits for which the Clopper-Pearson bound is still <= alpha (-1: none,
-    n too small even for zero errors). Equivalently the largest k with P(Binomial(n, alpha) <= k) <= delta."""
-    if n <= 0:
-        return -1
-    k = int(binom.ppf(delta, n, alpha))  # smallest k with cdf >= delta
-    while k >= 0 and binom.cdf(k, n, alpha) > delta:
-        k -= 1
-    return k
+    n too small even for zero errors): the Learn-then-Test test's own (`ltt.certifiable_errors`)."""
+    return certifiable_errors(n, alpha, delta)
 
 
 def audit_power(n: int, alpha: float, delta: float, true_error: float) -> float:
     """P(the audit shows exit error <= alpha) with n labelled videos when the true exit error is ``true_error``."""
-    k = critical_errors(n, alpha, delta)
-    return float(binom.cdf(k, n, true_error)) if k >= 0 else 0.0
+    return certification_power(n, true_error, alpha, delta)
 
 
 def labels_needed(alpha: float, delta: float, power: float = DEFAULT_POWER, true_error: float | None = None,

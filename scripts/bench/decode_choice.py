@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from cader.scripts.bench.input_pipeline import ping_pong, scene
 from jsonargparse import CLI
 
 WIDTH, HEIGHT, FPS, MBIT_S = 1280, 720, 30, 3.0
@@ -55,29 +56,12 @@ GOAL = 1.05
 DEFAULT_MEDIA_DIR = "/tmp/cader_bench_media"
 
 
-def texture(height: int, width: int) -> np.ndarray:
-    """A textured RGB picture: gradients, 8-px blotches and grain (so the encoder spends bits as on real video)."""
-    rng = np.random.default_rng(0)
-    yy, xx = np.mgrid[0:height, 0:width]
-    img = np.stack([(xx // 3) % 256, (yy // 2) % 256, ((xx + yy) // 5) % 256], -1).astype(np.int16)
-    blotches = rng.integers(-40, 40, (height // 8 + 1, width // 8 + 1, 3), dtype=np.int16)
-    img += np.repeat(np.repeat(blotches, 8, 0), 8, 1)[:height, :width]
-    img += rng.integers(-6, 7, (height, width, 3), dtype=np.int16)
-    return np.clip(img, 0, 255).astype(np.uint8)
-
-
-def bounce(step: int, span: int) -> int:
-    """0, 1, ..., span, ..., 1, 0, ...: a pan that turns back instead of jumping (a jump would be a scene cut)."""
-    phase = step % (2 * span)
-    return phase if phase <= span else 2 * span - phase
-
-
 def write_video(path: Path, minutes: float, settings: dict) -> Path:
     """A 1280x720 30-fps H.264 video with these x264 settings, written under a temporary name and renamed."""
     import av
 
     margin = 256
-    world = texture(HEIGHT + margin, WIDTH + margin)
+    world = scene(HEIGHT, WIDTH, margin)  # P6's textured scene, so both benches encode alike
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.mp4")
     with av.open(str(tmp), "w") as container:
         stream = container.add_stream("libx264", rate=FPS)
@@ -86,7 +70,7 @@ def write_video(path: Path, minutes: float, settings: dict) -> Path:
         # sc_threshold 0: keyframes exactly every g frames (no scene-cut keyframes), so the profile is what it says.
         stream.codec_context.options = {"preset": "veryfast", "sc_threshold": "0", "threads": "2", **settings}
         for k in range(int(minutes * 60 * FPS)):
-            x, y = bounce(2 * k, margin), bounce(k, margin)
+            x, y = ping_pong(2 * k, margin), ping_pong(k, margin)
             picture = np.ascontiguousarray(world[y:y + HEIGHT, x:x + WIDTH])
             x0 = (8 * k) % (WIDTH - 200)
             picture[200:400, x0:x0 + 200] = 255 - picture[200:400, x0:x0 + 200]
