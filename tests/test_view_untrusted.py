@@ -65,3 +65,11 @@ def test_a_record_with_nan_or_infinity_still_gets_its_page(tmp_path):
     write_report(run, records)
     path, built = write_viewer(run)
     assert len(page_data(path)["cards"]) == 3
+
+
+def test_a_link_the_user_put_inside_the_root_is_followed(tmp_path):
+    root, elsewhere = tmp_path / "data", tmp_path / "store"
+    root.mkdir(), elsewhere.mkdir()
+    (elsewhere / "v.mp4").write_bytes(b"")
+    (root / "v.mp4").symlink_to(elsewhere / "v.mp4")
+    assert video_file("v.mp4", root) == root / "v.mp4"

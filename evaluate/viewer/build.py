@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import datetime
 import logging
 import time
@@ -66,12 +68,12 @@ def calibration_candidates(root: Path, reports: list[tuple[Path, dict | None]], 
 def figures_of(path: Path, calibration: dict) -> list[Path]:
     """The PNG figures calibrate/fit.py listed in calibration.json (paths relative to its folder), else those in
     figures/ beside it."""
-    folder = path.parent.resolve()
-    # a listed name that leads out of the calibration's folder (absolute, ../) is not the run's figure: a page must
-    # never inline a file from elsewhere on the machine
+    folder = Path(os.path.abspath(path.parent))
+    # a listed name that leads out of the calibration's folder (absolute, ../; folded lexically) is not the run's
+    # figure: a page must never inline a file from elsewhere on the machine
     listed = [path.parent / f for f in calibration.get("figures") or [] if str(f).endswith(".png")]
-    inside = [p for p in listed if p.resolve().is_relative_to(folder) and p.is_file()]
-    return inside or sorted(p for p in (path.parent / "figures").glob("*.png") if p.resolve().is_relative_to(folder))
+    inside = [p for p in listed if Path(os.path.abspath(p)).is_relative_to(folder) and p.is_file()]
+    return inside or sorted((path.parent / "figures").glob("*.png"))
 
 
 def add_thumbnails(built: ViewerBuild, video_root: Path | None, per_sample: int) -> None:

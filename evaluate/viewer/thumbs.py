@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 from pathlib import Path
 
 from PIL import Image
@@ -23,9 +24,10 @@ def video_file(video: str | None, video_root: Path | None) -> Path | None:
     never shows frames of a file the user did not point it at."""
     if not video or video_root is None:
         return None
-    root = Path(video_root).resolve()
+    # lexically (`..` folded, links not followed): a link the user put inside the root is a file they pointed at
+    root = Path(os.path.abspath(video_root))
     path = Path(video) if Path(video).is_absolute() else Path(video_root) / video
-    return path if path.resolve().is_relative_to(root) else None
+    return path if Path(os.path.abspath(path)).is_relative_to(root) else None
 
 
 def thumb_window(card: dict) -> tuple[float | None, float | None]:
