@@ -114,6 +114,11 @@ for variant in no_stage2 uniform_stage2 no_verifier no_reflection no_rgr; do
   run_eval "$EVAL/$variant/synthetic" synthetic "$variant" --calibration "$CAL/calibration.json" \
     --compare "$EVAL/full/synthetic/predictions.jsonl" --limit "$TABLE2_LIMIT"
 done
+# what the router buys: final accuracy against language-model TFLOPs per sample over tau, from the uniform_stage2
+# run's Stage-2 outcomes (certified tau, the paper's tau = 0.97, always Stage 2 marked; docs/calibration_figures.md)
+python -m cader.cli frontier --predictions "$EVAL/uniform_stage2/synthetic/predictions.jsonl" \
+  --calibration "$CAL/calibration.json" --out "$ROOT/frontier" --model "$SFT/export" --verifier "$SFT/export"
+wrote "$ROOT/frontier/figures/frontier.png" "$ROOT/frontier/frontier.md"
 
 step "7/9 AgentVidBench judge"
 JUDGE_OUT="$ROOT/judge"

@@ -45,6 +45,9 @@ def test_quickstart_runs_the_whole_pipeline(shipped_tiny_run, tmp_path):
         assert report["config"]["temperature"] == pytest.approx(calibration["temperature"])
     for variant in VARIANTS:
         assert (root / "eval" / variant / "synthetic" / "report.md").exists()
+    # the accuracy-compute frontier of the uniform_stage2 run, from the records' own FLOPs
+    assert (root / "frontier" / "figures" / "frontier.png").is_file()
+    assert "| always_stage2 |" in (root / "frontier" / "frontier.md").read_text()
     judge = json.loads((root / "judge" / "judge_report.json").read_text())
     assert judge["n"] == 8 and judge["n_judged"] >= 1 and not judge["failed_judgments"]
     summary = (root / "SUMMARY.md").read_text()
