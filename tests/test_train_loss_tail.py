@@ -3,6 +3,8 @@ transformers' loss over all positions (golden: today's `model(**batch).loss`, co
 tail whose size follows the labelled positions, not the sequence."""
 from types import SimpleNamespace
 
+from pathlib import Path
+
 import pytest
 import torch
 from cader.train.loss import IGNORE_INDEX, labelled_loss, labelled_rows, next_token_labels
@@ -146,3 +148,23 @@ def test_at_real_width_the_tail_grows_with_labelled_positions_not_all(monkeypatc
     assert new_more_labels >= 3 * new_short         # four times the labelled positions
     assert old_long >= 3 * old_short                # today's grows with all positions
     assert new_long * 10 < old_long
+
+
+def test_the_all_positions_option_is_transformers_loss_bit_for_bit(tiny_model_dir, tmp_path):
+    # the tiny recipes keep it: the miniature's training is chaotic, and its measured numbers were made with it
+    batch = _batch(tiny_model_dir, tmp_path)
+    module = SFTModule(str(tiny_model_dir), loss_positions="all")
+    assert torch.equal(module.sft_loss(batch), module.model(**batch).loss)
+    rows = _RowsSeen(module._lm_head())
+    module.sft_loss(batch)
+    assert rows.rows == [batch["input_ids"].numel()]  # lm_head over every position
+
+
+def test_the_tiny_recipes_train_with_the_loss_their_numbers_were_measured_with():
+    import yaml
+
+    for name in ("cot_mix_tiny.yaml", "pretrain_tiny.yaml"):
+        config = yaml.safe_load((Path(__file__).parents[1] / "configs" / "train" / name).read_text())
+        assert config["model"]["loss_positions"] == "all", name
+    paper = yaml.safe_load((Path(__file__).parents[1] / "configs" / "train" / "cot_mix.yaml").read_text())
+    assert paper["model"].get("loss_positions", "labelled") == "labelled"

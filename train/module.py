@@ -23,7 +23,8 @@ class SFTModule(L.LightningModule):
                  freeze_merger: bool = False, freeze_language_model: bool = False, lora_r: int = 0,
                  lora_alpha: int = 16, lora_dropout: float = 0.0, lora_targets: str | list[str] = DEFAULT_LORA_TARGETS,
                  dtype: str = "float32", vision_guard: bool = True, seed: int = 0,
-                 lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"] = "cosine"):
+                 lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"] = "cosine",
+                 loss_positions: Literal["labelled", "all"] = "labelled"):
         """
         Args:
             model_path: HF folder or hub id (Qwen3-VL-8B-Instruct for the paper recipe).
@@ -49,6 +50,11 @@ class SFTModule(L.LightningModule):
                 video slot, then the language model; a dummy input for a modality the batch lacks), because ZeRO-3
                 gathers parameters collectively and hangs when one rank skips the tower (see `_lockstep_vision`).
             seed: torch seed set before the weights load (LoRA initialisation and any random init).
+            loss_positions: where lm_head and the cross-entropy run: "labelled" (the labelled positions only,
+                `cader.train.loss`; memory grows with the target, not the sequence) or "all" (transformers' own
+                `model(**inputs).loss`). The same loss up to float summation order; the tiny recipes keep "all"
+                because their short training is chaotic: a 1e-7 change of one step moves the miniature's final
+                model, and its measured numbers (docs/miniature.md) were made with it.
         """
         super().__init__()
         self.save_hyperparameters()
@@ -177,6 +183,8 @@ class SFTModule(L.LightningModule):
         number `self.model(**inputs).loss` gives, with `lm_head` run at the labelled positions only
         (`cader.train.loss`): the base Qwen3VLModel (under LoRA too) returns the last hidden states and the loss
         tail grows with the target, not with the whole sequence."""
+        if self.hparams.get("loss_positions", "labelled") == "all":
+            return self.model(**inputs).loss
         inputs = dict(inputs)
         labels = inputs.pop("labels")
         hidden = self._vl_model()(**inputs, use_cache=False).last_hidden_state
