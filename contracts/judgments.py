@@ -9,9 +9,20 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from cader.contracts.types import Id, Number, Record
-from cader.evaluate.judge.schema import FAILURE_TAGS, MILESTONE_STATUSES, TAG_ALIASES
 from pydantic import Field
 
+# App. D.3 / D.5: the closed vocabulary of 21 failure tags, in the order the judge prompt lists them, spelled as in
+# the official prompt (evaluation/prompts/judge_system.md).
+FAILURE_TAGS: tuple[str, ...] = (
+    "misunderstood_condition", "wrong_target_entity", "visual_misrecognition", "ocr_error", "audio_transcript_error",
+    "unsupported_observation", "counting_error", "duplicate_counting", "excluded_item_counted", "wrong_arithmetic",
+    "wrong_option_mapping", "wrong_temporal_segment", "missed_required_segment", "insufficient_full_video_scan",
+    "spatial_relation_error", "premature_fixation", "failure_to_expand_search", "failure_to_adjust_granularity",
+    "evidence_answer_conflict", "premature_answer", "overconfident_uncertainty",
+)
+# Other spellings of a tag -> the official one (the paper's App. D.5 text prints `audio_tranerror`).
+TAG_ALIASES = {"audio_tranerror": "audio_transcript_error"}
+MILESTONE_STATUSES: tuple[str, ...] = ("covered", "partial", "incorrect", "missing")
 Sweep = Literal["yes", "no", "unknown"]
 # Rows judged before the official spelling was used carry the paper's alias.
 FailureTag = Literal[FAILURE_TAGS + tuple(TAG_ALIASES)]  # type: ignore[valid-type]

@@ -41,8 +41,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cader.contracts.judgments import FAILURE_TAGS, MILESTONE_STATUSES
 from cader.evaluate.judge.providers import LOOPBACK_MODEL
-from cader.evaluate.judge.schema import FAILURE_TAGS, MILESTONE_STATUSES
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -38,7 +38,7 @@ VALUE_TYPES = (
     ("Stage2Step", "one of ProposeStep, VerifyStep, ResampleStep, AnswerStep, told apart by its `phase`"),
     ("FitRecord", "FixedTemperatureRecord when its `fixed` is true, else TemperatureFitRecord"),
     ("Sweep", '"yes", "no" or "unknown"'),
-    ("FailureTag", ("one of the 21 failure tags of AgentVidBench D.3 (cader.evaluate.judge.schema.FAILURE_TAGS), "
+    ("FailureTag", ("one of the 21 failure tags of AgentVidBench D.3 (cader.contracts.judgments.FAILURE_TAGS), "
      'or the paper\'s spelling "audio_tranerror" in older rows')),
 )  # fmt: skip
 

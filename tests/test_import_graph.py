@@ -102,3 +102,101 @@ def test_the_product_folders_are_every_package_the_distribution_maps_besides_cad
 ])  # fmt: skip
 def test_every_way_of_reaching_the_development_package_is_found(source, package, expected):
     assert dev_references(source, package) == expected
+
+
+# ---- the import graph of every shipped package: contracts depend on no stage, and no two modules import each other
+PACKAGES = {**PRODUCT, DEV: "devtools", **SCRIPTS}
+STAGES = ("cader.vlm", "cader.train", "cader.calibrate", "cader.evaluate", "cader.cli")
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for top, folder in PACKAGES.items():
+        for path in (REPO / folder).rglob("*.py"):
+            parts = path.relative_to(REPO / folder).with_suffix("").parts
+            names[".".join([top, *(parts[:-1] if parts[-1] == "__init__" else parts)])] = path
+    return names
+
+
+def imported_modules(source: str, package: str) -> set[str]:
+    """Every module an import anywhere in `source` (function bodies included) names, with its parent packages
+    (importing a.b.c runs a/__init__ and a/b/__init__ first); `from m import n` also names m.n (a submodule or not)."""
+    named = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = absolute_module(package, node.module, node.level)
+            named.add(module)
+            named.update(f"{module}.{alias.name}" for alias in node.names)
+    return {".".join(name.split(".")[:i]) for name in named for i in range(2, name.count(".") + 2)}
+
+
+def import_graph() -> dict[str, set[str]]:
+    names = module_names()
+    graph = {}
+    for module, path in names.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        imported = imported_modules(path.read_text(encoding="utf-8"), package)
+        # a module's own parent packages are already being imported when it runs: not an edge
+        graph[module] = {m for m in imported if m in names and m != module and not module.startswith(m + ".")}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_two_modules_import_each_other_even_from_inside_a_function():
+    found = cycles(import_graph())
+    assert not found, "import cycles (break them with a shared module the two both import):\n" + "\n".join(
+        " <-> ".join(c) for c in found)
+
+
+def test_the_contracts_depend_on_no_stage():
+    graph = import_graph()
+    offences = [f"{module} imports {dep}" for module, deps in graph.items() if module.startswith("cader.contracts")
+                for dep in sorted(deps) if dep.startswith(STAGES)]  # fmt: skip
+    assert not offences, "contracts are what stages share; they import none of them:\n" + "\n".join(offences)
+
+
+@pytest.mark.parametrize("graph, expected", [
+    ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+    ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+    ({"a": {"b"}, "b": set()}, []),
+])  # fmt: skip
+def test_cycles_are_the_components_of_more_than_one_module(graph, expected):
+    assert cycles(graph) == expected
+
+
+def test_a_function_level_import_and_the_parent_packages_are_edges():
+    source = "def f():\n    from cader.evaluate.judge import providers\n"
+    assert imported_modules(source, "cader.evaluate.judge") == {
+        "cader.evaluate", "cader.evaluate.judge", "cader.evaluate.judge.providers"}

@@ -11,13 +11,7 @@ import pytest
 import yaml
 from cader.dev.judge_double import LoopbackJudgeServer
 from cader.evaluate.judge.client import RetryPolicy, judge_one
-from cader.evaluate.judge.params import (
-    CONTEXT_1M_BETA,
-    JudgeConfigError,
-    family_for,
-    judge_config,
-    parse_families,
-)
+from cader.evaluate.judge.params import CONTEXT_1M_BETA, JudgeConfigError, family_for
 from cader.evaluate.judge.providers import (
     DEFAULT_FAMILIES,
     PROVIDERS,
@@ -25,7 +19,9 @@ from cader.evaluate.judge.providers import (
     OpenAICompatibleProvider,
     ProviderName,
     families_of_the_registry,
+    judge_config,
     make_provider,
+    parse_families,
 )
 from cader.evaluate.judge.questions import Question
 

@@ -1,5 +1,6 @@
 import json
 
+from cader.contracts.judgments import FAILURE_TAGS
 from cader.dev.judge_inputs import synthetic_benchmark
 from cader.evaluate.judge.prompt import (
     SYSTEM_PROMPT,
@@ -10,7 +11,6 @@ from cader.evaluate.judge.prompt import (
 )
 from cader.evaluate.judge.questions import load_questions
 from cader.evaluate.judge.render import render_prediction
-from cader.evaluate.judge.schema import FAILURE_TAGS
 
 GOLD = "GOLDMARKER"
 

@@ -16,10 +16,11 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import fmean
 
+from cader.contracts.judgments import FAILURE_TAGS, TAG_ALIASES
 from cader.evaluate.judge.pipeline import describe_rejudging
 from cader.evaluate.judge.providers import LOOPBACK_MODEL
 from cader.evaluate.judge.questions import Question
-from cader.evaluate.judge.schema import FAILURE_TAGS, STATUS_CREDIT, TAG_ALIASES
+from cader.evaluate.judge.schema import STATUS_CREDIT
 from cader.vlm.files import write_atomic
 
 AXIS_NAMES = ("P1", "P2", "P3", "P4", "P5")

@@ -23,7 +23,15 @@ import json
 from fnmatch import fnmatchcase
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 # The beta that gives Claude its 1M-token context window, as the official harness's Anthropic client sends it.
 CONTEXT_1M_BETA = "context-1m-2025-08-07"
@@ -33,11 +41,14 @@ class JudgeConfigError(ValueError):
     """The judge configuration is invalid; the message names the entry and the parameter."""
 
 
-def _registry():
-    """The provider registry module, read when a family is validated: it imports this module, so not at import."""
-    from cader.evaluate.judge import providers
-
-    return providers
+def _registry_of(info: ValidationInfo) -> dict[str, type]:
+    """The provider registry (name -> class with its API) a family is validated against. It is handed in as the
+    validation context by the registry's own module (providers.parse_families): this module is imported by that
+    one, so it must not import it back."""
+    registry = (info.context or {}).get("registry")
+    if registry is None:
+        raise ValueError("a model family is validated against a provider registry: use providers.parse_families")
+    return registry
 
 
 class ModelFamily(BaseModel):
@@ -59,16 +70,16 @@ class ModelFamily(BaseModel):
 
     @field_validator("providers")
     @classmethod
-    def _registered(cls, names: list[str]) -> list[str]:
-        known = _registry().PROVIDERS
+    def _registered(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        known = _registry_of(info)
         unknown = [name for name in names if name not in known]
         if unknown:
             raise ValueError(f"unknown provider(s) {unknown}; the registry has {', '.join(sorted(known))}")
         return names
 
     @model_validator(mode="after")
-    def _fits_its_providers(self) -> ModelFamily:
-        apis = {_registry().PROVIDERS[name].API for name in self.providers}  # the wire format each name speaks
+    def _fits_its_providers(self, info: ValidationInfo) -> ModelFamily:
+        apis = {_registry_of(info)[name].API for name in self.providers}  # the wire format each name speaks
         only_anthropic = apis == {"anthropic-messages"}
         only_openai = apis == {"openai-chat-completions"}
         if self.anthropic_beta and not only_anthropic:
@@ -102,10 +113,9 @@ def _describe(error: ValidationError, where: str) -> str:
     return "; ".join(lines)
 
 
-def parse_families(entries: list[dict] | None) -> list[ModelFamily]:
-    """Validate the config's `families` list (None: the built-in table, `providers.DEFAULT_FAMILIES`); raises
+def validate_families(entries: list[dict], registry: dict[str, type]) -> list[ModelFamily]:
+    """Validate a `families` list against a provider registry (name -> class, as providers.PROVIDERS); raises
     JudgeConfigError naming the entry."""
-    entries = _registry().DEFAULT_FAMILIES if entries is None else entries
     if not isinstance(entries, list) or not entries:
         raise JudgeConfigError("judge config: families must be a non-empty list")
     families = []
@@ -115,7 +125,7 @@ def parse_families(entries: list[dict] | None) -> list[ModelFamily]:
         if not isinstance(entry, dict):
             raise JudgeConfigError(f"{where}: expected a mapping, got {type(entry).__name__}")
         try:
-            families.append(ModelFamily.model_validate(entry))
+            families.append(ModelFamily.model_validate(entry, context={"registry": registry}))
         except ValidationError as error:
             raise JudgeConfigError(_describe(error, where)) from None
     return families
@@ -129,12 +139,9 @@ def family_for(provider: str, model: str, families: list[ModelFamily]) -> ModelF
                            "add one (or a catch-all with models: ['*'])")
 
 
-def judge_config(provider: str, model: str, max_tokens: int, family: ModelFamily) -> dict:
-    """Everything a judgment depends on besides the prompt (never the key or the server address)."""
-    # the provider class's own name: one class registered under several names (openai, openai-compatible) judges
-    # alike under each, so a rerun under another of them re-judges nothing
-    registered = _registry().PROVIDERS.get(provider)
-    provider = registered.NAME if registered is not None else provider
+def request_config(provider: str, model: str, max_tokens: int, family: ModelFamily) -> dict:
+    """Everything a judgment depends on besides the prompt (never the key or the server address); `provider` is
+    the name recorded for it (providers.judge_config passes the provider class's own name)."""
     return {"provider": provider, "model": model, "max_tokens": max_tokens, "family": family.name,
             **family.request_params()}
 

@@ -28,8 +28,8 @@ from cader.evaluate.judge.params import (
     CONTEXT_1M_BETA,
     ModelFamily,
     family_for,
-    judge_config,
-    parse_families,
+    request_config,
+    validate_families,
 )
 
 # The loopback test double's one model name (cader.dev.judge_double): it answers to no other, and a judgment
@@ -397,6 +397,20 @@ def families_of_the_registry(registry: dict[str, type]) -> list[dict]:
 
 
 DEFAULT_FAMILIES: list[dict] = families_of_the_registry(PROVIDERS)
+
+
+def parse_families(entries: list[dict] | None) -> list[ModelFamily]:
+    """The config's `families` list (None: the built-in table) validated against this registry; raises
+    params.JudgeConfigError naming the entry."""
+    return validate_families(DEFAULT_FAMILIES if entries is None else entries, PROVIDERS)
+
+
+def judge_config(provider: str, model: str, max_tokens: int, family: ModelFamily) -> dict:
+    """Everything a judgment depends on besides the prompt, under the provider class's own name: one class
+    registered under several names (openai, openai-compatible) judges alike under each, so a rerun under another
+    of them re-judges nothing."""
+    registered = PROVIDERS.get(provider)
+    return request_config(registered.NAME if registered is not None else provider, model, max_tokens, family)
 
 
 def make_provider(name: str, model: str, base_url: str | None = None, *, families: list[dict] | None = None,

@@ -18,20 +18,11 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
+from cader.contracts.judgments import FAILURE_TAGS, TAG_ALIASES
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
-# App. D.3 / D.5: the closed vocabulary of 21 failure tags, in the order the judge prompt lists them, spelled as in
-# the official prompt (evaluation/prompts/judge_system.md).
-FAILURE_TAGS: tuple[str, ...] = (
-    "misunderstood_condition", "wrong_target_entity", "visual_misrecognition", "ocr_error", "audio_transcript_error",
-    "unsupported_observation", "counting_error", "duplicate_counting", "excluded_item_counted", "wrong_arithmetic",
-    "wrong_option_mapping", "wrong_temporal_segment", "missed_required_segment", "insufficient_full_video_scan",
-    "spatial_relation_error", "premature_fixation", "failure_to_expand_search", "failure_to_adjust_granularity",
-    "evidence_answer_conflict", "premature_answer", "overconfident_uncertainty",
-)
-# Other spellings of a tag -> the official one (the paper's App. D.5 text prints `audio_tranerror`).
-TAG_ALIASES = {"audio_tranerror": "audio_transcript_error"}
-MILESTONE_STATUSES: tuple[str, ...] = ("covered", "partial", "incorrect", "missing")
+# The closed vocabularies (21 failure tags, their aliases, the 4 milestone statuses) are part of the judgments
+# contract, so they live there and the judge reads them from it.
 # App. D.3: soft credit per coverage label.
 STATUS_CREDIT = {"covered": 1.0, "partial": 0.5, "incorrect": 0.0, "missing": 0.0}
 MAX_FAILURE_TAGS = 8

@@ -1,9 +1,9 @@
 """Relevance-Guided Resampling (paper Eq. 5-9, supplementary E Algorithm 2) as pure functions on numbers.
 
 A scored segment is (t_s, t_e, f): a verified window and the frame rate it gets in the next proposal's context,
-f = min(1.0, P_yes + f_min) (Eq. 5). Overlapping segments are fused into a non-overlapping fps map in which each
-sub-interval between consecutive breakpoints takes the rate of the most recent segment covering it (Eq. 6-7);
-equal-rate neighbours are merged. Explored sub-intervals get n_i = floor(delta_i * f_i) frames (Eq. 8), the rest of
+f = min(f_max, P_yes + f_min) (Eq. 5; the paper's ceiling f_max is 1.0). Overlapping segments are fused into a
+non-overlapping fps map in which each sub-interval between consecutive breakpoints takes the rate of the most recent
+segment covering it (Eq. 6-7); equal-rate neighbours are merged. Explored sub-intervals get n_i = floor(delta_i * f_i) frames (Eq. 8), the rest of
 the video is sampled at the base rate r1, and all frame times are sorted (Eq. 9, Algorithm 2 lines 13-24).
 """
 
@@ -19,7 +19,8 @@ Segment = tuple[float, float, float]  # (start, end, fps)
 
 
 def relevance_fps(p_yes: float, f_min: float = 0.4, f_max: float = 1.0) -> float:
-    """Eq. 5: f = min(1.0, P_yes + f_min); f_min keeps some coverage of even clearly irrelevant segments."""
+    """Eq. 5: f = min(f_max, P_yes + f_min), the paper's f_max being 1.0 fps; f_min keeps some coverage of even
+    clearly irrelevant segments."""
     return float(min(f_max, p_yes + f_min))
 
 

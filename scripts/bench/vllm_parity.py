@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import pickle
 import subprocess
 import sys
@@ -33,10 +32,8 @@ from pathlib import Path
 
 import numpy as np
 from cader.scripts.bench.in_fresh_process import command
+from cader.scripts.bench.vllm_common import CPU_ENGINE_ARGS, DEFAULT_VLLM_PYTHON, REPO, emit, vllm_env  # noqa: F401
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_VLLM_PYTHON = str(REPO / ".venv-vllm" / "bin" / "python")
-CPU_ENGINE_ARGS = "--vllm_main.enforce_eager true --vllm_main.max_model_len 4096"
 SCORE_KINDS = {"stage1": "letters", "verifier": "yes_no", "images": "yes_no"}
 GENERATE_KINDS = ("proposal_first", "reflection", "final")
 
@@ -189,15 +186,6 @@ def compare(hf: list[dict], vllm: list[dict], tolerance: float = 1e-4) -> dict:
 
 
 # ---- the vLLM side, in its own interpreter ------------------------------------------------------------------------
-def vllm_env() -> dict:
-    """The environment of a vLLM child process: engine in-process (no spawn), a small CPU KV cache."""
-    env = dict(os.environ)
-    env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU default takes a share of the machine's memory
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return env
-
-
 class VLLMWorker:
     """`collect` on the vLLM backend in `vllm_python`, started at once so the caller can work meanwhile.
 
@@ -332,15 +320,6 @@ def prompts(model: str, data_root: str, benchmark: str = "synthetic", limit: int
     if result["failures"]:
         sys.exit(1)
     return result
-
-
-def emit(result: dict, json_out: str | None) -> None:
-    """Print `result` as JSON, and write it to `json_out` too when given."""
-    text = json.dumps(result, indent=2)
-    print(text)
-    if json_out:
-        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_out).write_text(text + "\n")
 
 
 if __name__ == "__main__":

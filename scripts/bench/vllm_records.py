@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from cader.scripts.bench.vllm_parity import CPU_ENGINE_ARGS, DEFAULT_VLLM_PYTHON, REPO, emit, vllm_env
+from cader.scripts.bench.vllm_common import CPU_ENGINE_ARGS, DEFAULT_VLLM_PYTHON, REPO, emit, vllm_env
 
 
 def record_view(record: dict) -> dict:
