@@ -463,19 +463,20 @@ def _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, p
 def merge_shards(out_dir: str | Path) -> tuple[Path, int]:
     """Join predictions.shard-*-of-N.jsonl (and an existing predictions.jsonl) into predictions.jsonl.
 
-    Duplicates (same benchmark + sample_id) keep the first record seen. Written atomically.
+    Duplicates (same benchmark + sample_id): a record without `error` beats a failed one (a shard rerun with
+    --retry_failed replaces the failures an earlier merge kept), else the first seen stays. Written atomically.
     """
     out_dir = Path(out_dir)
     target = out_dir / PREDICTIONS
     sources = ([target] if target.exists() else []) + sorted(out_dir.glob("predictions.shard-*-of-*.jsonl"))
-    seen, merged = set(), []
+    merged: dict = {}
     with ExitStack() as locks:  # no shard still being written, no second merge rewriting the target
         for source in dict.fromkeys([target, *sources]):
             locks.enter_context(exclusive_writer(source))
         for source in sources:
             for record in read_records(source):
-                if record_key(record) not in seen:
-                    seen.add(record_key(record))
-                    merged.append(record)
-        write_atomic(target, (jsonl_line(record) for record in merged))
+                kept = merged.get(record_key(record))
+                if kept is None or (kept.get("error") and not record.get("error")):
+                    merged[record_key(record)] = record  # a replaced key keeps its first position
+        write_atomic(target, (jsonl_line(record) for record in merged.values()))
     return target, len(merged)
