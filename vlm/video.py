@@ -33,20 +33,15 @@ decoded count agree from then on; the video is flagged (`VideoReader.flags`, cou
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from cader.vlm.decode_plan import (
     DecodePath,
     GopJob,
@@ -56,6 +51,26 @@ from cader.vlm.decode_plan import (
     split_balanced,
 )
 from cader.vlm.frame_table import FrameTable, frame_table, trim_table
+from cader.vlm.frames import (  # noqa: F401 (the read's types and errors, re-exported: callers import them from here)
+    FRAME_COUNT_OVER_REPORTED,
+    FrameCountMismatch,
+    Frames,
+    VideoReadError,
+    count_flag,
+    flag_counts,
+    resize_frames,
+    resize_to,
+    upright,
+)
+from cader.vlm.pyav_settings import (
+    PLANNED_FORMATS,
+    REORDER_PROBE_PACKETS,
+    THINNABLE_CODECS,
+    FirstFrame,
+    default_decode_workers,
+    reformat_options,
+    steps_on,
+)
 from cader.vlm.sampling import (
     cap_times,
     count_times,
@@ -66,160 +81,6 @@ from cader.vlm.sampling import (
 from cader.vlm.video_index import VideoIndex, read_index, video_stream
 
 log = logging.getLogger(__name__)
-
-
-class VideoReadError(RuntimeError):
-    """A video could not be opened or decoded. The message always names the path."""
-
-    def __init__(self, path: str | os.PathLike, reason: str):
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"video_unreadable: {self.path}: {reason}")
-
-
-FRAME_COUNT_OVER_REPORTED = "frame_count_over_reported"
-_FLAG_COUNTS: Counter = Counter()  # videos flagged in this process, by flag
-_FLAG_LOCK = threading.Lock()
-
-
-def flag_counts() -> dict[str, int]:
-    """How many videos this process has flagged, by flag (`FRAME_COUNT_OVER_REPORTED`)."""
-    with _FLAG_LOCK:
-        return dict(_FLAG_COUNTS)
-
-
-class FrameCountMismatch(VideoReadError):
-    """The stream decodes fewer frames than the video's index lists. The reader that raised it has trimmed its frame
-    table to `decoded` frames: sampling again gives frames that exist."""
-
-    def __init__(self, path: str | os.PathLike, listed: int, decoded: int, wanted: int):
-        self.listed, self.decoded = listed, decoded
-        super().__init__(path, f"{FRAME_COUNT_OVER_REPORTED}: the index lists {listed} frames, the stream ends "
-                               f"after {decoded}; frame {wanted} was asked for")
-
-
-@dataclass
-class Frames:
-    frames: np.ndarray  # (N, H, W, 3) uint8
-    timestamps: np.ndarray  # (N,) float64 seconds of each decoded frame
-    indices: np.ndarray  # (N,) int64, sorted ascending
-    native_fps: float
-
-    def __len__(self) -> int:
-        return int(self.frames.shape[0])
-
-    @property
-    def sampled_fps(self) -> float:
-        """Average rate of this sample: frames per second of covered time (for logs and predictions.jsonl)."""
-        if len(self) < 2:
-            return 0.0
-        span = float(self.timestamps[-1] - self.timestamps[0]) + 1.0 / self.native_fps
-        return len(self) / span
-
-    def metadata(self) -> dict:
-        """What the Qwen3-VL processor needs to compute real timestamps (`do_sample_frames=False`).
-
-        The processor writes `frames_indices[k] / fps` as frame k's time. On a constant-rate video those are the
-        frame indices; on a variable-rate one, each frame's position on the average-rate grid (timestamp * fps, not
-        an integer), so that the times it writes are still the frames' real ones.
-        """
-        positions = self.timestamps * self.native_fps
-        on_grid = np.allclose(positions, self.indices, rtol=0.0, atol=1e-6)
-        return {
-            "fps": float(self.native_fps),
-            "frames_indices": [int(i) for i in self.indices] if on_grid else [round(float(p), 6) for p in positions],
-            "total_num_frames": int(self.indices[-1]) + 1 if len(self) else 0,
-        }
-
-    def select(self, keep: np.ndarray) -> Frames:
-        """A subset of these frames (boolean mask or index array), e.g. a time window of an earlier decode."""
-        return Frames(self.frames[keep], self.timestamps[keep], self.indices[keep], self.native_fps)
-
-
-def resize_frames(frames: np.ndarray, max_pixels: int | None) -> np.ndarray:
-    """Resize a (N, H, W, 3) uint8 batch so H*W <= max_pixels with sides multiple of 32 (aspect kept)."""
-    if max_pixels is None or len(frames) == 0:
-        return frames
-    return resize_to(frames, fit_pixels(frames.shape[1], frames.shape[2], max_pixels))
-
-
-def resize_to(frames: np.ndarray, size: tuple[int, int], chunk: int = 16) -> np.ndarray:
-    """Resize a (N, H, W, 3) uint8 batch to `size` (H, W): bilinear with antialiasing, `chunk` frames at a time.
-
-    Frames are interpolated independently, so resizing one at a time gives the same bytes as a whole batch; the
-    chunks bound the float copy interpolation needs (12 bytes per pixel: 19 GB for 768 frames of 1080p at once).
-    """
-    if tuple(frames.shape[1:3]) == tuple(size):
-        return frames
-    out = np.empty((len(frames), *size, 3), np.uint8)
-    for start in range(0, len(frames), chunk):
-        x = torch.from_numpy(np.ascontiguousarray(frames[start:start + chunk])).permute(0, 3, 1, 2).float()
-        # antialias avoids aliasing when shrinking a lot (long videos go down to 65,536 px per frame or less).
-        x = F.interpolate(x, size=tuple(size), mode="bilinear", antialias=True, align_corners=False)
-        out[start:start + chunk] = x.round().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
-    return out
-
-
-def upright(picture: np.ndarray, rotation: int) -> np.ndarray:
-    """A decoded (H, W, 3) picture as a player shows it: turned `rotation` degrees counter-clockwise (a multiple
-    of 90, as the container's display matrix says). A view, no copy."""
-    return np.rot90(picture, k=(rotation // 90) % 4)
-
-
-def default_decode_workers(limit: int = 8) -> int:
-    """Parallel decoders for one decode: the usable cores (at most `limit`), or 1 inside a DataLoader worker,
-    where the loader already runs one sample per process and more threads would only oversubscribe the cores."""
-    from torch.utils.data import get_worker_info
-
-    if get_worker_info() is not None:
-        return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(limit, cores))
-
-
-# Containers whose timestamps place every decoded picture on the frame table, so a decode may seek (the planned
-# path). AVI stores no presentation times (H.264 with B-frames comes out with decode-order ones), ASF's rate and
-# MPEG-PS's timestamps after a seek are off by frames: those videos are decoded sequentially, exact but slower.
-PLANNED_FORMATS = frozenset({"mov", "mp4", "matroska", "webm", "mpegts", "flv"})
-
-# Decoders that honour FFmpeg's skip_frame=NONREF slice by slice, so it can change from one packet to the next: a
-# picture no other picture references (most B-frames of web video) is then dropped before it is decoded, unless it is
-# wanted. Other decoders read the setting once, or not at all, and decode every picture.
-THINNABLE_CODECS = frozenset({"h264", "hevc"})
-
-
-# Packets whose timestamps are read at open to see whether pictures come out of decode order (B-frames).
-REORDER_PROBE_PACKETS = 64
-
-
-@functools.cache
-def reformat_options() -> dict:
-    """Keyword arguments for `VideoReformatter.reformat`: one swscale thread. PyAV 17 made the conversion use every
-    core by default (PyAV PR #2187), which slows it down and can fail with BlockingIOError where decoders already run
-    in parallel (PyAV issues #2200, #2281); here the parallelism is across decoders (and DataLoader workers), so each
-    conversion keeps to its decoder's thread. Older PyAV has no such argument and converts on one thread."""
-    import av
-
-    major = int(av.__version__.split(".")[0])
-    return {"threads": 1} if major >= 17 else {}
-
-
-def steps_on(previous: int, index: int, droppable: set[int]) -> bool:
-    """Whether a decoder's next picture, frame `index`, may follow frame `previous`: the next frame, or a later
-    one when every frame between was one the decoder was allowed to drop."""
-    return index == previous + 1 or (index > previous and droppable.issuperset(range(previous + 1, index)))
-
-
-class FirstFrame(NamedTuple):
-    """What decoding frame 0 tells about a stream."""
-
-    pts: int | None  # presentation timestamp in stream ticks; None when the first picture carries none
-    seconds: float | None  # the same in seconds from the stream's start_time, the origin of the index's frame times
-    coded_size: tuple[int, int]  # (height, width) as stored
-    rotation: int  # counter-clockwise degrees a player turns it: 0, 90, 180 or 270
-    container_format: str  # FFmpeg's demuxer names, e.g. "mov,mp4,m4a,3gp,3g2,mj2"
-    codec: str = ""  # the decoder's name, e.g. "h264"
-    reorders: bool = False  # pictures come out of decode order (B-frames) within the first packets
 
 
 class VideoReader:
@@ -359,8 +220,7 @@ class VideoReader:
             self.num_frames, self.duration = len(self.frame_table), self.frame_table.duration
             if FRAME_COUNT_OVER_REPORTED not in self.flags:
                 self.flags.append(FRAME_COUNT_OVER_REPORTED)
-                with _FLAG_LOCK:
-                    _FLAG_COUNTS[FRAME_COUNT_OVER_REPORTED] += 1
+                count_flag(FRAME_COUNT_OVER_REPORTED)
 
     def _decode_sequentially(self, indices: np.ndarray, max_pixels: int | None) -> np.ndarray:
         """Exact by definition: one decode from the start of the stream, frame i being the i-th picture the decoder
