@@ -263,3 +263,19 @@ def test_a_record_counts_its_flops_by_role_at_the_models_own_sizes():
     assert flops == pytest.approx({"stage1": stage1, "main": stage1 + gen, "verifier": ver,
                                    "total": stage1 + gen + ver}, rel=1e-5)
     assert "flops" not in Cost(shapes=None, calls=[("stage1", 1, 0)]).to_dict()  # no model sizes: not counted
+
+
+def test_the_grid_keeps_f1s_times_when_a_later_decode_trims_the_video(barcode_video):
+    """A crop that reaches the end of an over-reported stream trims the reader's frame table (FrameCountMismatch)
+    after F1 was decoded: the grid stays the times F1 was sampled on, so every grid time is a frame of F1."""
+    from cader.evaluate.method.stage1 import Cost
+    from cader.evaluate.method.whole_video import WholeVideo
+
+    reader = VideoReader(barcode_video, decode_workers=1)
+    cfg = CaderConfig(max_frames=64, max_pixels=2048)
+    whole = WholeVideo(reader, cfg, Cost())
+    f1 = whole.f1()
+    reader.duration = 45.0   # what a trim after F1 would leave (VideoReader._trim sets it)
+    grid = whole.grid()
+    assert np.array_equal(grid.times, grid_times(60.0, cfg.r1, cfg.max_frames)) and len(grid) == len(f1) == 60
+    assert np.array_equal(grid.rows, np.arange(60))   # each grid time is its own F1 frame

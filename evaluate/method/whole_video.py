@@ -34,12 +34,16 @@ class WholeVideo:
     def __init__(self, reader, cfg: CaderConfig, cost: Cost, use_grid: bool = True):
         self.reader, self.cfg, self.cost, self.use_grid = reader, cfg, cost, use_grid
         self._f1: Frames | None = None
+        self._f1_duration: float | None = None
         self._grid: FrameGrid | None = None
 
     def f1(self) -> Frames:
         """F1 = ConstantRateSample(V, r1) capped at the frame budget (Algorithm 1 line 5), decoded once."""
         if self._f1 is None:
             self._f1 = sample_stage1_frames(self.reader, self.cfg, self.cost)
+            # the duration F1 was sampled on: a later decode (a crop reaching the end of a stream that holds fewer
+            # frames than its index lists) may trim the reader's table, and the grid must stay F1's own times
+            self._f1_duration = float(self.reader.duration)
         return self._f1
 
     def grid(self) -> FrameGrid | None:
@@ -49,7 +53,7 @@ class WholeVideo:
             if int(f1.frames.nbytes) > self.cfg.grid_max_bytes:
                 self.cost.grid_fallback = 1
                 return None
-            self._grid = FrameGrid.of(grid_times(float(self.reader.duration), self.cfg.r1, self.cfg.max_frames), f1)
+            self._grid = FrameGrid.of(grid_times(self._f1_duration, self.cfg.r1, self.cfg.max_frames), f1)
         return self._grid
 
     def rgr_context(self, scored, duration: float) -> tuple[Frames, int]:
