@@ -8,9 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
-from cader.evaluate.judge.compare import CompareInputError, compare_files, format_comparison, overlap_warnings
+from cader.evaluate.judge.compare import (
+    CompareInputError,
+    compare_files,
+    format_comparison,
+    overlap_warnings,
+    read_system,
+)
 from cader.evaluate.lmms.export import export_lmms
-from cader.evaluate.lmms.samples import read_samples
+from cader.evaluate.lmms.samples import SamplesFileError, read_samples
 
 REPO = Path(__file__).resolve().parents[1]
 MLVU = REPO / "tests" / "fixtures" / "lmms_eval_samples" / "baseline_vlm" / "20261201_120000_samples_mlvu_dev.jsonl"
@@ -94,15 +100,28 @@ def test_overlap_rule_by_hand():
         "b answers 8 of the 10 compared questions (7 answered by every file); its missing answers score 0"]
 
 
-def test_samples_with_a_null_or_repeated_doc_id_are_named_not_kept(tmp_path):
+@pytest.mark.parametrize("change, message", [
+    (lambda lines: lines[1].update(doc_id=None), "line 2: doc_id None is not a document index"),
+    (lambda lines: lines[3].update(doc_id=lines[2]["doc_id"]), "is on lines 3 and 4"),
+])  # fmt: skip
+def test_samples_with_a_null_or_repeated_doc_id_are_refused_naming_the_lines(tmp_path, change, message):
     lines = [json.loads(x) for x in MLVU.read_text().splitlines()]
-    lines[1]["doc_id"] = None
-    lines[3]["doc_id"] = lines[2]["doc_id"]
+    change(lines)
     path = write(tmp_path / "base" / "samples_mlvu_dev.jsonl", lines)
-    samples = read_samples(path)
-    assert len(samples.by_doc) == len(lines) - 2
-    assert [p.split(": ", 1)[1] for p in samples.problems] == ["doc_id None is not a document index",
-                                                               "doc 2 again (first one kept)"]
+    with pytest.raises(SamplesFileError, match=message):
+        read_samples(path)
+
+
+@pytest.mark.parametrize("doc_ids, message", [
+    ([0, None], "line 2: lmms.doc_id None is not a document index"),
+    ([0, 0], "lmms-eval document mlvu_dev/0 is on lines 1 and 2"),
+])  # fmt: skip
+def test_cader_records_with_a_null_or_repeated_lmms_doc_id_are_refused(tmp_path, doc_ids, message):
+    rows = [{**full_record(str(i + 1), "A", "A"), "lmms": {"task": "mlvu_dev", "doc_id": d}}
+            for i, d in enumerate(doc_ids)]  # fmt: skip
+    run = write(tmp_path / "run" / "predictions.jsonl", rows)
+    with pytest.raises(CompareInputError, match=message):
+        read_system(run, "accuracy", None)
 
 
 def test_export_names_a_task_that_is_no_plain_file_name_and_writes_inside_out_only(tmp_path):

@@ -1,7 +1,7 @@
 """How the lmms-eval model answers a call's requests (no lmms-eval needed): grouped by video, replies in request
 order, bad documents recorded as failed, duplicates run once, resume from the side file by doc hash, samples in
 flight through batching wrappers, the records of `cader eval`'s grouped runner at any concurrency, multi-process
-launches refused, and the vLLM backend choice."""
+launches refused, the vLLM backend choice, and a document whose doc_to_visual stops failing alone."""
 
 import json
 
@@ -173,3 +173,27 @@ def test_the_records_are_cader_evals_grouped_records_at_any_concurrency(tmp_path
     # and those in Stage 2 also the crop an earlier question of the video asked for (the scripted proposal: 8 more)
     assert [r["cost"]["frames_shared"] for r in runs[2]] == [0, 8, 16, 0, 16]
     assert all(r["cost"]["forwards_shared"] == 0 for r in runs[2])
+
+
+def test_a_document_whose_doc_to_visual_stops_fails_alone(tmp_path):
+    """lmms-eval's task utils sys.exit (videomme, mlvu, videomme_v2) or assert (lvbench) on a missing video, which
+    would end the run and lose every other answer; the document fails, the others are answered."""
+
+    def missing(doc):
+        if doc["videoID"] == "gone":
+            raise SystemExit(f"video path:/hf/videomme/data/{doc['videoID']}.mp4 does not exist, please check")
+        return to_visual(doc)
+
+    def asserting(doc):
+        assert doc["videoID"] != "gone"
+        return to_visual(doc)
+
+    side = SideFile(tmp_path / "side.jsonl")
+    asked = [DocRequest("videomme_long", "test", 0, videomme_doc(0, "gone"), missing),
+             DocRequest("videomme_long", "test", 1, videomme_doc(1, "here"), missing),
+             DocRequest("lvbench", "train", 0, videomme_doc(2, "gone") | {"question": "q\n(A) x\n(B) y"}, asserting)]
+    records = answer_requests(asked, side, Recorder())
+    assert [r["pred"] for r in records] == [None, "B", None]
+    assert records[0]["error"] == ("bad_sample: videomme_long doc 0: its doc_to_visual stopped (video path:"
+                                   "/hf/videomme/data/gone.mp4 does not exist, please check)")
+    assert records[2]["error"].startswith("bad_sample: lvbench doc 0: its doc_to_visual stopped (")

@@ -67,3 +67,54 @@ def test_the_doc_hash_is_lmms_evals():
     assert doc_hash({"b": 1, "a": "é", "s": {3}}) == hashlib.sha256(text.encode("utf-8")).hexdigest()
     assert doc_hash(VIDEOMME) != doc_hash(VIDEOMME | {"answer": "D"})
     assert doc_hash({"n": np.int64(4)}) == doc_hash({"n": 4})
+
+
+# lmms-eval 0.7.3's Video-MME-v2 rows: one options string, eight lettered lines (tasks/videomme_v2/utils.py)
+V2_OPTIONS = "\n".join(f"{letter}. choice {letter.lower()}" for letter in "ABCDEFGH")
+VIDEOMME_V2 = {"video_id": "001", "question_id": "001-2", "question": "What happens next?", "options": V2_OPTIONS,
+               "answer": "G", "group_type": "logic", "group_structure": "[1, 2, 3, 4]", "level": 2,
+               "second_head": "Temporal Understanding", "third_head": "Action Order"}  # fmt: skip
+
+
+def test_videomme_v2_reads_its_newline_joined_options_a_to_h():
+    assert family_of("videomme_v2_reasoning") == "videomme_v2" and family_of("videomme_long") == "videomme"
+    sample = sample_from_doc("videomme_v2", VIDEOMME_V2, 5, "/v/001.mp4")
+    assert sample.letters == list("ABCDEFGH") and sample.options == [f"choice {c}" for c in "abcdefgh"]
+    assert sample.answer == "G" and sample.sample_id == "001-2" and sample.duration is None
+    assert sample.meta == {"group_type": "logic", "level": 2, "second_head": "Temporal Understanding",
+                           "third_head": "Action Order"}  # fmt: skip
+    # a list of the same lines is the same document
+    as_list = sample_from_doc("videomme_v2", VIDEOMME_V2 | {"options": V2_OPTIONS.split("\n")}, 5, "v.mp4")
+    assert as_list.options == sample.options
+
+
+@pytest.mark.parametrize(("options", "why"), [
+    ("A. x\nB. y\nD. z", r"'options' line 3 is 'D. z', not 'C. \.\.\.'"),
+    ("A. x\nsecond line of A\nB. y", r"'options' line 2 is 'second line of A', not 'B. \.\.\.'"),
+    ("x\ny", r"'options' line 1 is 'x', not 'A. \.\.\.'"),
+    ({"A": "x"}, r"'options' is dict, not the newline-joined 'A\. \.\.\.' string"),
+    ("", r"'options' is empty"),
+])  # fmt: skip
+def test_videomme_v2_options_cader_cannot_read_fail_that_document_by_name(options, why):
+    with pytest.raises(BadDocument, match=rf"^videomme_v2 doc 4: {why}"):
+        sample_from_doc("videomme_v2", VIDEOMME_V2 | {"options": options}, 4, "v.mp4")
+
+
+def test_lvbench_rows_with_an_options_list():
+    row = {"uid": 7, "question": "Where is he?", "options": ["home", "work", "park", "shop"], "answer": "C",
+           "video_path": "abc.mp4"}  # fmt: skip
+    sample = sample_from_doc("lvbench", row, 0, "abc.mp4")
+    assert (sample.question, sample.options, sample.answer) == ("Where is he?", ["home", "work", "park", "shop"], "C")
+    # an empty list: the options are in the question, as in the release
+    assert sample_from_doc("lvbench", LVBENCH | {"options": []}, 0, "v.mp4").options == ["home", "work", "park", "shop"]
+    with pytest.raises(BadDocument, match=r"lvbench doc 3: 'options' is str 'home', not a list of option texts"):
+        sample_from_doc("lvbench", row | {"options": "home"}, 3, "v.mp4")
+
+
+def test_mlvu_keeps_blank_text_and_the_no_match_gold():
+    blank = sample_from_doc("mlvu_dev", MLVU | {"question": "\n(A) first\n(B) \n(C) third"}, 1, "x.mp4")
+    assert (blank.question, blank.options) == ("", ["first", "", "third"])
+    no_match = sample_from_doc("mlvu_dev", MLVU | {"answer": "@"}, 2, "x.mp4")
+    assert no_match.answer == "@"  # MLVU's official gold for an answer none of the candidates equals
+    with pytest.raises(BadDocument, match=r"lvbench doc 2: answer '@'"):
+        sample_from_doc("lvbench", LVBENCH | {"answer": "@"}, 2, "x.mp4")

@@ -1,13 +1,16 @@
-"""A real `lmms-eval eval --model cader` run (lmms-eval 0.7.3 in .venv-lmms, scripts/install_lmms_eval.sh) on tasks
-the test writes with `--include_path`, scored by lmms-eval's own task functions:
-- Video-MME documents in the release's parquet layout: lmms-eval's score equals cader's runner (`cader eval`) on the
-  same samples, document by document, the records too (Stage 1, route, Stage 2, cost): lmms-eval's run has two
-  documents in flight (concurrency=2) over questions that alternate between two videos, cader's runs one at a time; the side file joins lmms-eval's samples file on doc_id (lmms-eval 0.7.3
-  logs the same doc_hash for every document, see below); `cader export-lmms` of the side file gives lmms-eval's
-  score and answers back;
-- LongVideoBench, in the same run: options as option0..option4 in lmms-eval's rows, as candidates in the release
-  file cader's loader reads; the same score and answers both ways.
-Both runs use the tiny random Qwen3-VL in the same environment (the venv's av). Skips, saying why, without the venv.
+"""A real, offline `lmms-eval --model cader` run (lmms-eval 0.7.3 in .venv-lmms, scripts/install_lmms_eval.sh)
+through lmms-eval's OWN built-in task YAMLs: videomme_long, mlvu_dev, lvbench, longvideobench_val_v and
+videomme_v2, their rows written by the offline recipe (`python -m cader.evaluate.lmms.local_data`) from cader
+benchmark folders in the releases' layouts (the synthetic writers; Video-MME-v2's release layout written here), run
+from that folder with HF_HOME on it and HF_HUB_OFFLINE/HF_DATASETS_OFFLINE set, scored by lmms-eval's own task
+functions. The same rows through `cader eval` (one command per benchmark; Video-MME-v2's questions in Video-MME's
+layout, which cader's loader reads): each task's lmms-eval number equals cader's on the same documents (MLVU by
+lmms-eval's own definition, the mean over its seven fixed task types, computed from cader's records), and every
+document's answer, route, Stage-1 logits and Stage 2 agree (two documents in flight in lmms-eval, one in cader).
+The side file lands in --output_path; `cader export-lmms` of it gives lmms-eval's Video-MME score back;
+`lmms-eval models` lists cader; offline without the rows, lmms-eval stops with status 1 naming what is missing,
+before any model loads. Both runs use the tiny random Qwen3-VL in the same environment (the venv's av). Skips,
+saying why, without the venv.
 """
 
 import hashlib
@@ -16,12 +19,18 @@ import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv-lmms"
 NULL_DOC_HASH = hashlib.sha256(json.dumps(None, indent=2).encode("utf-8")).hexdigest()
-TASK = "videomme_long_cader"  # a videomme* name: cader reads its documents as Video-MME's
+TASKS = ("videomme_long", "mlvu_dev", "lvbench", "longvideobench_val_v", "videomme_v2")
+# each task's number in lmms-eval's results.json and its scale to a percentage (the tasks' metric_list, 0.7.3)
+METRICS = {"videomme_long": ("videomme_perception_score,none", 1), "mlvu_dev": ("mlvu_percetion_score,none", 1),
+           "lvbench": ("lvbench_score,none", 100), "longvideobench_val_v": ("lvb_acc,none", 100),
+           "videomme_v2": ("videomme_v2_overall_acc,none", 1)}  # fmt: skip
+MLVU_TASK_TYPES = ("anomaly_reco", "count", "ego", "needle", "order", "plotQA", "topic_reasoning")  # 0.7.3, dev
 
 
 def venv_ready() -> str | None:
@@ -36,124 +45,16 @@ def venv_ready() -> str | None:
 WHY_NOT = venv_ready()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))]
 
-TASK_YAML = """dataset_path: parquet
-dataset_kwargs:
-  data_files:
-    test: {parquet}
-task: {task}
-test_split: test
-output_type: generate_until
-process_docs: !function utils.process_docs_long
-doc_to_visual: !function utils.doc_to_visual
-doc_to_text: !function utils.doc_to_text
-doc_to_target: "answer"
-generation_kwargs:
-  max_new_tokens: 16
-  temperature: 0
-  do_sample: false
-process_results: !function utils.process_results
-metric_list:
-  - metric: videomme_perception_score
-    aggregation: !function utils.aggregate_results
-    higher_is_better: true
-lmms_eval_specific_kwargs:
-  default:
-    pre_prompt: ""
-    post_prompt: "Answer with the option's letter from the given choices directly."
-metadata:
-  - version: 0.0
-"""
-LVB_TASK = "longvideobench_val_cader"  # a longvideobench* name: read as LongVideoBench's documents
-LVB_YAML = """dataset_path: parquet
-dataset_kwargs:
-  data_files:
-    validation: {parquet}
-task: {task}
-test_split: validation
-doc_to_visual: !function lvb_utils.doc_to_visual
-doc_to_text: !function lvb_utils.doc_to_text
-doc_to_target: "correct_choice"
-generation_kwargs:
-  max_new_tokens: 32
-  temperature: 0
-  do_sample: False
-process_results: !function lvb_utils.process_results
-metric_list:
-  - metric: lvb_acc
-    aggregation: !function lvb_utils.aggregate_results
-    higher_is_better: true
-lmms_eval_specific_kwargs:
-  default:
-    pre_prompt: ""
-    post_prompt: "Answer with the option's letter from the given choices directly."
-"""
-LVB_UTILS = "\n".join(f"from lmms_eval.tasks.longvideobench.utils import {name} as {alias}" for name, alias in [
-    ("longvideobench_doc_to_visual_v", "doc_to_visual"), ("longvideobench_doc_to_text", "doc_to_text"),
-    ("longvideobench_process_results", "process_results"),
-    ("longvideobench_aggregate_results", "aggregate_results")]) + "\n"  # fmt: skip
-# lmms-eval's own Video-MME functions (lmms_eval/tasks/videomme/utils.py); only the dataset location is ours
-TASK_UTILS = "\n".join(f"from lmms_eval.tasks.videomme.utils import {name} as {alias}" for name, alias in [
-    ("videomme_doc_to_visual", "doc_to_visual"), ("videomme_doc_to_text", "doc_to_text"),
-    ("videomme_process_docs_long", "process_docs_long"), ("videomme_process_results", "process_results"),
-    ("videomme_aggregate_results", "aggregate_results")]) + "\n"  # fmt: skip
-
-
-def write_videomme(data_root: Path, n: int) -> Path:
-    """Video-MME's layout under <data_root>/videomme (evaluate/benchmarks/videomme.py, the lmms-lab release);
-    the last row is a "short" video, which both readers leave out."""
-    import pandas as pd
-    from conftest import write_barcode_video
-
-    folder = data_root / "videomme"
-    (folder / "videomme").mkdir(parents=True)
-    (folder / "data").mkdir()
-    for video in ("vidA", "vidB"):
-        write_barcode_video(folder / "data" / f"{video}.mp4", n_frames=300, fps=10)
-    rows = [{"video_id": f"{i:03d}", "duration": "long" if i < n - 1 else "short", "domain": "Knowledge",
-             "sub_category": "Humanity & History", "url": "https://www.youtube.com/watch?v=none",
-             "videoID": "vidA" if i % 2 == 0 else "vidB", "question_id": f"{i:03d}-1", "task_type": "Counting Problem",
-             "question": f"How many grey bands are there in scene {i}?",
-             "options": [f"A. {i}", f"B. {i + 1}", f"C. {i + 2}", f"D. {i + 3}"], "answer": "ABCD"[i % 4]}
-            for i in range(n)]  # fmt: skip
-    parquet = folder / "videomme" / "test-00000-of-00001.parquet"
-    pd.DataFrame(rows).to_parquet(parquet)
-    return parquet
-
-
-def write_longvideobench(data_root: Path, n: int) -> Path:
-    """The same questions twice: the release's lvb_val.json (`candidates`; cader's loader) and the Hugging Face rows
-    lmms-eval reads (`option0`..`option4`, "N/A" past the last), with the videos where each looks for them."""
-    import pandas as pd
-    from conftest import write_barcode_video
-
-    folder = data_root / "longvideobench"
-    (folder / "videos").mkdir(parents=True)
-    write_barcode_video(folder / "videos" / "lvbA.mp4", n_frames=300, fps=10)
-    rows = [{"video_id": "lvbA", "question": f"Which band is brightest in part {i}?", "candidates":
-             [f"band {k}" for k in range(3 + i % 2)], "correct_choice": i % 3, "id": f"lvbA_{i}",
-             "video_path": "lvbA.mp4", "subtitle_path": "lvbA_en.json", "duration": 30.0, "duration_group": 15,
-             "question_category": "E2O", "topic_category": "TR-Travel", "starting_timestamp_for_subtitles": 0}
-            for i in range(n)]  # fmt: skip
-    (folder / "lvb_val.json").write_text(json.dumps(rows))
-    hf_rows = [{**{k: v for k, v in r.items() if k != "candidates"},
-                **{f"option{k}": (r["candidates"][k] if k < len(r["candidates"]) else "N/A") for k in range(5)}}
-               for r in rows]  # fmt: skip
-    parquet = folder / "validation.parquet"
-    pd.DataFrame(hf_rows).to_parquet(parquet)
-    # lmms-eval's LongVideoBench reads $HF_HOME/datasets/longvideobench/videos/<video_path> (its yaml's cache_dir)
-    (data_root / "datasets").mkdir()
-    (data_root / "datasets" / "longvideobench").symlink_to(folder)
-    return parquet
-
 
 def assert_same(a, b, where="record"):
     """Equal but for float noise (the left-padded batched forward is not byte-equal to one prompt alone) and the
     wall-clock cost."""
     if isinstance(a, dict) and isinstance(b, dict):
+        if where.endswith("cost"):
+            a, b = ({k: v for k, v in x.items() if k != "seconds"} for x in (a, b))
         assert a.keys() == b.keys(), where
         for key in a:
-            if not (where.endswith("cost") and key == "seconds"):
-                assert_same(a[key], b[key], f"{where}.{key}")
+            assert_same(a[key], b[key], f"{where}.{key}")
     elif isinstance(a, list) and isinstance(b, list):
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b)):
@@ -166,98 +67,187 @@ def assert_same(a, b, where="record"):
 
 def method_part(record: dict) -> dict:
     """What CADER computed for a sample: the video path and the loader's meta differ between the two readers, and
-    so does the Stage-1 fingerprint's digest of the sample (it hashes the video path). The cost, shared part
-    included, is the same: both go through the runner's `records_of` with its video groups."""
+    so does the Stage-1 fingerprint's digest of the sample (it hashes the video path)."""
     part = {k: record[k] for k in ("stage1", "route", "stage2", "pred", "correct", "error", "cost")}
+    part["cost"] = {k: v for k, v in part["cost"].items() if k != "seconds"}  # wall clock (cader eval leaves it out)
     if part["stage1"]:
         fingerprint = {k: v for k, v in part["stage1"]["fingerprint"].items() if k != "sample"}
         part["stage1"] = {**part["stage1"], "fingerprint": fingerprint}
     return part
 
 
-def run(argv, cwd, env, timeout=600) -> str:
+def run(argv, cwd, env, timeout=900, expect=0) -> str:
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    assert done.returncode == 0, f"{argv[0]} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == expect, f"{argv[0]} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout + done.stderr
 
 
-def test_lmms_eval_scores_cader_as_cader_scores_itself(tmp_path, tiny_model_dir):
-    data_root = tmp_path / "data"
-    parquet = write_videomme(data_root, n=5)
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    (tasks / f"{TASK}.yaml").write_text(TASK_YAML.format(parquet=parquet, task=TASK))
-    (tasks / "utils.py").write_text(TASK_UTILS)
-    lvb_parquet = write_longvideobench(data_root, n=4)
-    (tasks / f"{LVB_TASK}.yaml").write_text(LVB_YAML.format(parquet=lvb_parquet, task=LVB_TASK))
-    (tasks / "lvb_utils.py").write_text(LVB_UTILS)
-    # lmms-eval's Video-MME finds videos at $HF_HOME/videomme/data/<videoID>.mp4: the data root here
-    env = {**os.environ, "HF_HOME": str(data_root), "HF_DATASETS_CACHE": str(tmp_path / "hf_datasets"),
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled",
-           "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}  # fmt: skip
+def write_benchmarks(data_root: Path) -> None:
+    """Small sets in the releases' layouts: cader's synthetic writers, and Video-MME-v2's release (test.parquet,
+    videos unzipped) with its two questions also written in Video-MME's layout under data_root/v2_as_videomme."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from cader.dev.synthetic.eval_sets import write_longvideobench, write_lvbench, write_mlvu, write_videomme
+    from cader.dev.synthetic.media import (
+        COLOUR_QUESTION,
+        LETTERS,
+        colour_options,
+        random_cued_spec,
+        write_video,
+    )
+
+    rng = np.random.default_rng(3)
+
+    def new_spec(name):
+        return random_cued_spec(rng, name, (32, 32), 16, 2.0, fps=4, width=64, height=48)
+
+    write_videomme(data_root / "videomme", rng, 2, new_spec)  # + a short and a medium row, left out by both
+    write_mlvu(data_root / "mlvu", rng, 2, new_spec)
+    write_lvbench(data_root / "lvbench", rng, 1, new_spec)  # one video, two questions
+    write_longvideobench(data_root / "longvideobench", rng, 2, new_spec)
+    spec = new_spec("v2")
+    write_video(spec, data_root / "videomme_v2" / "videos" / "001.mp4")
+    v2, as_videomme = [], []
+    for n in (1, 2):
+        options, letter = colour_options(rng, spec.colour, 8)
+        question = f"{COLOUR_QUESTION} ({n})"
+        v2.append({"video_id": "001", "question_id": f"001-{n}", "question": question,
+                   "options": "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(options)), "answer": letter,
+                   "group_type": "relevance", "group_structure": "[1, 2, 3, 4]", "level": 1,
+                   "second_head": "Information Aggregation", "third_head": "Attribute"})  # fmt: skip
+        as_videomme.append({"video_id": "001", "duration": "long", "domain": "d", "sub_category": "s", "url": "",
+                            "videoID": "001", "question_id": f"001-{n}", "task_type": "t", "question": question,
+                            "options": [f"{LETTERS[k]}. {o}" for k, o in enumerate(options)], "answer": letter})
+    pq.write_table(pa.Table.from_pylist(v2), data_root / "videomme_v2" / "test.parquet")
+    copy = data_root / "v2_as_videomme" / "videomme"
+    (copy / "videomme").mkdir(parents=True)
+    (copy / "data").mkdir()
+    (copy / "data" / "001.mp4").symlink_to(data_root / "videomme_v2" / "videos" / "001.mp4")
+    pq.write_table(pa.Table.from_pylist(as_videomme), copy / "videomme" / "test-00000-of-00001.parquet")
+
+
+CADER_EVALS = """
+import sys
+from cader.cli.main import main
+config, model, out = sys.argv[1:4]
+for benchmark, data_root, name in zip(sys.argv[4::3], sys.argv[5::3], sys.argv[6::3]):
+    code = main(["eval", "--config", config, "--model", model, "--benchmark", benchmark, "--data_root", data_root,
+                 "--out", f"{out}/{name}", "--progress", "false"])
+    assert code == 0, (benchmark, code)
+"""
+
+
+def lmms_env(home: Path) -> dict:
+    return {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false",
+            "OMP_NUM_THREADS": "1"}  # fmt: skip
+
+
+def records_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def by_question(records: list[dict]) -> dict:
+    """Records keyed by their video file's name (through the recipe's links) and question."""
+    return {(Path(os.path.realpath(r["video"])).name, r["question"]): r for r in records}
+
+
+def test_lmms_eval_scores_cader_through_its_own_task_yamls_offline(tmp_path, tiny_model_dir):
+    data_root, home = tmp_path / "data", tmp_path / "lmms_home"
+    write_benchmarks(data_root)
+    from cader.evaluate.lmms.local_data import main as local_data
+
+    assert local_data(["--data_root", str(data_root), "--out", str(home)]) == 0
+    env = lmms_env(home)
+    listed = run([str(VENV / "bin" / "lmms-eval"), "models"], cwd=home, env=env)
+    assert any(line.split()[:2] == ["cader", "simple"] for line in listed.splitlines())
+
     config = REPO / "configs" / "eval" / "cader_tiny.yaml"
-    records = tmp_path / "lmms_out" / "cader_records.jsonl"
-    # two documents in flight: lmms-eval's order alternates vidA and vidB, cader's runner below runs one at a time
-    model_args = f"model={tiny_model_dir},config={config},records={records},concurrency=2"
-    # cwd is not the repo root: its evaluate/ folder would shadow the HF `evaluate` package lmms-eval imports
-    run([str(VENV / "bin" / "lmms-eval"), "eval", "--model", "cader", "--model_args", model_args, "--tasks", f"{TASK},{LVB_TASK}",
-         "--include_path", str(tasks), "--output_path", str(tmp_path / "lmms_out"), "--log_samples",
-         "--batch_size", "1", "--device", "cpu"], cwd=tmp_path, env=env)  # fmt: skip
-    run([str(VENV / "bin" / "cader"), "eval", "--config", str(config), "--model", str(tiny_model_dir),
-         "--benchmark", "videomme_long", "--data_root", str(data_root), "--out", str(tmp_path / "cader_out"),
-         "--progress", "false"], cwd=tmp_path, env=env)  # fmt: skip
-    run([str(VENV / "bin" / "cader"), "eval", "--config", str(config), "--model", str(tiny_model_dir),
-         "--benchmark", "longvideobench_val", "--data_root", str(data_root), "--out", str(tmp_path / "cader_lvb"),
-         "--progress", "false"], cwd=tmp_path, env=env)  # fmt: skip
+    out = home / "out"
+    run([str(VENV / "bin" / "lmms-eval"), "--model", "cader", "--model_args",
+         f"model={tiny_model_dir},config={config},concurrency=2", "--tasks", ",".join(TASKS), "--output_path",
+         str(out), "--log_samples", "--batch_size", "1", "--device", "cpu"], cwd=home, env=env)  # fmt: skip
+    cader_runs = [("videomme_long", data_root, "videomme_long"), ("mlvu_dev", data_root, "mlvu_dev"),
+                  ("lvbench", data_root, "lvbench"), ("longvideobench_val", data_root, "longvideobench_val_v"),
+                  ("videomme_long", data_root / "v2_as_videomme", "videomme_v2")]  # fmt: skip
+    run([str(VENV / "bin" / "python"), "-P", "-c", CADER_EVALS, str(config), str(tiny_model_dir),
+         str(tmp_path / "cader"), *[str(x) for triple in cader_runs for x in triple]], cwd=tmp_path, env=env)
 
-    (results_file,) = (tmp_path / "lmms_out").rglob("*_results.json")
-    (samples_file,) = (tmp_path / "lmms_out").rglob(f"*_samples_{TASK}.jsonl")
-    lmms_score = json.loads(results_file.read_text())["results"][TASK]["videomme_perception_score,none"]
-    cader_report = json.loads((tmp_path / "cader_out" / "report.json").read_text())
-    assert cader_report["n"] == 4  # the "short" row is left out by both
-    assert lmms_score == pytest.approx(cader_report["overall"]["accuracy"], abs=0.01)
-
+    side = records_of(out / "cader_lmms_records.jsonl")  # no records= model_arg: the side file is in --output_path
+    (results_file,) = out.rglob("*_results.json")
     results = json.loads(results_file.read_text())["results"]
-    lvb_report = json.loads((tmp_path / "cader_lvb" / "report.json").read_text())
-    assert lvb_report["n"] == 4
-    # longvideobench_aggregate_results reports a fraction, cader a percentage
-    assert 100 * results[LVB_TASK]["lvb_acc,none"] == pytest.approx(lvb_report["overall"]["accuracy"], abs=0.01)
-    lvb_side = {r["sample_id"]: r for r in map(json.loads, records.read_text().splitlines())
-                if r["lmms"]["task"] == LVB_TASK}  # fmt: skip
-    lvb_ours = {r["sample_id"]: r for r in map(json.loads, (tmp_path / "cader_lvb" / "predictions.jsonl")
-                                               .read_text().splitlines())}  # fmt: skip
-    assert lvb_side.keys() == lvb_ours.keys() and len(lvb_side) == 4
-    for sample_id, record in lvb_ours.items():
-        assert (lvb_side[sample_id]["pred"], lvb_side[sample_id]["options"]) == (record["pred"], record["options"])
-        assert_same(method_part(lvb_side[sample_id]), method_part(record), sample_id)
-
-    # one generate_until call for both tasks, run video by video: vidA's questions, vidB's, then lvbA's
-    videos = [Path(r["video"]).stem for r in map(json.loads, records.read_text().splitlines())]
-    assert videos == ["vidA", "vidA", "vidB", "vidB", "lvbA", "lvbA", "lvbA", "lvbA"], videos
-    side = {r["sample_id"]: r for r in map(json.loads, records.read_text().splitlines())
-            if r["lmms"]["task"] == TASK}  # fmt: skip
-    ours = {r["sample_id"]: r for r in map(json.loads, (tmp_path / "cader_out" / "predictions.jsonl").read_text()
-                                           .splitlines())}  # fmt: skip
-    assert side.keys() == ours.keys() and len(side) == 4
-    for sample_id, record in ours.items():
-        assert side[sample_id]["pred"] == record["pred"] and side[sample_id]["route"] == record["route"], sample_id
-        assert_same(method_part(side[sample_id]), method_part(record), sample_id)
-    lmms_samples = {s["doc_id"]: s for s in map(json.loads, samples_file.read_text().splitlines())}
-    for record in side.values():
-        logged = lmms_samples[record["lmms"]["doc_id"]]
-        # lmms-eval 0.7.3 builds its Instances without the doc (lmms_eval/api/task.py: `# doc=doc`), so the
-        # doc_hash it logs is sha256 of json.dumps(None) for every document; the side file's is the document's
-        assert logged["doc_hash"] in (record["lmms"]["doc_hash"], NULL_DOC_HASH)
-        assert record["lmms"]["doc_hash"] != NULL_DOC_HASH
-        assert logged["filtered_resps"] == record["pred"]
-        assert logged["videomme_perception_score"]["score"] == float(record["correct"])
+    for task in TASKS:
+        ours = records_of(tmp_path / "cader" / task / "predictions.jsonl")
+        report = json.loads((tmp_path / "cader" / task / "report.json").read_text())
+        theirs = [r for r in side if r["lmms"]["task"] == task]
+        assert len(theirs) == len(ours) == report["n"] == 2, task
+        mine, lmms_side = by_question(ours), by_question(theirs)
+        assert mine.keys() == lmms_side.keys(), task
+        for key, record in mine.items():
+            assert (lmms_side[key]["options"], lmms_side[key]["answer"]) == (record["options"], record["answer"])
+            assert_same(method_part(lmms_side[key]), method_part(record), f"{task} {key}")
+        (samples_file,) = out.rglob(f"*_samples_{task}.jsonl")
+        logged = {s["doc_id"]: s for s in records_of(samples_file)}
+        for record in theirs:  # lmms-eval scored the letter cader answered
+            assert logged[record["lmms"]["doc_id"]]["filtered_resps"] == (record["pred"] or "")
+        metric, scale = METRICS[task]
+        score, accuracy = scale * results[task][metric], report["overall"]["accuracy"]
+        if task == "mlvu_dev":  # lmms-eval's MLVU number: the mean over its seven fixed task types, absent ones 0
+            per_type = {t: [r["correct"] for r in ours if r["meta"]["task_type"] == t] for t in MLVU_TASK_TYPES}
+            accuracy = sum(100 * sum(v) / len(v) for v in per_type.values() if v) / len(MLVU_TASK_TYPES)
+        assert score == pytest.approx(accuracy, abs=0.01), task
 
     from cader.cli.main import main
 
-    assert main(["export-lmms", str(records), "--out", str(tmp_path / "export")]) == 0
+    assert main(["export-lmms", str(out / "cader_lmms_records.jsonl"), "--out", str(tmp_path / "export")]) == 0
     exported = json.loads((tmp_path / "export" / "results.json").read_text())
-    assert exported["results"][TASK]["cader_accuracy,none"] == pytest.approx(lmms_score)
-    lines = [json.loads(line) for line in (tmp_path / "export" / f"samples_{TASK}.jsonl").read_text().splitlines()]
-    assert {(s["doc_id"], s["filtered_resps"], s["target"]) for s in lines} == {
-        (s["doc_id"], s["filtered_resps"], s["target"]) for s in lmms_samples.values()}
-    assert {s["doc_hash"] for s in lines} == {r["lmms"]["doc_hash"] for r in side.values()}
+    assert exported["results"]["videomme_long"]["cader_accuracy,none"] == pytest.approx(
+        results["videomme_long"]["videomme_perception_score,none"])
+    # lmms-eval 0.7.3 builds its Instances without the doc (lmms_eval/api/task.py: `# doc=doc`), so the doc_hash
+    # it logs is sha256 of json.dumps(None) for every document; the side file's is the document's
+    assert all(r["lmms"]["doc_hash"] != NULL_DOC_HASH for r in side)
+
+
+def test_offline_without_the_rows_lmms_eval_stops_before_the_model_loads(tmp_path):
+    home = tmp_path / "empty_home"
+    home.mkdir()
+    said = run([str(VENV / "bin" / "lmms-eval"), "--model", "cader", "--model_args", "model=/no/such/model",
+                "--tasks", "videomme_long,lvbench", "--output_path", str(tmp_path / "out"), "--batch_size", "1"],
+               cwd=home, env=lmms_env(home), timeout=600, expect=1)  # fmt: skip
+    assert "cader: lmms-eval is offline" in said
+    assert f"videomme_long: no video folder {home / 'videomme'}, no rows {home / 'lmms-eval/Video-MME'}" in said
+    assert "lvbench: no video folder" in said and "python -m cader.evaluate.lmms.local_data" in said
+
+
+YAML_FACTS = """
+import json, os, sys
+import lmms_eval
+from lmms_eval import utils
+root = os.path.join(os.path.dirname(lmms_eval.__file__), "tasks")
+index = {}
+for folder, _, files in os.walk(root):
+    for name in files:
+        if name.endswith(".yaml") or name == "_default_template_yaml":
+            try:
+                config = utils.load_yaml_config(os.path.join(folder, name), mode="simple")
+            except Exception:
+                continue
+            if isinstance(config, dict) and isinstance(config.get("task"), str):
+                index[config["task"]] = config
+print("FACTS " + json.dumps({task: {k: index[task].get(k) for k in ("dataset_path", "test_split", "dataset_kwargs")}
+                            for task in sys.argv[1:]}))
+"""
+
+
+def test_the_recipe_matches_the_installed_task_yamls(tmp_path):
+    """Each dataset's dataset_path, split and video folder are the installed built-in YAMLs' values."""
+    from cader.evaluate.lmms.local_data import DATASETS
+
+    tasks = [task for spec in DATASETS.values() for task in spec.tasks]
+    said = run([str(VENV / "bin" / "python"), "-P", "-c", YAML_FACTS, *tasks], cwd=tmp_path, env=dict(os.environ))
+    facts = json.loads(said.split("FACTS ", 1)[1].splitlines()[0])
+    for spec in DATASETS.values():
+        for task in spec.tasks:
+            fact = facts[task]
+            assert (fact["dataset_path"], fact["test_split"]) == (spec.dataset_path, spec.split), task
+            assert fact["dataset_kwargs"]["cache_dir"] == spec.cache_dir and fact["dataset_kwargs"]["video"], task

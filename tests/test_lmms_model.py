@@ -1,9 +1,10 @@
 """The lmms-eval model class `cader.evaluate.lmms.model.Cader` on its own, in .venv-lmms (it imports lmms-eval):
 answers per request from the raw documents, a broken document becomes a failed record, a rerun resumes from the side
 file by task, doc id and doc hash without running the model, an unsupported task and an unknown model_arg are
-refused by name; concurrency=2 over requests that interleave two videos gives the records of concurrency=1, run
-video by video, the replies in request order; a multi-process launch (WORLD_SIZE=2) is refused before any model
-loads. Skips, saying why, without the venv."""
+refused by name (the model_arg with SystemExit, before any model loads); concurrency=2 over requests that
+interleave two videos gives the records of concurrency=1, run video by video, the replies in request order; a
+multi-process launch (WORLD_SIZE=2) is refused before any model loads, with SystemExit. Skips, saying why, without
+the venv."""
 
 import json
 import subprocess
@@ -45,7 +46,7 @@ except ValueError as exc:
     out["unsupported"] = str(exc)
 try:
     Cader(model=model, records=records, taus=0.5)
-except ValueError as exc:
+except SystemExit as exc:  # lmms-eval catches every Exception and exits 0; a SystemExit stops it with status 1
     out["unknown"] = str(exc)
 runner.process_sample = process_sample
 # four questions about two videos, asked alternately: lmms-eval's order within a task is the dataset's
@@ -60,7 +61,7 @@ for n in (1, 2):
 os.environ["WORLD_SIZE"] = "2"
 try:
     Cader(model="/no/such/model", records=records)
-except RuntimeError as exc:
+except SystemExit as exc:
     out["world_size"] = f"{type(exc).__name__}: {exc}"
 print("RESULT " + json.dumps(out))
 """
@@ -87,7 +88,7 @@ def test_the_model_answers_resumes_and_refuses(tmp_path, tiny_model_dir, barcode
     assert len({r["lmms"]["doc_hash"] for r in rows}) == 3
     assert out["again"] == out["answers"]  # from the side file: process_sample raised if called
     assert "'mmmu_val' is not supported" in out["unsupported"]
-    assert "unknown taus" in out["unknown"]
+    assert out["unknown"].startswith("cader: model_args: unknown taus")
 
     one, two = ([json.loads(line) for line in Path(f"{records}.c{n}").read_text().splitlines()] for n in (1, 2))
     assert [r["lmms"]["doc_id"] for r in two] == [0, 2, 1, 3]  # video by video
@@ -95,5 +96,5 @@ def test_the_model_answers_resumes_and_refuses(tmp_path, tiny_model_dir, barcode
     assert out["replies_c2"] == [by_doc[i]["pred"] or "" for i in range(4)] == out["replies_c1"]
     assert all(r["error"] is None for r in one + two)
     assert_same(one, two)
-    assert out["world_size"].startswith("MultiProcessRun: cader runs all of a task's documents in one process")
+    assert out["world_size"].startswith("Refused: cader: cader runs all of a task's documents in one process")
     assert "WORLD_SIZE=2" in out["world_size"] and "concurrency=N" in out["world_size"]

@@ -86,11 +86,27 @@ def read_system(path: str | Path, metric: str, questions: dict | None) -> System
         return System("cader predictions", by_question)
     rows, collision = _rows_by_any_id(path)
     by_question = {k: _record_correct(r) for k, r in rows.items()} if not collision else None
-    # records of `lmms-eval --model cader` also know their lmms-eval document
-    by_doc = {f"{r['lmms']['task']}/{r['lmms']['doc_id']}": _record_correct(r) for r in _all_rows(path)
-              if isinstance(r.get("lmms"), dict) and r["lmms"].get("task") is not None
-              and r["lmms"].get("doc_id") is not None}  # fmt: skip
-    return System("cader predictions", by_question, by_doc or None, no_key_why=collision)
+    return System("cader predictions", by_question, _by_lmms_doc(path) or None, no_key_why=collision)
+
+
+def _by_lmms_doc(path: str | Path) -> dict[str, float]:
+    """`<task>/<doc_id>` -> correctness for records of `lmms-eval --model cader` (they know their lmms-eval
+    document); a record naming no document, or one named twice, is an error naming the lines: pairing by document
+    must never rest on a guess."""
+    by_doc, first_line = {}, {}
+    for number, row in iter_lines(path):
+        lmms = row.get("lmms") if isinstance(row, dict) else None
+        if not isinstance(lmms, dict) or lmms.get("task") is None:
+            continue
+        doc_id = lmms.get("doc_id")
+        if isinstance(doc_id, bool) or not isinstance(doc_id, int):
+            raise CompareInputError(path, f"line {number}: lmms.doc_id {doc_id!r} is not a document index")
+        key = f"{lmms['task']}/{doc_id}"
+        if key in first_line:
+            raise CompareInputError(path, f"lmms-eval document {key} is on lines {first_line[key]} and {number}")
+        first_line[key] = number
+        by_doc[key] = _record_correct(row)
+    return by_doc
 
 
 def per_question_scores(path: str | Path, metric: str, questions: dict | None) -> dict[str, float]:

@@ -4,8 +4,9 @@ lmms-eval 0.7.3 hands a simple model every request of one type in a single call 
 `simple_evaluate`/`evaluate`: the Instances of all tasks, each cloned `repeats` times, then
 `getattr(lm, reqtype)(cloned_reqs)`, the replies zipped back onto the requests by position; its response cache
 passes the uncached ones, also in one call). `answer_requests` turns that call into one CADER run:
-- every document becomes a cader sample; one that cannot (a missing field, no video path) gets a failed record in
-  the side file at once, as a bad benchmark row does in evaluate/run.py;
+- every document becomes a cader sample; one that cannot (a missing field, no video path, a video the task's
+  doc_to_visual cannot find: lmms-eval's task utils then call sys.exit or assert) gets a failed record in the side
+  file at once, as a bad benchmark row or a missing video does in evaluate/run.py, and the run goes on;
 - documents already in the side file (same task, doc id and doc hash) are not run again; a document asked twice in
   one call runs once;
 - the rest run together, ordered so that a video's questions are adjacent (videos in the order they are first asked
@@ -36,10 +37,6 @@ from tqdm import tqdm
 
 log = logging.getLogger(__name__)
 BACKENDS = ("hf", "vllm")
-
-
-class MultiProcessRun(RuntimeError):
-    """lmms-eval was launched with several processes (WORLD_SIZE > 1); cader runs a task in one."""
 
 
 def single_process_problem(environ: Mapping[str, str]) -> str | None:
@@ -109,6 +106,17 @@ def first_video(visuals) -> str:
     raise BadDocument(f"doc_to_visual returned no video path: {type(visuals).__name__} {visuals!r:.120}")
 
 
+def visuals_of(request: DocRequest):
+    """What the task's doc_to_visual returns; BadDocument when it stops instead: lmms-eval 0.7.3's task utils end
+    the whole process on one missing video (videomme, mlvu, videomme_v2: sys.exit; lvbench: assert), which would
+    lose every other document's answer."""
+    try:
+        return request.doc_to_visual(request.doc)
+    except (SystemExit, AssertionError, OSError) as exc:
+        why = str(exc) or type(exc).__name__
+        raise BadDocument(f"{request.task} doc {request.doc_id}: its doc_to_visual stopped ({why})") from None
+
+
 def failed_record(task: str, doc_id, error: str) -> dict:
     """A predictions record for a document that could not become a sample."""
     return {"benchmark": task, "sample_id": str(doc_id), "video": "", "duration": None, "question": "",
@@ -162,7 +170,7 @@ def answer_requests(requests: Sequence[DocRequest], side: SideFile,
             if key in side.done or key in todo:
                 continue
             try:
-                video = first_video(request.doc_to_visual(request.doc))
+                video = first_video(visuals_of(request))
                 sample = sample_from_doc(request.task, request.doc, request.doc_id, video)
             except BadDocument as exc:  # recorded as a failed sample, like a bad benchmark row in evaluate/run.py
                 side.add(out, {**failed_record(request.task, request.doc_id, f"bad_sample: {exc}"), "lmms": block})

@@ -9,10 +9,15 @@ class is a "simple" model (lmms_eval/api/model.py `lmms`, `is_simple = True`): e
 (`cader.evaluate.lmms.docs`), runs Stage 1, and Stage 2 when the margin is below tau, with its own prompts, and
 returns the final letter for the task's own scorer to read.
 
-The side file (`records=`, default cader_lmms_records.jsonl) gets one predictions.jsonl record per document, with
-`lmms: {task, split, doc_id, doc_hash}`; a rerun reuses the records whose task, doc id and doc hash match, so an
-interrupted lmms-eval run resumes without recomputing. The side file is a cader run: `cader view` and the report
-read it as such.
+The side file (`records=`, default `<--output_path>/cader_lmms_records.jsonl`, the working directory only when the run
+has no --output_path) gets one predictions.jsonl record per document, with `lmms: {task, split, doc_id,
+doc_hash}`; a rerun reuses the records whose task, doc id and doc hash match, so an interrupted lmms-eval run
+resumes without recomputing. The side file is a cader run: `cader view` and the report read it as such.
+
+Before any model loads, the model refuses, with SystemExit (status 1; lmms-eval turns any Exception into a
+traceback and exit status 0): a multi-process launch, an unknown or bad model_arg, a task cader cannot read, and,
+when HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set, a task whose rows or videos are not where lmms-eval will look
+(`cader.evaluate.lmms.run_context`).
 
 `generate_until` runs all of the requests it is given (lmms-eval gives it every request of the run at once) as one
 CADER run, grouped by video, `concurrency=` samples in flight (`cader.evaluate.lmms.answering`). lmms-eval's
@@ -21,25 +26,23 @@ multi-process launch is refused: it would split a video's questions over process
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 
 import yaml
-from cader.evaluate.lmms.answering import (
-    DocRequest,
-    MultiProcessRun,
-    SideFile,
-    answer_requests,
-    load_backends,
-    run_grouped,
-    single_process_problem,
-)
+from cader.evaluate.lmms.answering import DocRequest, SideFile, answer_requests, load_backends, run_grouped
+from cader.evaluate.lmms.run_context import CONFIG_FIELDS, lmms_run, refusal, side_file
 from cader.evaluate.method.config import CaderConfig
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
-CONFIG_FIELDS = {f.name for f in dataclasses.fields(CaderConfig)}
+
+class Refused(SystemExit):
+    """The model will not run this lmms-eval run; the message says why. A SystemExit, so that lmms-eval, which
+    reports any Exception and exits 0, stops with status 1."""
+
+    def __init__(self, why: str):
+        super().__init__(f"cader: {why}")
 
 
 def read_config(config: str | None) -> dict:
@@ -65,7 +68,7 @@ class Cader(lmms):
     is_simple = True
 
     def __init__(self, model: str, verifier: str | None = None, config: str | None = None,
-                 calibration: str | None = None, records: str = "cader_lmms_records.jsonl", device: str = "cpu",
+                 calibration: str | None = None, records: str | None = None, device: str = "cpu",
                  verifier_device: str | None = None, dtype: str = "float32", attn_implementation: str | None = None,
                  backend: str = "hf", concurrency: int = 1, batch_size=1, **overrides) -> None:
         """
@@ -75,7 +78,8 @@ class Cader(lmms):
             config: an evaluate/run.py config file (configs/eval/cader.yaml): its CADER settings are used, and its
                 vllm_main/vllm_verifier engine settings with backend=vllm
             calibration: calibration.json from calibrate/fit.py: its T and tau override the config's
-            records: the side file of cader records (predictions.jsonl format), appended and resumed
+            records: the side file of cader records (predictions.jsonl format), appended and resumed (default:
+                cader_lmms_records.jsonl in lmms-eval's --output_path)
             device: torch device of the HF backends
             verifier_device: torch device of the HF verifier when it is another model (default: device)
             dtype: torch dtype of the HF backends
@@ -86,21 +90,16 @@ class Cader(lmms):
             overrides: any CaderConfig field (tau=0.9, variant=no_stage2, ...); other keys are refused
         """
         super().__init__()
-        problem = single_process_problem(os.environ)  # before any model loads: fail in seconds, not minutes
-        if problem:
-            raise MultiProcessRun(problem)
-        unknown = sorted(set(overrides) - CONFIG_FIELDS)
-        if unknown:
-            raise ValueError(f"cader model_args: unknown {', '.join(unknown)} (CADER settings: "
-                             f"{', '.join(sorted(CONFIG_FIELDS))})")
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"cader model_args: concurrency must be a whole number >= 1, got {concurrency!r}")
+        run = lmms_run()
+        why = refusal(overrides, concurrency, backend, run, os.environ, Path.cwd())  # before any model loads: seconds
+        if why:
+            raise Refused(why)
         self.cfg = cader_config(config, calibration, overrides)
         self.concurrency = concurrency
         self.main, self.verifier = load_backends(
             backend, model, verifier, device=device, verifier_device=verifier_device, dtype=dtype,
             attn_implementation=attn_implementation, engines=read_config(config))
-        self.side = SideFile(records)
+        self.side = SideFile(side_file(records, run))
         self.records_path = self.side.path
 
     @property

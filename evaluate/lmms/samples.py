@@ -173,6 +173,23 @@ def _pick_metric(path: Path, rows: list[tuple[int, dict]]) -> str:
                                  "'score' or with 'pred_answer'/'parsed_pred' and 'answer'")
 
 
+def check_doc_ids(path: Path, rows: list[tuple[int, dict]]) -> None:
+    """SamplesFileError unless every samples line has its own integer doc_id: lmms-eval writes one line per
+    document, its index in the task's split, so a null or repeated id is a file that was edited or concatenated,
+    and keeping either copy would score an answer that may not be the system's."""
+    first_line: dict[int, int] = {}
+    for number, row in rows:
+        doc_id = row["doc_id"]
+        if isinstance(doc_id, bool) or not isinstance(doc_id, int):
+            raise SamplesFileError(path, f"line {number}: doc_id {doc_id!r} is not a document index (lmms-eval "
+                                         "writes the document's integer index in the task's split)")
+        if doc_id in first_line:
+            raise SamplesFileError(path, f"doc_id {doc_id} is on lines {first_line[doc_id]} and {number}: one "
+                                         "document logged twice (a concatenated or edited file); compare cannot "
+                                         "tell which answer is the system's")
+        first_line[doc_id] = number
+
+
 def read_samples(path: str | Path) -> SamplesScores:
     """Per-document correctness of an lmms-eval samples file (see the module docstring for the rules).
 
@@ -183,7 +200,8 @@ def read_samples(path: str | Path) -> SamplesScores:
         The scores by question key and by `<task>/<doc_id>`, and the lines left out.
 
     Raises:
-        SamplesFileError: when no line is a samples line, or no metric reads as correct/incorrect.
+        SamplesFileError: when no line is a samples line, no metric reads as correct/incorrect, a doc_id is not an
+            integer or is on two lines, or a question id is on two lines.
     """
     path = Path(path)
     problems, rows = [], []
@@ -206,10 +224,9 @@ def read_samples(path: str | Path) -> SamplesScores:
         # `cader export-lmms` of a run not made through lmms-eval numbers documents by line: pairing those numbers
         # with lmms-eval's document indices would line up different questions
         by_doc, no_doc_why = None, LINE_NUMBER_WHY
+    check_doc_ids(path, rows)
+    first_line_of_question: dict[str, int] = {}
     for number, row in rows:
-        if row["doc_id"] is None or isinstance(row["doc_id"], (bool, float, list, dict)):
-            problems.append((number, f"doc_id {row['doc_id']!r} is not a document index"))
-            continue
         value = row.get(metric)
         try:
             if metric not in row:
@@ -223,16 +240,14 @@ def read_samples(path: str | Path) -> SamplesScores:
             if key is None:
                 problems.append((number, f"doc {row['doc_id']}: no question id in {metric}"))
                 continue
-            if str(key) in by_question:
-                problems.append((number, f"doc {row['doc_id']}: question {key} again (first one kept)"))
-                continue
+            if str(key) in first_line_of_question:
+                raise SamplesFileError(path, f"question {key} is logged twice, on lines "
+                                             f"{first_line_of_question[str(key)]} and {number}: compare cannot tell "
+                                             "which answer is the system's")
+            first_line_of_question[str(key)] = number
             by_question[str(key)] = score
         if by_doc is not None:
-            doc = f"{task}/{row['doc_id']}"
-            if doc in by_doc:
-                problems.append((number, f"doc {row['doc_id']} again (first one kept)"))
-                continue
-            by_doc[doc] = score
+            by_doc[f"{task}/{row['doc_id']}"] = score
     return SamplesScores(path=path, task=task, metric=metric, by_question=by_question, by_doc=by_doc,
                          no_key_why=family.no_key_why, no_doc_why=no_doc_why,
                          problems=[f"{path}:{number}: {why}" for number, why in sorted(problems)])
