@@ -1,10 +1,10 @@
-"""Write a self-contained HTML viewer for a CADER run folder (or a tree of them).
+"""Write a self-contained HTML viewer of CADER runs side by side (run folders, or trees of them).
 
-    python evaluate/view.py runs/tiny/eval --out runs/tiny/viewer.html
-    cader view runs/tiny/eval/full/synthetic --video_root runs/tiny/data/eval --thumbs 4
+    python evaluate/view.py runs/tiny/eval --out runs/tiny/viewer.html --reference full/synthetic
+    cader view runs/a/eval/full/synthetic runs/b/eval/full/synthetic --video_root runs/tiny/data/eval --thumbs 4
 
-One static file, no server and no CDN: the records are inlined as JSON and drawn by vanilla JS, lazily, so 2,000
-samples open at once. See docs/viewer.md.
+One static file, no server and no CDN: the records are inlined as compact JSON and drawn by vanilla JS, only as
+many cards as the screen shows, so 20,000 samples open at once. See docs/viewer.md.
 """
 
 import logging
@@ -16,7 +16,7 @@ from jsonargparse import ArgumentParser
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
-    """The flags of evaluate/view.py: `write_viewer`'s parameters, the run folder given without a flag."""
+    """The flags of evaluate/view.py: `write_viewer`'s parameters, the run folders given without a flag."""
     return function_parser(write_viewer, prog, positional=("root",), description=__doc__.split("\n")[0])
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return 2
     try:
         path, built = write_viewer(**args)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:  # a missing run; a --reference that names none of the runs
         print(f"evaluate/view.py: error: {exc}", file=sys.stderr)
         return 2
     problems = len(built.problems.messages)

@@ -5,7 +5,7 @@ import base64
 import io
 import json
 import math
-import re
+from pathlib import Path
 
 import pytest
 from cader.contracts.records import JudgmentRecord, build_record
@@ -13,6 +13,7 @@ from cader.dev.viewer_records import synthetic_records
 from cader.evaluate.report import write_report
 from cader.evaluate.viewer.build import write_viewer
 from cader.evaluate.viewer.collect import card_of, filter_counts, iterations, resamples, softmax
+from cader.evaluate.viewer.encode import decode
 from cader.evaluate.viewer.page import table_html
 from cader.evaluate.viewer.thumbs import thumb_window, thumbnails
 from PIL import Image
@@ -27,9 +28,8 @@ def write_run(folder, records, report=True):
 
 
 def page_data(path) -> dict:
-    text = path.read_text(encoding="utf-8")
-    inlined = re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.DOTALL).group(1)
-    return json.loads(inlined)
+    """The page's cards, joined back from its columns and lines (encode.decode)."""
+    return {"cards": decode(path.read_text(encoding="utf-8"))}
 
 
 STEPS = [
@@ -93,7 +93,8 @@ def test_inlined_json_cannot_close_its_script_element(tmp_path):
     record = synthetic_records(1)[0] | {"question": "</script><script>window.bad = 1</script><!-- \u2028"}
     path, _ = write_viewer(write_run(tmp_path / "run", [record]))
     text = path.read_text(encoding="utf-8")
-    assert text.count("</script>") == 2  # the data element's and the viewer script's own
+    # the index's, the question lines', the card lines' and the viewer script's own
+    assert text.count("</script>") == 4
     assert page_data(path)["cards"][0]["q"] == record["question"]
 
 
@@ -209,3 +210,117 @@ def test_the_tools_help_names_every_flag(name, flag, capsys):
     assert f"usage: cader {name}" in text and flag in text
     for action in load_script(TOOLS[name]).build_parser()._actions:
         assert action.help and action.help.strip(), f"{name} {action.option_strings} has no help"
+
+
+# ---- several runs side by side ----------------------------------------------------------------------------------------
+
+
+def test_several_roots_are_runs_named_below_their_common_folder_and_the_reference_is_chosen(tmp_path, capsys):
+    from cader.cli.main import main
+
+    a = write_run(tmp_path / "seed1" / "full" / "synthetic", synthetic_records(8, seed=0, variant=1))
+    b = write_run(tmp_path / "seed2" / "full" / "synthetic", synthetic_records(8, seed=0, variant=2))
+    out = tmp_path / "both.html"
+    assert main(["view", str(a), str(b), "--out", str(out), "--reference", "seed2/full/synthetic"]) == 0
+    assert "16 samples in 2 runs" in capsys.readouterr().out
+    cards = page_data(out)["cards"]
+    assert {c["f"]["run"] for c in cards} == {"seed1/full/synthetic", "seed2/full/synthetic"}
+    text = out.read_text()
+    assert '<tr data-run="seed2/full/synthetic" class="reference">' in text
+    assert 'data-run="seed1/full/synthetic" data-base="seed2/full/synthetic"' in text
+    # a name that matches no run, or several, is a one-line error naming the runs
+    assert main(["view", str(a), str(b), "--out", str(out), "--reference", "full/synthetic"]) == 2
+    err = capsys.readouterr().err
+    assert "matches several runs" in err and "seed1/full/synthetic" in err and "Traceback" not in err
+    assert main(["view", str(a), "--reference", "nope"]) == 2
+    assert "--reference 'nope' names no run" in capsys.readouterr().err
+
+
+def test_a_run_without_report_json_is_summarised_from_its_records():
+    from cader.evaluate.report import build_report
+    from cader.evaluate.viewer.runs import Run, summary_row
+
+    records = synthetic_records(40, seed=6)
+    from_records = summary_row(Run("r", Path("r/predictions.jsonl"), records, report=None))
+    from_report = summary_row(Run("r", Path("r/predictions.jsonl"), records, report=build_report(records)))
+    for key in ("n", "accuracy", "ci", "exit_rate"):
+        assert from_records[key] == from_report[key], key
+    assert from_records["cost"]["forwards"] == pytest.approx(from_report["cost"]["forwards"], abs=1e-3)
+
+
+def test_each_run_is_compared_with_the_reference_or_the_first_run_on_its_questions():
+    from cader.evaluate.viewer.runs import Run, comparison_bases
+
+    one, two = synthetic_records(8, seed=0, variant=1), synthetic_records(8, seed=0, variant=2)
+    other = [r | {"benchmark": "agentvidbench"} for r in synthetic_records(4, seed=9)]
+    runs = [Run(n, Path(n), rs) for n, rs in (("a", one), ("b", two), ("c", other), ("d", other))]
+    bases = comparison_bases(runs, runs[1])
+    assert [None if b is None else b.name for b in bases] == ["b", None, "d", "c"]
+
+
+def judged_tree(tmp_path, inside: bool, named: bool, runs: int = 2):
+    """`runs` AgentVidBench runs of the same questions and one judge folder, inside the first run, or beside them
+    with its report's command naming the first run's predictions (or naming nothing)."""
+    folders = []
+    for k in range(runs):
+        records = [r | {"benchmark": "agentvidbench", "question_id": 7 + i}
+                   for i, r in enumerate(synthetic_records(2, seed=0, variant=k))]  # fmt: skip
+        folders.append(write_run(tmp_path / "eval" / f"run{k}", records))
+    judge = folders[0] / "judge" if inside else tmp_path / "judge"
+    judge.mkdir(parents=True)
+    row = build_record(JudgmentRecord, {"question_id": 7, "system": "cader", "judge_model": "j", "scores": {
+        "P1": 2, "P2": 1, "P3": 0, "P4": None, "P5": 2}, "traj": 0.625, "mc_rate": 0.5, "milestones": [],
+        "failure_tags": ["counting_error"], "summary": "s", "attempts": 1, "error": None})  # fmt: skip
+    (judge / "judgments.jsonl").write_text(json.dumps(row) + "\n")
+    command = f"evaluate/judge.py --predictions {folders[0] / 'predictions.jsonl'}" if named else "evaluate/judge.py"
+    (judge / "judge_report.json").write_text(json.dumps({"traj": 0.625, "P1": 2.0, "provenance": {"command": command}}))
+    return tmp_path / "eval", judge
+
+
+@pytest.mark.parametrize("inside, named", [(True, False), (False, True)])
+def test_judgments_go_to_the_run_they_judged(tmp_path, inside, named):
+    root, judge = judged_tree(tmp_path, inside, named)
+    path, built = write_viewer(root, tmp_path / "page.html", judgments=[str(judge / "judgments.jsonl")])
+    assert list(built.judge_owner.values()) == ["run0"]
+    judged = {c["f"]["run"] for c in page_data(path)["cards"] if c.get("judge")}
+    assert judged == {"run0"}
+    assert 'data-run="run0"><svg' in path.read_text()  # its judge report's radar
+
+
+def test_judgments_of_no_known_run_are_shown_on_every_judged_question_saying_so(tmp_path):
+    root, judge = judged_tree(tmp_path, inside=False, named=False)
+    path, built = write_viewer(root, tmp_path / "page.html", judgments=[str(judge / "judgments.jsonl")])
+    assert any("cannot tell which run it judged" in m for m in built.problems.messages)
+    assert {c["f"]["run"] for c in page_data(path)["cards"] if c.get("judge")} == {"run0", "run1"}
+
+
+def test_a_failure_tag_is_a_filter_value_and_judge_reasons_reach_the_card(tmp_path):
+    root, judge = judged_tree(tmp_path, inside=True, named=False, runs=1)
+    rows = [json.loads(line) for line in (judge / "judgments.jsonl").read_text().splitlines()]
+    rows[0]["axis_rationales"] = {"P1": "read the question right", "P4": None}
+    (judge / "judgments.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    path, _ = write_viewer(root)
+    cards = page_data(path)["cards"]
+    assert [c["tags"] for c in cards] == [["counting_error"], ["(not judged)"]]
+    assert cards[0]["judge"][0]["why"] == {"P1": "read the question right"}
+
+
+def test_agentvidbench_is_sliced_by_difficulty_category_and_skill():
+    from cader.evaluate.viewer.runs import Run
+    from cader.evaluate.viewer.slices import run_slices
+
+    records = synthetic_records(6, seed=2)
+    for k, r in enumerate(records):
+        r |= {"benchmark": "agentvidbench", "meta": {"difficulty": "hard" if k % 2 else "easy",
+                                                     "categories": ["a", "b"] if k < 2 else ["a"], "skills": []}}
+    slices = run_slices(Run("r", Path("r"), records))["agentvidbench"]
+    assert {g: row["n"] for g, row in slices["difficulty"].items()} == {"easy": 3, "hard": 3}
+    assert {g: row["n"] for g, row in slices["category"].items()} == {"a": 6, "b": 2}  # in each category listed
+    assert list(slices["skill"]) == ["(missing)"]
+
+
+def test_a_line_with_nan_is_written_as_null_and_only_such_lines_take_the_slow_path():
+    from cader.evaluate.viewer.encode import json_line
+
+    assert json_line({"m": float("nan"), "q": "a < b", "x": [1.5, float("inf")]}) == '{"m":null,"q":"a \\u003c b","x":[1.5,null]}'
+    assert json_line({"q": "Infinity war"}) == '{"q":"Infinity war"}'

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,26 @@ def run_name(predictions: Path, root: Path) -> str:
         return predictions.name
     relative = predictions.parent.relative_to(root)
     return str(relative) if str(relative) != "." else predictions.parent.name
+
+
+def runs_of(roots: list[Path]) -> list[tuple[Path, str]]:
+    """(predictions file, run name) for every run under the roots given. One root names its runs as `run_name`
+    does; several name each run by its path below the roots' common folder, so two roots holding `full/synthetic`
+    stay two runs. A run reached from two roots is shown once."""
+    if len(roots) == 1:
+        return [(p, run_name(p, roots[0])) for p in find_runs(roots[0])]
+    common = Path(os.path.commonpath([os.path.abspath(r) for r in roots]))
+    out, seen = [], set()
+    for root in roots:
+        for predictions in find_runs(root):
+            key = Path(os.path.abspath(predictions))
+            if key in seen:
+                continue
+            seen.add(key)
+            target = key if predictions.name != "predictions.jsonl" else key.parent
+            name = str(target.relative_to(common)) if target != common else target.name
+            out.append((predictions, name))
+    return out
 
 
 def read_records(path: Path, problems: Problems) -> list[tuple[dict, str | None]]:
@@ -169,6 +190,15 @@ def stage1_span(stage1: dict) -> float:
         return 0.0
 
 
+def ground_truth_milestones(record: dict) -> list[dict]:
+    """The question's milestones as the benchmark states them (AgentVidBench keeps them in meta): id, type and
+    what must be seen, for the judge's statuses to be read against."""
+    meta = record.get("meta") if isinstance(record.get("meta"), dict) else {}
+    listed = meta.get("milestones") if isinstance(meta.get("milestones"), list) else []
+    return [{"id": m.get("id"), "type": m.get("type"), "d": cut(m.get("description"), 600)}
+            for m in listed if isinstance(m, dict)]
+
+
 def card_of(record: dict, run: str, problem: str | None = None) -> dict:
     """What the page draws for one record (short keys: 2,000 cards are inlined in one file)."""
     stage1 = record.get("stage1") if isinstance(record.get("stage1"), dict) else {}
@@ -180,7 +210,8 @@ def card_of(record: dict, run: str, problem: str | None = None) -> dict:
         probs = [round(p, 4) for p in softmax([float(z) for z in logits], float(temperature or 0))]
     except (TypeError, ValueError, OverflowError):
         probs = []
-    windows = [w for r in iterations(steps) for w in (r.get("win"), r.get("crop")) if w]
+    rounds = iterations(steps)
+    windows = [w for r in rounds for w in (r.get("win"), r.get("crop")) if w]
     return {
         "f": filter_values(record, run),
         "id": str(record.get("sample_id")), "qid": record.get("question_id"), "video": record.get("video"),
@@ -193,9 +224,10 @@ def card_of(record: dict, run: str, problem: str | None = None) -> dict:
                "n": stage1.get("n_frames"), "fps": stage1.get("fps"), "probs": probs,
                "reused": stage1.get("reused")} if stage1 else None,
         "s2": {"pred": stage2.get("pred"), "acc": stage2.get("accepted"), "cycles": stage2.get("cycles"),
-               "fb": stage2.get("fallback"), "rounds": iterations(steps), "rgr": resamples(steps),
+               "fb": stage2.get("fallback"), "rounds": rounds, "rgr": resamples(steps),
                "ans": final_answer(steps)} if stage2 else None,
         "cost": record.get("cost") or {},
+        "ms": ground_truth_milestones(record),
     }  # fmt: skip
 
 
@@ -208,12 +240,15 @@ def filter_counts(cards: list[dict]) -> dict[str, dict[str, int]]:
 
 
 def judgment_of(row: dict, source: str) -> dict:
-    """What a card shows of one judgments.jsonl row: the P1-P5 axes, Traj, milestone coverage, failure tags."""
+    """What a card shows of one judgments.jsonl row: the P1-P5 axes with the judge's reason for each, Traj,
+    milestone coverage with the judge's evidence, failure tags."""
     milestones = [m for m in row.get("milestones") or [] if isinstance(m, dict)]
+    rationales = row.get("axis_rationales") if isinstance(row.get("axis_rationales"), dict) else {}
     return {"src": source, "scores": row.get("scores") or {}, "traj": row.get("traj"), "mc": row.get("mc_rate"),
             "ms": [{"id": m.get("id"), "status": m.get("status"), "ev": cut(m.get("evidence"), 300)}
                    for m in milestones],
-            "tags": row.get("failure_tags") or [], "summary": cut(row.get("summary"), 600),
+            "why": {str(k): cut(v, 600) for k, v in rationales.items() if isinstance(v, str)},
+            "tags": [str(t) for t in row.get("failure_tags") or []], "summary": cut(row.get("summary"), 600),
             "model": row.get("judge_model"), "err": row.get("error")}  # fmt: skip
 
 

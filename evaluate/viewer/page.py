@@ -1,7 +1,8 @@
 """The viewer's HTML: one self-contained file (no server, no CDN) with the data inlined as JSON.
 
-The report tables, calibration numbers and figures are static HTML written here (they are few); the sample cards are
-drawn by viewer.js from the inlined JSON, lazily, so a page of 2,000 samples opens at once.
+The report tables, calibration numbers and figures are static HTML written here (they are few), each table in a box
+that scrolls sideways rather than widening the page; the sample cards are drawn by the scripts (viewer_*.js) from
+the inlined data (encode.py), only as many as the screen shows, so a page of 20,000 samples opens at once.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 from pathlib import Path
+
+from cader.evaluate.viewer.encode import finite, script_safe
 
 HERE = Path(__file__).parent
 MAX_TABLE_ROWS = 200  # a longer list (every failed sample of a big run) is cut, saying how many rows were left out
@@ -48,8 +50,8 @@ def rows_table(rows: list[dict], first: str | None = None, keys: list[str] | Non
     more = len(rows) - MAX_TABLE_ROWS
     if more > 0:
         body.append(f'<tr><td colspan="{len(head)}">… {more} more rows in the file</td></tr>')
-    return ('<table><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr></thead><tbody>"
-            + "".join(body) + "</tbody></table>")  # fmt: skip
+    return ('<div class="scroll"><table><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head)
+            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table></div>")  # fmt: skip
 
 
 def table_html(value) -> str:
@@ -86,6 +88,32 @@ REPORT_SECTIONS = [  # report.json keys in the paper's order (evaluate/report.py
 ]  # fmt: skip
 
 
+def ci_cell(value, interval) -> str:
+    """'66.67 [9.43, 99.16]' (the interval small); '-' without a value."""
+    if value is None:
+        return "-"
+    low, high = (interval or [None, None])[:2] if isinstance(interval, list) else (None, None)
+    return f"{scalar(value)}" + (f" <small>[{scalar(low)}, {scalar(high)}]</small>" if low is not None else "")
+
+
+def benchmarks_table(benchmarks: dict) -> str:
+    """report.json's accuracy per benchmark, the columns one reads first (the rest is in the paper tables)."""
+    head = ["benchmark", "n", "accuracy % [95% exact]", "[95% video bootstrap]", "SE clustered", "videos",
+            "Stage-1 accuracy % [95% exact]", "Stage-1 exit %", "failures"]  # fmt: skip
+    rows = []
+    for name, b in benchmarks.items():
+        b = b if isinstance(b, dict) else {}
+        boot = b.get("accuracy_ci95_video_bootstrap") or [None, None]
+        cells = [esc(name), scalar(b.get("n")), ci_cell(b.get("accuracy"), b.get("accuracy_ci95_exact")),
+                 "-" if boot[0] is None else f"[{scalar(boot[0])}, {scalar(boot[1])}]",
+                 scalar(b.get("accuracy_se_clustered")), scalar(b.get("n_videos")),
+                 ci_cell(b.get("stage1_accuracy"), b.get("stage1_accuracy_ci95_exact")),
+                 scalar(b.get("stage1_exit_rate")), scalar(b.get("failures"))]  # fmt: skip
+        rows.append(f'<tr data-benchmark="{esc(name)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return ('<div class="scroll"><table class="sortable"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")  # fmt: skip
+
+
 def report_html(name: str, report: dict | None, open_: bool) -> str:
     """One run's report.json as tables (a folder without report.json says so)."""
     if report is None:
@@ -97,8 +125,9 @@ def report_html(name: str, report: dict | None, open_: bool) -> str:
     parts = [f"<p class=config>variant <b>{esc(config.get('variant'))}</b>, T = {scalar(config.get('temperature'))}, "
              f"tau = {scalar(config.get('tau'))}, delta = {scalar(config.get('delta'))}, "
              f"calibration {esc(config.get('calibration'))}</p>" if config else ""]  # fmt: skip
-    sections = [f"<h4>{esc(heading)}</h4>{table_html(report[key])}" for key, heading in REPORT_SECTIONS
-                if report.get(key) not in (None, {}, [])]
+    sections = [f"<h4>{esc(heading)}</h4>" + (benchmarks_table(report[key]) if key == "benchmarks" and
+                                               isinstance(report[key], dict) else table_html(report[key]))
+                for key, heading in REPORT_SECTIONS if report.get(key) not in (None, {}, [])]
     # the accuracy table first, in view; the paper's tables one click away (they are long for many benchmarks)
     more = ('<details class="tables-more"><summary>paper tables, Stage 2, cost, failures</summary>'
             f'{"".join(sections[1:])}</details>')
@@ -124,50 +153,81 @@ def calibration_html(path: Path, calibration: dict, figures: list[Path]) -> str:
             f'<div class="figures">{images}</div></details>')  # fmt: skip
 
 
+JUDGE_HEADLINE = ("protocol", "system", "judge_model", "real_judge", "n", "accuracy", "n_correct", "n_judged",
+                  "traj", "mc_rate", "P1", "P2", "P3", "P4", "P5", "traj_unjudged_as_zero")  # fmt: skip
+JUDGE_SLICE_COLUMNS = ("n", "accuracy", "n_judged", "traj", "mc_rate", "P1", "P2", "P3", "P4", "P5")
+
+
+def key_value_table(pairs: list[tuple[str, object]]) -> str:
+    """Scalars as a two-column table (a wide one-row table would run off the screen)."""
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{scalar(v)}</td></tr>" for k, v in pairs)
+    return f'<div class="scroll"><table class="kv">{rows}</table></div>'
+
+
 def judge_report_html(path: Path, report: dict) -> str:
-    """judge_report.json: the headline numbers and its slices."""
-    flat = {k: v for k, v in report.items() if is_scalar(v)}
-    parts = [rows_table([flat]) if flat else ""]
-    for key in ("slices", "failure_tags_per_100", "coverage_by_milestone_type"):
-        if report.get(key):
-            parts.append(f"<h5>{esc(key)}</h5>{table_html(report[key])}")
+    """judge_report.json: the headline numbers, a table per slice (difficulty, category, skill), the failure tags
+    that occurred and the coverage by milestone type."""
+    parts = [f'<p class="bad">{esc(report["warning"])}</p>' if report.get("warning") else ""]
+    parts.append(key_value_table([(k, report.get(k)) for k in JUDGE_HEADLINE if k in report]))
+    for name, groups in (report.get("slices") or {}).items():
+        if isinstance(groups, dict) and groups:
+            rows = [{"__key": g, **{c: (v or {}).get(c) for c in JUDGE_SLICE_COLUMNS}} for g, v in groups.items()]
+            parts.append(f"<h5>by {esc(name)}</h5>{rows_table(rows, first=name)}")
+    tags = {t: r for t, r in (report.get("failure_tags_per_100") or {}).items() if r}
+    if tags:
+        ordered = sorted(tags.items(), key=lambda kv: -kv[1])
+        parts.append("<h5>failure tags per 100 judged questions</h5>" + key_value_table(ordered))
+    if report.get("coverage_by_milestone_type"):
+        parts.append(f"<h5>coverage by milestone type</h5>{table_html(report['coverage_by_milestone_type'])}")
     return f'<details class="judge"><summary>Judge report: {esc(path)}</summary>{"".join(parts)}</details>'
 
 
-def finite(value):
-    """`value` with every NaN or infinite float replaced by None (JSON has no such numbers: a record holding one
-    must not cost the page; the card shows '-' there)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
-
-
 def inline_json(payload) -> str:
-    """JSON safe inside <script>: no "</script>" or "<!--" can close or confuse the element."""
-    text = json.dumps(finite(payload), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    """JSON safe inside <script>: no "</script>" or "<!--" can close or confuse the element; NaN and infinities
+    become null."""
+    return script_safe(json.dumps(finite(payload), ensure_ascii=False, separators=(",", ":"), allow_nan=False))
 
 
-def render_page(title: str, header_html: str, top_html: str, data: dict) -> str:
-    """The whole page. `data` holds the cards and filter order; viewer.js draws from it."""
+SCRIPTS = ("viewer_util.js", "viewer_cards.js", "viewer_list.js", "viewer_views.js")  # one scope, in this order
+VIEWS = (("runs", "Runs"), ("slices", "Slices"), ("samples", "Samples"), ("question", "Question"),
+         ("reports", "Reports"))  # fmt: skip
+
+
+def nav_html(counts: dict[str, str]) -> str:
+    """The view switcher; viewer.js keeps the other words of the address (filters) when it switches."""
+    links = "".join(f'<a href="#v={key}" data-view="{key}">{esc(title)}{esc(counts.get(key, ""))}</a>'
+                    for key, title in VIEWS)  # fmt: skip
+    return f'<nav id="views">{links}</nav>'
+
+
+def render_page(title: str, header_html: str, views: dict[str, str], index: dict, card_lines: list[str],
+                question_lines: list[str], nav_counts: dict[str, str] | None = None) -> str:
+    """The whole page. `views` holds the static HTML of the Runs, Slices and Reports views; the Samples and
+    Question views are drawn by the scripts from `index` and the lines (encode.py)."""
     css = (HERE / "viewer.css").read_text(encoding="utf-8")
-    script = (HERE / "viewer.js").read_text(encoding="utf-8")
+    script = "\n".join((HERE / name).read_text(encoding="utf-8") for name in SCRIPTS)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{esc(title)}</title><style>{css}</style></head>
 <body>
-<header>{header_html}</header>
+<header>{header_html}{nav_html(nav_counts or {})}</header>
 <div id="errors" hidden></div>
-<section id="top">{top_html}</section>
+<section id="view-runs" class="view" hidden>{views.get("runs", "")}</section>
+<section id="view-slices" class="view" hidden>{views.get("slices", "")}</section>
+<section id="view-reports" class="view" hidden><div id="top">{views.get("reports", "")}</div></section>
+<section id="view-question" class="view" hidden><div id="question"></div></section>
+<section id="view-samples" class="view" hidden>
 <section id="controls"><div id="filters"></div>
 <label class="search">search <input id="search" type="search" placeholder="sample id, question, video"></label>
 <span id="shown"></span></section>
-<main id="cards"></main>
-<script type="application/json" id="data">{inline_json(data)}</script>
-<script>{script}</script>
+<main id="cards"></main><div id="more"></div>
+</section>
+<script type="application/json" id="data">{inline_json(index)}</script>
+<script type="application/x-ndjson" id="question-lines">{chr(10).join(question_lines)}</script>
+<script type="application/x-ndjson" id="card-lines">{chr(10).join(card_lines)}</script>
+<script>"use strict";
+(function () {{
+{script}
+}})();</script>
 </body></html>
 """

@@ -2,7 +2,9 @@
 
 The frames come from the project's video reader (`cader.vlm.video.VideoReader`), a few per sample, shrunk to
 about 64 px high and inlined as base64 JPEG, so a page of 2,000 samples with four thumbnails each stays a few MB.
-A video that cannot be read costs that sample its thumbnails only: the reason is returned, never raised.
+Besides the window the answer was given on, each crop the verifier judged (accepted or rejected) gets its strip of
+frames, drawn under the proposal timeline. A video that cannot be read costs that sample its thumbnails only: the
+reason is returned, never raised.
 """
 
 from __future__ import annotations
@@ -53,11 +55,29 @@ def jpeg_data_uri(frame, height: int = THUMB_HEIGHT, quality: int = 70) -> str:
 def thumbnails(path: Path, start: float | None, end: float | None, count: int) -> tuple[list[dict], str | None]:
     """`count` frames spread over [start, end] of the video at `path` as [{"t": seconds, "src": data URI}], and
     None; or no frames and the reason the video could not be read."""
+    strips, why = window_strips(path, [(start, end)], count)
+    return (strips[0] if strips else []), why
+
+
+def window_strips(path: Path, windows: list[tuple[float | None, float | None]],
+                  count: int) -> tuple[list[list[dict]], str | None]:
+    """A strip of `count` frames per window [start, end] (None: the whole video) of one video, opened once; or no
+    strips and the reason the video could not be read."""
     from cader.vlm.video import VideoReader, VideoReadError
 
+    strips = []
     try:
         reader = VideoReader(path, decode_workers=1)  # one decoder: the viewer shares the machine with runs
-        frames = reader.sample_count(count, start, end, max_pixels=DECODE_PIXELS)
+        for start, end in windows:
+            frames = reader.sample_count(count, start, end, max_pixels=DECODE_PIXELS)
+            strips.append([{"t": round(float(t), 2), "src": jpeg_data_uri(f)}
+                           for f, t in zip(frames.frames, frames.timestamps)])  # fmt: skip
     except (VideoReadError, OSError, ValueError, RuntimeError) as exc:
         return [], f"{type(exc).__name__}: {exc}"
-    return [{"t": round(float(t), 2), "src": jpeg_data_uri(f)} for f, t in zip(frames.frames, frames.timestamps)], None
+    return strips, None
+
+
+def verified_windows(card: dict) -> list[tuple[int, tuple[float, float]]]:
+    """(round index, crop) of every proposal whose crop went to the verifier (accepted or rejected)."""
+    rounds = (card.get("s2") or {}).get("rounds") or []
+    return [(k, (float(r["crop"][0]), float(r["crop"][1]))) for k, r in enumerate(rounds) if r.get("crop")]

@@ -90,6 +90,9 @@ CHECKS = [
     Check("P17", "server backend: 2 local vLLM OpenAI replicas vs 1, samples/s on the quickstart's export, 32 calibrated "
           "synthetic samples, --server.concurrency 4 per replica (NaN if the records differ)", "server_replicas.py",
           ">= 1.3x", lambda r: float(r["ratio"]) if r["same_records"] else float("nan"), lambda v: v >= 1.3),
+    Check("P18", "viewer at 20,000 samples (one run; four runs of 5,000 shared questions), headless Chromium: worst of "
+          "time to a usable page / 2 s, slowest filter click / 200 ms, build / 15 s", "viewer_scale.py", "<= 1",
+          _ratio, lambda v: v <= 1.0),
     Check("P19", "decode choice per video: CPU-s of the chosen path / best of planned and sequential (720p30 H.264, "
           "Constrained Baseline and High with B-frames, 2-s and 10-s keyframes; Stage-1 30-min density and 1-fps grid)",
           "decode_choice.py", "<= 1.05", _ratio, lambda v: v <= 1.05, {"minutes": 3, "repeats": 2}),
