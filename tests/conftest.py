@@ -165,6 +165,14 @@ class _ShippedRun:
 _SHIPPED = _ShippedRun()
 
 
+def pytest_itemcollected(item):
+    """A test of the README's main job (the `shipped_tiny_run` fixture: the miniature trained from scratch, about a
+    quarter of an hour of one core) belongs to the heavy tier wherever it is written. Marked as it is collected,
+    before `-m` deselects."""
+    if "shipped_tiny_run" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.heavy)
+
+
 @pytest.hookimpl(trylast=True)   # after `-m`/`-k` deselection: a session that runs none of them starts nothing
 def pytest_collection_modifyitems(session, config, items):
     """Tests that need the shipped run go last, and the run starts now, while the others execute."""

@@ -58,6 +58,7 @@ def test_extrapolation_is_the_straight_line_through_the_depths():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_two_depths_run_in_fresh_processes_and_extrapolate():
     bench = load_script()
     result = bench.main(shape="tiny", seq_len=300, steps=1, gradient_checkpointing=False, layers="1,2")

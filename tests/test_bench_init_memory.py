@@ -38,6 +38,7 @@ def test_the_random_model_is_a_checkpoint_of_the_requested_size(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(300)
 def test_both_ways_run_and_only_the_sharded_one_stays_below_the_model_size():
     result = _bench().main(hidden_size=512, intermediate_size=1408, layers=4)

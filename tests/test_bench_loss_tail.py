@@ -18,6 +18,7 @@ def test_both_paths_compute_the_same_loss():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_small_run_in_fresh_processes_reports_the_ratio():
     result = _bench().main(positions=1_024, labelled=64, hidden=256, vocab=16_384)
     assert set(result["peak_growth_gib"]) == {"all_positions", "labelled"}

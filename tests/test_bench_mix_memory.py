@@ -5,7 +5,7 @@ fresh process importing the benches' own modules by their package (one cold meas
 import pytest
 from cader.scripts.bench import mix_memory
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 def test_each_mix_is_measured_in_a_fresh_process_and_both_train_the_same_items(tmp_path, monkeypatch):
