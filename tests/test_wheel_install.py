@@ -5,11 +5,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
-import venv
 from pathlib import Path
 
 import pytest
+import tomllib
+from cader.scripts.side_venv import ensure_side_venv
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_a_stage(tmp_path):
     wheel = next(wheels.glob("cader_toolkit-*.whl"))
     env_dir = tmp_path / "venv"
     # the main environment's packages stay visible (torch, transformers: no download); cader comes from the wheel
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    ensure_side_venv(env_dir, with_pip=False)  # sees the main environment, a venv or not (scripts/side_venv.py)
     python = env_dir / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
                     "--ignore-installed", str(wheel)], check=True, cwd=tmp_path)
