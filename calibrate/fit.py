@@ -87,6 +87,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         f"T = {result['temperature']:.4g}, tau = {tau} ({result['mode']}); exit rate {sel['exit_rate']:.3f} "
         f"on {sel['n']} held-out samples -> {args['out']}/calibration.json"
     )
+    fit = result.get("fit") or {}
+    if not fit.get("fixed") and fit.get("nll_after") is not None:
+        rose = fit["ece_after"] > fit["ece_before"]
+        print(f"  temperature fitted by gold-letter NLL {fit['nll_before']:.4g} -> {fit['nll_after']:.4g} on "
+              f"{fit.get('n')} samples; ECE {fit['ece_before']:.3g} -> {fit['ece_after']:.3g}"
+              + (" (ECE is not what the fit minimises: binned over 15 bins, it can rise while NLL falls; "
+                 "summary.md says more)" if rose else ""))
     bound = (f"bound on effective counts (design effect {sel['design_effect']:.3g} at tau)"
              if sel.get("design_effect") is not None else
              "bound on effective counts" if result["cluster_bound"] else "bound counting questions")  # fmt: skip

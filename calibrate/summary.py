@@ -40,6 +40,8 @@ def render_summary(p: dict) -> str:
             f"| {_fmt(fit.get('ece_after'))} |"
         ),
         "",
+        fit_note(fit),
+        "",
         "## Early exit on the selection split",
         "",
         "| | T | tau | n | exit rate | exit accuracy | upper bound on exit error | final accuracy |",
@@ -74,6 +76,26 @@ def render_summary(p: dict) -> str:
     lines += ["## Figures", ""]
     lines += [f"- `{f}`" for f in p.get("figures", []) if f.endswith(".png")]
     return "\n".join(lines) + "\n"
+
+
+def fit_note(fit: dict) -> str:
+    """What the temperature table's two criteria say: T is chosen by NLL; ECE is a binned second opinion that can
+    rise while NLL falls, more easily the fewer samples share its 15 bins."""
+    if fit.get("fixed") or fit.get("nll_after") is None or fit.get("nll_before") is None:
+        return "T was given, not fitted."
+    n, bins = fit.get("n") or 0, fit.get("ece_bins") or 15
+    text = (f"T minimises the gold-letter NLL on the fit split (n = {n}); ECE is a second criterion, binned "
+            f"({bins} equal-width bins of P_top1, about {n / bins:.2g} samples per bin on average), that the fit "
+            "does not optimise.")
+    if fit["nll_after"] > fit["nll_before"] + 1e-9:
+        return text + f" **The NLL rose ({_fmt(fit['nll_before'])} → {_fmt(fit['nll_after'])}): the fit is wrong.**"
+    if (fit.get("ece_after") or 0) > (fit.get("ece_before") or 0):
+        text += (f" Here NLL fell ({_fmt(fit['nll_before'])} → {_fmt(fit['nll_after'])}) while ECE rose "
+                 f"({_fmt(fit['ece_before'])} → {_fmt(fit['ece_after'])}): NLL punishes a confident wrong answer "
+                 "hardest, so its T softens the wrong answers' confidence at the price of the right ones', which "
+                 "ECE's bins weigh by count; and with few samples per bin ECE is noisy. A rising ECE is not by "
+                 "itself a sign of a wrong fit; a rising NLL would be.")
+    return text
 
 
 def cluster_note(p: dict) -> str:

@@ -8,13 +8,16 @@
     cader transfer --calibration C --predictions P  # cader.calibrate.transfer.main (python calibrate/transfer.py)
     cader judge --predictions P ...                 # cader.evaluate.judge.cli.main (python evaluate/judge.py)
     cader compare A B                               # the same, subcommand compare
-    cader view RUN [--out FILE]                     # cader.evaluate.view.main      (python evaluate/view.py)
+    cader view RUN [RUN ...] [--reference NAME] [--out FILE]  # cader.evaluate.view.main (python evaluate/view.py)
     cader export-lmms RUN --out DIR                 # cader.evaluate.lmms.export.main
 
 Every stage's `main(argv, prog)` parses its own flags: the parameters of the function it runs
 (`cader.cli.function_cli`), eval's its run options and every CaderConfig field, sft's LightningCLI's. So `cader <sub> --help` is that stage's help and the documented
 script (`python evaluate/run.py ...`) runs the same function. `cader` reads only the subcommand name and imports
 only that stage's module: building every stage's parser up front would import Lightning for `cader --help`.
+A bare `cader SUB --help` is answered from a cache kept after its first rendering (`cader.cli.help_cache`): sft's
+parser imports Lightning and torch (7-28 s), eval's torch, calibrate's scipy (1-5 s on a loaded machine); the kept
+text prints in about half a second.
 """
 
 from __future__ import annotations
@@ -70,8 +73,8 @@ STAGES = {
 # Tools over the stages' outputs, dispatched like the stages (kept apart: they are not steps of the pipeline)
 TOOLS = {
     "view": Command("cader.evaluate.view", "evaluate/view.py",
-                    "write a self-contained HTML viewer of a run's trajectories, reports and judgments "
-                    "(evaluate/view.py)"),
+                    "write a self-contained HTML viewer of one run or several side by side: trajectories, reports, "
+                    "judgments (evaluate/view.py)"),
     "export-lmms": Command("cader.evaluate.lmms.export", "evaluate/lmms/export.py",
                            "write a cader run as lmms-eval's samples_<task>.jsonl and results.json "
                            "(evaluate/lmms/export.py)"),
@@ -102,8 +105,17 @@ def run_stage(name: str, args: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `cader` command: `argv` (None: the command line, whose bare `SUB --help` may come from the help cache)."""
+    from_command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
-        return run_stage(argv[0], argv[1:])
+        name, args = argv[0], argv[1:]
+        command = COMMANDS[name]
+        if from_command_line:
+            from cader.cli.help_cache import cached_help, is_help_request
+
+            if is_help_request(args):
+                return cached_help([name, *command.before, *command.after], lambda: run_stage(name, args))
+        return run_stage(name, args)
     overview_parser().parse_args(argv)   # --help, or an error naming the subcommands
     return 2

@@ -11,6 +11,7 @@ from cader.contracts.records import (
     CalibrationFile,
     JudgmentRecord,
     PredictionRecord,
+    TimingRecord,
     describe_validation_error,
 )
 from pydantic import BaseModel, ValidationError
@@ -19,6 +20,8 @@ from pydantic import BaseModel, ValidationError
 CONTRACTS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("predictions.jsonl", PredictionRecord),
     ("predictions.shard-*-of-*.jsonl", PredictionRecord),
+    ("timings.jsonl", TimingRecord),
+    ("timings.shard-*-of-*.jsonl", TimingRecord),
     ("judgments.jsonl", JudgmentRecord),
     ("calibration.json", CalibrationFile),
 )

@@ -219,7 +219,8 @@ def exclusive_writer(path: str | Path) -> Iterator[Path]:
 
     Two runs appending to one file at once would write every record twice; the second is refused with FileInUse
     naming the holder's pid. The kernel releases the lock when its holder exits, killed or not, so a stale lock file
-    never blocks a rerun (the file itself stays, holding the last holder's pid). Re-entrant within a process.
+    never blocks a rerun. The lock file is removed when its holder lets go (one a killed holder left behind is taken
+    over by the next writer and removed at its end), so no `.lock` outlives its run. Re-entrant within a process.
     """
     key, where = os.path.abspath(path), lock_path(path)
     with _held_guard:
@@ -233,22 +234,36 @@ def exclusive_writer(path: str | Path) -> Iterator[Path]:
         with _held_guard:
             _held[key][1] -= 1
             if _held[key][1] == 0:
-                os.close(_held.pop(key)[0])  # closing the descriptor releases the flock
+                fd = _held.pop(key)[0]
+                where.unlink(missing_ok=True)  # still held: a writer waiting on this file retries on a fresh one
+                os.close(fd)  # closing the descriptor releases the flock
+
+
+def _is_current(fd: int, where: Path) -> bool:
+    """Whether the open file `fd` is still the one at `where` (not removed or replaced since it was opened)."""
+    try:
+        return os.fstat(fd).st_ino == os.stat(where).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def _acquire(path: str | Path, where: Path) -> int:
     """The descriptor of `where`, flocked, with this process's pid written in it; FileInUse when it is taken."""
-    where.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(where, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-        os.close(fd)
-        raise FileInUse(
-            f"{path} is being written by another run (pid {holder}, lock {where}); wait for it to end, "
-            f"or write to another --out"
-        ) from None
+    while True:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(where, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise FileInUse(
+                f"{path} is being written by another run (pid {holder}, lock {where}); wait for it to end, "
+                f"or write to another --out"
+            ) from None
+        if _is_current(fd, where):
+            break
+        os.close(fd)  # its holder removed the file between our open and our flock: lock the path's file anew
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd

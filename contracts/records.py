@@ -1,5 +1,5 @@
 """The files that join the stages, as pydantic models: a predictions.jsonl record (with its Stage-1 and Stage-2
-parts), the calibration file calibration.json, and a judgments.jsonl record.
+parts), its wall-clock time in timings.jsonl, the calibration file calibration.json, and a judgments.jsonl record.
 
 Writers build their records through these models and readers validate through them, so a record that breaks the
 contract is named by file, line and field where it is read rather than failing somewhere downstream. Every model
@@ -22,8 +22,8 @@ from pydantic import BaseModel, Field, ValidationError
 __all__ = [
     "AnswerParseRecord", "AnswerStep", "CalibrationFile", "Cost", "FramesFingerprint", "JudgmentRecord",
     "PredictionRecord", "ProposeStep", "ResampleStep", "Stage1Fingerprint", "Stage1Record", "Stage2Record",
-    "Stage2Step", "VerifyStep", "WindowParseRecord", "build_record", "describe_errors", "describe_validation_error",
-    "present_field_errors",
+    "Stage2Step", "TimingRecord", "VerifyStep", "WindowParseRecord", "build_record", "describe_errors",
+    "describe_validation_error", "present_field_errors", "split_timing",
 ]  # fmt: skip
 
 
@@ -223,7 +223,10 @@ class Cost(Record):
     frames_decoded: int = Field(description="Video frames decoded.")
     prompt_tokens: int = Field(description="Prompt tokens over every call.")
     completion_tokens: int = Field(description="Generated tokens over every call.")
-    seconds: Number = Field(description="Wall time of the sample.")
+    seconds: Number | None = Field(
+        default=None,
+        description="Wall time of the sample in records written before timings.jsonl held it; absent now, so that "
+                    "two machines' predictions files are equal byte for byte (the time is in timings.jsonl).")
     grid_fallback: int | None = Field(
         default=None,
         description="1 when the sample's RGR contexts were decoded on their own because F1's pixels exceed "
@@ -278,6 +281,24 @@ class PredictionRecord(Record):
         description='Odd but runnable input, each as "<code>: <detail>" (single_frame: a one-frame container); '
         "absent when none.",
     )
+
+
+class TimingRecord(Record):
+    """One line of timings.jsonl, beside predictions.jsonl: a sample's wall-clock time, kept out of its prediction
+    record because it differs on every machine and run while everything else in the record does not."""
+
+    benchmark: str = Field(description="Benchmark name, as in the sample's prediction record.")
+    sample_id: str = Field(description="The sample's id, as in its prediction record.")
+    seconds: Number = Field(description="Wall time of the sample, from its first decode to its record.")
+
+
+def split_timing(record: dict) -> tuple[dict, dict | None]:
+    """(`record` without its wall-clock time, the timings.jsonl line holding it); None when it has none."""
+    cost = record.get("cost") or {}
+    if cost.get("seconds") is None:
+        return record, None
+    timing = {"benchmark": record["benchmark"], "sample_id": record["sample_id"], "seconds": cost["seconds"]}
+    return {**record, "cost": {k: v for k, v in cost.items() if k != "seconds"}}, timing
 
 
 # ---- building and describing ---------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@
 - Figure 4: net gain (Stage-1 errors corrected minus Stage-1 successes overturned) for samples whose first
   proposal scored P_yes >= 0.9.
 - Fallbacks, cycles histogram, cost totals, failures by reason with the list of failed samples.
+- Wall-clock time apart from the cost: from timings.jsonl beside predictions.jsonl (`cader.evaluate.runner`), so
+  that the records stay machine-independent; records written before it carry their own `cost.seconds`.
 - Optional paired comparison against another run (`cader.evaluate.stats`, imported lazily), resampling videos.
 - Next to every accuracy its exact 95 % (Clopper-Pearson) interval; per benchmark the naive and video-clustered
   standard errors, the number of videos and a video-bootstrap interval, and the official scorers' breakdowns
@@ -232,14 +234,18 @@ def _stage2_summary(records: Sequence[dict]) -> dict:
 
 
 def _round_cost(key: str, value: float) -> float:
-    # FLOPs run to 1e15: four significant digits there; counts stay exact and seconds get three decimals
+    # FLOPs run to 1e15: four significant digits there; counts stay exact
     return float(f"{value:.4g}") if key.startswith("flops") else round(value, 3)
 
 
 def _cost_summary(records: Sequence[dict]) -> dict:
+    """What the samples cost in work (calls, frames, tokens, FLOPs): the same on every machine. Wall-clock time is
+    `_timing_summary`'s."""
     costs = Counter()
     for r in records:
         for key, value in (r.get("cost") or {}).items():
+            if key == "seconds":
+                continue
             if isinstance(value, dict):  # flops by role: summed role by role, as flops_<role>
                 for role, amount in value.items():
                     costs[f"{key}_{role}"] += amount or 0
@@ -255,6 +261,23 @@ def _cost_summary(records: Sequence[dict]) -> dict:
         "total": {k: _round_cost(k, v) for k, v in costs.items()},
         "per_sample": {k: _round_cost(k, v / len(records)) for k, v in costs.items()} if records else {},
     }
+
+
+def _timing_summary(records: Sequence[dict], timings: dict | None) -> dict:
+    """Wall-clock seconds of the records, total and per timed sample: from `timings` ((benchmark, sample_id) ->
+    seconds, the run's timings.jsonl), else a record's own `cost.seconds` (written before timings.jsonl held it).
+    Under `seconds`, the key of every wall-clock value, so a comparison of two runs can leave it out."""
+    timings = timings or {}
+    found = []
+    for r in records:
+        key = (str(r.get("benchmark")), str(r.get("sample_id")))
+        value = timings.get(key, (r.get("cost") or {}).get("seconds"))
+        if value is not None:
+            found.append(float(value))
+    if not found:
+        return {"n_timed": 0}
+    total = sum(found)
+    return {"n_timed": len(found), "seconds": {"total": round(total, 3), "per_sample": round(total / len(found), 3)}}
 
 
 def _failure_summary(records: Sequence[dict]) -> dict:
@@ -291,6 +314,7 @@ def build_report(
     load_errors: Sequence[str] = (),
     config: dict | None = None,
     provenance: dict | None = None,
+    timings: dict | None = None,
 ) -> dict:
     """report.json: accuracy overall and per benchmark, the paper's tables, Stage 2's endings, cost, failures.
 
@@ -299,6 +323,7 @@ def build_report(
         load_errors: benchmark rows that could not be loaded, one line each
         config: the run's configuration, recorded as given
         provenance: the provenance block; collected now (cader.contracts.provenance) when not given
+        timings: (benchmark, sample_id) -> wall-clock seconds (`cader.evaluate.runner.read_timings`)
     """
     by_bench = _per_benchmark(records)
     report = {
@@ -308,6 +333,7 @@ def build_report(
         **_paper_tables(by_bench),
         **_stage2_summary(records),
         "cost": _cost_summary(records),
+        "timing": _timing_summary(records, timings),
         "failures": _failure_summary(records),
         "flags": _flag_summary(records),
         "load_errors": {"count": len(load_errors), "errors": list(load_errors)},
@@ -353,12 +379,17 @@ def _md_header(report: dict) -> list[str]:
     if cfg:
         lines += [
             (
-                f"Variant `{cfg.get('variant')}`, T = {cfg.get('temperature')}, tau = {cfg.get('tau')}, "
+                f"Variant `{cfg.get('variant')}`, T = {_sig(cfg.get('temperature'))}, tau = {_sig(cfg.get('tau'))}, "
                 f"delta = {cfg.get('delta')}, K = {cfg.get('k_reflections')}."
             ),
             "",
         ]
     return lines
+
+
+def _sig(value) -> str:
+    """A float to 4 significant digits for reading (report.json keeps every digit); anything else as it is."""
+    return str(float(f"{value:.4g}")) if isinstance(value, float) else str(value)
 
 
 def _md_accuracy(report: dict) -> list[str]:
@@ -429,6 +460,7 @@ def _md_stage2_cost_failures(report: dict) -> list[str]:
         "", "## Cost", "",
         f"- total: {json.dumps(report['cost']['total'])}",
         f"- per sample: {json.dumps(report['cost']['per_sample'])}",
+        f"- {_timing_line(report.get('timing') or {})}",
         "", "## Failures", "",
         f"{report['failures']['count']} failed samples: {json.dumps(report['failures']['by_reason'])}",
     ]  # fmt: skip
@@ -454,6 +486,14 @@ def _md_stage2_cost_failures(report: dict) -> list[str]:
     if report.get("comparison"):
         lines += ["", "## Paired comparison", "", f"```json\n{json.dumps(report['comparison'], indent=1)}\n```"]
     return lines
+
+
+def _timing_line(timing: dict) -> str:
+    seconds = timing.get("seconds")
+    if not seconds:
+        return "wall-clock time: not recorded"
+    return (f"wall-clock time (timings.jsonl, apart from the records, which are the same on every machine): "
+            f"{seconds['total']:.4g} s over {timing['n_timed']} samples, {seconds['per_sample']:.3g} s per sample")
 
 
 def render_markdown(report: dict) -> str:
@@ -507,9 +547,15 @@ def write_report(
     load_errors: Sequence[str] = (),
     config: dict | None = None,
     compare_to: Sequence[dict] | None = None,
+    timings: dict | None = None,
 ) -> dict:
+    """report.json and report.md in `out_dir`; `timings` default to those beside `out_dir`/predictions.jsonl."""
+    from cader.evaluate.runner import PREDICTIONS, read_timings
+
     out_dir = Path(out_dir)
-    report = build_report(records, load_errors, config, collect_provenance())
+    if timings is None:
+        timings = read_timings(out_dir / PREDICTIONS)
+    report = build_report(records, load_errors, config, collect_provenance(), timings)
     transfer = calibration_transfer(records, (config or {}).get("calibration"))
     if transfer is not None:
         report["calibration_transfer"] = transfer

@@ -208,8 +208,9 @@ def run_mode(args, argv: list[str]) -> int:
     binding, binding_line = calibration_binding(args, values)
     if binding is not None and not binding["holds"] and not binding["accepted_mismatch"]:
         raise RunError(binding_line)
-    if binding_line:
-        log.warning("%s", binding_line)
+    if binding_line:   # the mismatch was accepted: say so, so that the warning explains itself
+        log.warning("%s; used anyway, as --accept_calibration_mismatch true asks: exits here carry no guarantee, "
+                    "and report.md says so", binding_line)
     config_record = {
         **cfg.to_dict(),
         "model": args.model,
@@ -253,7 +254,8 @@ def cader_values(args) -> dict:
             values["temperature"], values["tau"] = load_calibration(args.calibration)
         except CalibrationFileError as err:
             raise RunError(f"--calibration {err}") from None
-        log.info("calibration %s: T = %s, tau = %s", args.calibration, values["temperature"], values["tau"])
+        # 4 significant digits for reading; the run uses (and report.json records) the full values
+        log.info("calibration %s: T = %.4g, tau = %.4g", args.calibration, values["temperature"], values["tau"])
     return values
 
 

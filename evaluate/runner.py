@@ -1,6 +1,9 @@
 """Run CADER over a benchmark: one predictions.jsonl record per sample, appended and flushed as each finishes.
 
 - Resume: ids already in the output file are skipped; a torn last line (killed mid-write) is cut off first.
+- Wall-clock time: each sample's `seconds` goes to `timings.jsonl` beside predictions.jsonl (`timings_path`), keyed
+  by benchmark and sample id, not into its record: the records of two machines (or two runs) are then equal byte
+  for byte, and only the timings file differs. Reports read it back (`read_timings`).
 - Shards: `--shard I/N` (0 <= I < N) takes whole videos, balanced by duration (`cader.evaluate.shards`), and writes
   `predictions.shard-I-of-N.jsonl`; `merge_shards` joins them (deduplicated) into predictions.jsonl.
 - Failures: a sample that cannot be run is still written, with `error` set, `pred` null and `correct` false, and
@@ -38,7 +41,7 @@ from pathlib import Path
 
 from cader.calibrate.margin import InvalidLogits
 from cader.contracts.jsonl import JsonlAppender, exclusive_writer, jsonl_line, read_validated
-from cader.contracts.records import PredictionRecord, build_record
+from cader.contracts.records import PredictionRecord, TimingRecord, build_record, split_timing
 from cader.evaluate.backends.base import Backend
 from cader.evaluate.in_flight import records_in_flight, stage1_ahead
 from cader.evaluate.method.config import CaderConfig
@@ -53,7 +56,7 @@ from cader.vlm.video import VideoReader, VideoReadError
 from tqdm import tqdm
 
 __all__ = ["PREDICTIONS", "merge_shards", "parse_shard", "predictions_path", "process_sample", "read_records",
-           "run_samples", "run_variants", "select_samples"]
+           "read_timings", "run_samples", "run_variants", "select_samples", "timings_path"]
 log = logging.getLogger(__name__)
 
 
@@ -118,6 +121,49 @@ def read_records(path: str | Path) -> list[dict]:
 
 def record_key(record: dict) -> tuple[str, str]:
     return str(record.get("benchmark")), str(record.get("sample_id"))
+
+
+def timings_path(predictions_file: str | Path) -> Path:
+    """The wall-clock side file of a predictions file: timings.jsonl beside predictions.jsonl,
+    timings.shard-I-of-N.jsonl beside a shard's file, <stem>.timings.jsonl beside a file of any other name."""
+    path = Path(predictions_file)
+    stem = PREDICTIONS.removesuffix(".jsonl")
+    if path.name.startswith(stem):
+        return path.with_name("timings" + path.name[len(stem):])
+    return path.with_name(f"{path.stem}.timings.jsonl")
+
+
+def read_timings(predictions_file: str | Path) -> dict[tuple[str, str], float]:
+    """(benchmark, sample_id) -> seconds from the timings file of `predictions_file` (missing: empty). A sample run
+    again (--retry_failed) has a later line, which counts; a line that breaks the contract is logged and skipped."""
+    read = read_validated(timings_path(predictions_file), TimingRecord)
+    for problem in read.problems:
+        log.warning("skipped a timings line: %s", problem)
+    return {record_key(t): float(t["seconds"]) for t in read.records}
+
+
+class RecordWriter:
+    """Appends a sample's record to its predictions file and its wall-clock time to the timings file beside it."""
+
+    def __init__(self, predictions_file: str | Path):
+        self.records = JsonlAppender(predictions_file, fsync=True)
+        self.timings = JsonlAppender(timings_path(predictions_file))
+
+    def write(self, record: dict) -> None:
+        kept, timing = split_timing(record)
+        self.records.write(kept)
+        if timing is not None:   # after the record: a timing never names a sample the predictions lack
+            self.timings.write(timing)
+
+    def close(self) -> None:
+        self.records.close()
+        self.timings.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def base_record(sample) -> dict:
@@ -304,7 +350,7 @@ def _run_samples(samples, data_root, out_file: Path, main, verifier, cfg, video_
     priors = stage1_priors or {}
     counts = {"done_before": len(done), "ran": 0, "failed": 0, "flagged": 0, "retried": retried,
               "stage1_reused": check_stage1_priors(todo, priors, main, cfg)}
-    with JsonlAppender(out_file, fsync=True) as appender:
+    with RecordWriter(out_file) as appender:
         bar = tqdm(
             total=len(todo), desc=f"cader[{cfg.variant}]", unit="sample", disable=not progress, dynamic_ncols=True
         )
@@ -424,7 +470,7 @@ def _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, p
 
     done = {v: {record_key(r) for r in read_records(f)} for v, f in files.items()}
     counts = {v: {"done_before": len(done[v]), "ran": 0, "failed": 0} for v in cfgs}
-    appenders = {v: JsonlAppender(f, fsync=True) for v, f in files.items()}
+    appenders = {v: RecordWriter(f) for v, f in files.items()}
     first = next(iter(cfgs.values()))
     groups = group_by_video(samples, lambda s: str(video_path(s, data_root))) if grouped else [[s] for s in samples]
     bar = tqdm(total=len(samples), desc=f"cader[{','.join(cfgs)}]", unit="sample", disable=not progress)
@@ -461,7 +507,8 @@ def _run_variants(samples, data_root, files, main, verifier, cfgs, video_path, p
 
 
 def merge_shards(out_dir: str | Path) -> tuple[Path, int]:
-    """Join predictions.shard-*-of-N.jsonl (and an existing predictions.jsonl) into predictions.jsonl.
+    """Join predictions.shard-*-of-N.jsonl (and an existing predictions.jsonl) into predictions.jsonl, and their
+    timings files into timings.jsonl (`merge_timings`).
 
     Duplicates (same benchmark + sample_id): a record without `error` beats a failed one (a shard rerun with
     --retry_failed replaces the failures an earlier merge kept), else the first seen stays. Written atomically.
@@ -479,4 +526,16 @@ def merge_shards(out_dir: str | Path) -> tuple[Path, int]:
                 if kept is None or (kept.get("error") and not record.get("error")):
                     merged[record_key(record)] = record  # a replaced key keeps its first position
         write_atomic(target, (jsonl_line(record) for record in merged.values()))
+        merge_timings(sources, target)
     return target, len(merged)
+
+
+def merge_timings(sources: list[Path], target: Path) -> None:
+    """The timings files of the predictions files `sources` joined into the one of `target` (a sample timed twice:
+    the later source counts, as a rerun's line does within one file). Nothing is written when none has timings."""
+    timings = {}
+    for source in sources:
+        timings.update(read_timings(source))
+    if timings:
+        write_atomic(timings_path(target), (jsonl_line({"benchmark": benchmark, "sample_id": sample, "seconds": t})
+                                            for (benchmark, sample), t in timings.items()))

@@ -14,7 +14,7 @@ import sys
 import typing
 from pathlib import Path
 
-from cader.contracts.records import CalibrationFile, JudgmentRecord, PredictionRecord
+from cader.contracts.records import CalibrationFile, JudgmentRecord, PredictionRecord, TimingRecord
 from jsonargparse import CLI
 from pydantic import BaseModel
 
@@ -25,6 +25,8 @@ FILES = (
     ("predictions.jsonl", PredictionRecord, "one record per line, appended as each sample finishes",
      "evaluate/run.py", ("calibrate/fit.py, evaluate/run.py (resume, merge, report, --compare, --stage1_from), "
      "evaluate/judge.py")),
+    ("timings.jsonl", TimingRecord, "one line per sample beside predictions.jsonl, appended after its record",
+     "evaluate/run.py", "evaluate/run.py (report: wall-clock time), scripts/bench (samples per second)"),
     ("calibration.json", CalibrationFile, "one JSON object", "calibrate/fit.py", "evaluate/run.py --calibration"),
     ("judgments.jsonl", JudgmentRecord, "one record per line, appended as each question is judged",
      "evaluate/judge.py", "evaluate/judge.py (rerun, report, compare)"),

@@ -1,7 +1,7 @@
 """Write the miniature's model (the quickstart's and the README main job's): a tiny Qwen3-VL built from config,
 then taught the CADER roles.
 
-    python scripts/make_tiny_model.py --out runs/tiny/model                                 # a few CPU minutes
+    python scripts/make_tiny_model.py --out runs/tiny/model                                 # most of the main job (docs/miniature.md#time)
     python scripts/make_tiny_model.py --out DIR --grounding_epochs 0 --roles_epochs 0       # random weights only
 
 No downloads. The random model stands in for the architecture; two short passes on videos of its own stand in for

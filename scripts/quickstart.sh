@@ -5,7 +5,11 @@
 #   -> AgentVidBench judge (the loopback test double unless JUDGE_BASE_URL is set; its made-up scores are labelled
 #   as such everywhere) -> one summary.
 # Usage: bash scripts/quickstart.sh [WORKDIR]   (outputs in WORKDIR/runs/tiny, default WORKDIR = the repo;
-#        rerunning resumes every step)
+#        rerunning resumes every step: each output is then said to be "kept", not "wrote")
+# Time:  each step's start prints one overall progress line (elapsed, and with the default settings the share done
+#        and the time left by the step times of docs/measured/quickstart_time.json, the last full run measured);
+#        the run's own step times and machine go to WORKDIR/runs/tiny/run_time.json (docs/miniature.md shows the
+#        measured ones: cp runs/tiny/run_time.json docs/measured/quickstart_time.json).
 # Env:   JUDGE_BASE_URL, JUDGE_MODEL (default gpt-5), OPENAI_API_KEY  to judge with a real endpoint (JUDGE_MODEL is
 #        not used without JUDGE_BASE_URL: the loopback answers only as itself); LIMIT=N samples per benchmark;
 #        TABLE2_LIMIT=N samples of the synthetic test split for full CADER and each ablation (default 96, all);
@@ -51,21 +55,74 @@ DATA="$ROOT/data"
 SFT="$ROOT/sft"
 EVAL="$ROOT/eval"
 CAL="$ROOT/calibration"
-STARTED=$(date +%s)
+mkdir -p "$ROOT"
 
-step() { printf '\n== [%ss] %s\n' "$(( $(date +%s) - STARTED ))" "$*"; }
-wrote() { for f in "$@"; do printf '   wrote %s\n' "$f"; done; }
+# ---- time and progress ---------------------------------------------------------------------------------------------
+# Every timed command appends {"key", "seconds", "ran"} to run_time.jsonl (started anew by each run: a rerun that
+# skips finished steps records them as not run); the end turns it into run_time.json with the machine it ran on.
+TIMES="$ROOT/run_time.jsonl"
+: > "$TIMES"
+if [ -r /proc/loadavg ]; then   # how loaded the machine was at the start (run_time.json has the end's too)
+  read -r L1 L5 L15 _ < /proc/loadavg; printf '{"load_average": [%s, %s, %s]}\n' "$L1" "$L5" "$L15" >> "$TIMES"
+fi
+STARTED=$(date +%s)
+STEP_KEYS=(model data sft heldout calibrate full ablations judge view summary)
+SETTINGS="LIMIT=$LIMIT TABLE2_LIMIT=$TABLE2_LIMIT HELDOUT_LIMIT=$HELDOUT_LIMIT BACKEND=$BACKEND"
+# the reference step times (seconds by key), when the last measured run had these settings
+declare -A REF=()
+REFERENCE="$REPO/docs/measured/quickstart_time.json"
+if [ -f "$REFERENCE" ]; then
+  while read -r key seconds; do [ -n "$key" ] && REF[$key]=$seconds; done < <(python "$REPO/scripts/quickstart_summary.py" \
+    --reference_steps "$REFERENCE" --settings "$SETTINGS" 2>/dev/null || true)
+fi
+declare -A DONE=()
+PACE_REF=0 PACE_TOOK=0   # reference and actual seconds of the commands this run ran (skipped ones set no pace)
+
+clock() { local s=$1; printf '%dm %02ds' $((s / 60)) $((s % 60)); }
+overall() {  # the share of the reference run's time that the keys done so far took, and the time left at this pace
+  [ "${#REF[@]}" -gt 0 ] || return 0
+  local done_ref=0 total_ref=0 key left
+  for key in "${STEP_KEYS[@]}"; do
+    total_ref=$(( total_ref + ${REF[$key]:-0} ))
+    [ -n "${DONE[$key]+x}" ] && done_ref=$(( done_ref + ${REF[$key]:-0} ))
+  done
+  [ "$total_ref" -gt 0 ] || return 0
+  left=$(( total_ref - done_ref ))
+  [ "$PACE_REF" -gt 0 ] && left=$(( left * PACE_TOOK / PACE_REF ))
+  printf ' · about %d %% done, about %s left' $(( 100 * done_ref / total_ref )) "$(clock "$left")"
+}
+step() { printf '\n== [%s elapsed%s] %s\n' "$(clock $(( $(date +%s) - STARTED )))" "$(overall)" "$*"; }
+stamp() { stat -c '%.9Y %s %i' -- "$1" 2>/dev/null || echo -; }
+timed() {  # timed KEY OUTPUT... -- COMMAND...: run COMMAND unless it is "skip", time it, say what it wrote or kept
+  local key="$1" outputs=() before=() f i start seconds ran=true; shift
+  while [ "$1" != -- ]; do outputs+=("$1"); shift; done; shift
+  for f in "${outputs[@]}"; do before+=("$(stamp "$f")"); done
+  start=$(date +%s)
+  if [ "$1" = skip ]; then ran=false; else "$@"; fi
+  seconds=$(( $(date +%s) - start ))
+  if [ "$ran" = true ] && [ -z "${DONE[$key]+x}" ]; then   # a key's reference time counts once, at its first command
+    PACE_REF=$(( PACE_REF + ${REF[$key]:-0} )); PACE_TOOK=$(( PACE_TOOK + seconds ))
+  elif [ "$ran" = true ]; then PACE_TOOK=$(( PACE_TOOK + seconds )); fi
+  DONE[$key]=1
+  printf '{"key": "%s", "seconds": %d, "ran": %s}\n' "$key" "$seconds" "$ran" >> "$TIMES"
+  for i in "${!outputs[@]}"; do
+    f="${outputs[$i]}"
+    if [ "$(stamp "$f")" = - ]; then printf '   missing %s\n' "$f"
+    elif [ "$(stamp "$f")" = "${before[$i]}" ]; then printf '   kept %s (already there)\n' "$f"
+    else printf '   wrote %s\n' "$f"; fi
+  done
+}
+skip_if() { if [ -e "$1" ]; then echo skip; fi; }   # "skip" when the step's output is already there
 
 step "1/9 tiny model and synthetic data"
-[ -f "$MODEL/config.json" ] || python "$REPO/scripts/make_tiny_model.py" --out "$MODEL" --seed "$SEED"
-[ -f "$DATA/summary.json" ] || python "$REPO/scripts/make_synthetic_data.py" --out "$DATA" --seed "$SEED"
-wrote "$MODEL" "$DATA"
+timed model "$MODEL" -- $(skip_if "$MODEL/config.json") \
+  python "$REPO/scripts/make_tiny_model.py" --out "$MODEL" --seed "$SEED"
+timed data "$DATA" -- $(skip_if "$DATA/summary.json") \
+  python "$REPO/scripts/make_synthetic_data.py" --out "$DATA" --seed "$SEED"
 
 step "2/9 tiny SFT (train/sft.py, configs/train/cot_mix_tiny.yaml)"
-if [ ! -f "$SFT/export/config.json" ]; then
+timed sft "$SFT/export" -- $(skip_if "$SFT/export/config.json") \
   python "$REPO/train/sft.py" --config "$REPO/configs/train/cot_mix_tiny.yaml" --seed_everything "$SEED"
-fi
-wrote "$SFT/export"
 
 SERVER_ARGS=()
 if [ "$BACKEND" = server ]; then  # the replicas serve the export; the client (this environment) reaches them over HTTP
@@ -78,60 +135,65 @@ if [ "$BACKEND" = server ]; then  # the replicas serve the export; the client (t
   SERVER_ARGS=(--model_urls "$(paste -sd, "$READY")" --server.concurrency 4 --concurrency $((4 * ${REPLICAS:-2})))
 fi
 
-run_eval() {  # run_eval OUT BENCHMARK VARIANT [extra flags]; a later --limit overrides LIMIT
-  local out="$1" bench="$2" variant="$3"; shift 3
+run_eval() {  # run_eval KEY OUT BENCHMARK VARIANT [extra flags]; a later --limit overrides LIMIT
+  local key="$1" out="$2" bench="$3" variant="$4"; shift 4
   # the verifier is the SFT export too: the mix trains the C.3 role (the untrained base's P(Yes) is noise)
-  "$EVAL_PY" "$REPO/evaluate/run.py" --config "$REPO/configs/eval/cader_tiny.yaml" --backend "$BACKEND" \
+  timed "$key" "$out/predictions.jsonl" "$out/report.md" -- \
+    "$EVAL_PY" "$REPO/evaluate/run.py" --config "$REPO/configs/eval/cader_tiny.yaml" --backend "$BACKEND" \
     --model "$SFT/export" --verifier "$SFT/export" \
     --benchmark "$bench" --data_root "$DATA/eval" --out "$out" --variant "$variant" --limit "$LIMIT" \
     ${SERVER_ARGS[@]+"${SERVER_ARGS[@]}"} "$@"
-  wrote "$out/predictions.jsonl" "$out/report.md"
 }
 
 step "3/9 Stage 1 on the held-out split (--variant no_stage2)"
-run_eval "$EVAL/heldout_stage1" synthetic_heldout no_stage2 --limit "$HELDOUT_LIMIT"
+run_eval heldout "$EVAL/heldout_stage1" synthetic_heldout no_stage2 --limit "$HELDOUT_LIMIT"
 
 step "4/9 calibrate T and tau (calibrate/fit.py, precision mode: exit error <= 5 % with probability >= 90 %)"
 # Half the held-out split fits T, the other half certifies tau: with 120 selection samples the exact bound can
 # certify an exit set (no error in 45 exits already bounds the error at 5 %), so no threshold here is a guess.
-python "$REPO/calibrate/fit.py" --predictions "$EVAL/heldout_stage1/predictions.jsonl" --out "$CAL" \
+timed calibrate "$CAL/calibration.json" "$CAL/figures" -- \
+  python "$REPO/calibrate/fit.py" --predictions "$EVAL/heldout_stage1/predictions.jsonl" --out "$CAL" \
   --mode precision --alpha 0.05 --delta 0.1
-wrote "$CAL/calibration.json" "$CAL/figures"
 
 # every registered benchmark with a released layout (python -m cader.evaluate.benchmarks --real true), after the
 # synthetic test split, whose full run the ablations below compare with
-BENCHMARKS="synthetic $(python -m cader.evaluate.benchmarks --real true | tr '\n' ' ')"
+REAL_LAYOUTS="$(python -m cader.evaluate.benchmarks --real true | tr '\n' ' ')"
 step "5/9 full CADER with --calibration on every synthetic benchmark"
-for bench in $BENCHMARKS; do
-  # the calibration was certified on the synthetic split; the other layouts hold the same videos in another
-  # benchmark's format, so it is used there with the report saying its guarantee does not transfer
+# The calibration was certified on the synthetic split; the other layouts hold the same kind of videos in another
+# benchmark's format, so it is used there with --accept_calibration_mismatch true: each of those runs warns once
+# that the guarantee does not transfer, and its report says so (SUMMARY.md, "Other benchmark layouts").
+echo "   $(wc -w <<< "$REAL_LAYOUTS") released layouts ($REAL_LAYOUTS) reuse the synthetic calibration: each run's" \
+     "warning that its guarantee does not transfer is expected"
+for bench in synthetic $REAL_LAYOUTS; do
   if [ "$bench" = synthetic ]; then limit="$TABLE2_LIMIT"; accept=(); else limit="$LIMIT"; accept=(--accept_calibration_mismatch true); fi
-  run_eval "$EVAL/full/$bench" "$bench" full --calibration "$CAL/calibration.json" --limit "$limit" ${accept[@]+"${accept[@]}"}
+  run_eval full "$EVAL/full/$bench" "$bench" full --calibration "$CAL/calibration.json" --limit "$limit" ${accept[@]+"${accept[@]}"}
 done
 
 step "6/9 ablations (paper Table 2 rows) on the synthetic benchmark ($TABLE2_LIMIT samples)"
 for variant in no_stage2 uniform_stage2 no_verifier no_reflection no_rgr; do
-  run_eval "$EVAL/$variant/synthetic" synthetic "$variant" --calibration "$CAL/calibration.json" \
+  run_eval ablations "$EVAL/$variant/synthetic" synthetic "$variant" --calibration "$CAL/calibration.json" \
     --compare "$EVAL/full/synthetic/predictions.jsonl" --limit "$TABLE2_LIMIT"
 done
 # what the router buys: final accuracy against language-model TFLOPs per sample over tau, from the uniform_stage2
 # run's Stage-2 outcomes (certified tau, the paper's tau = 0.97, always Stage 2 marked; docs/calibration_figures.md)
-python -m cader.cli frontier --predictions "$EVAL/uniform_stage2/synthetic/predictions.jsonl" \
+timed ablations "$ROOT/frontier/figures/frontier.png" "$ROOT/frontier/frontier.md" -- \
+  python -m cader.cli frontier --predictions "$EVAL/uniform_stage2/synthetic/predictions.jsonl" \
   --calibration "$CAL/calibration.json" --out "$ROOT/frontier" --model "$SFT/export" --verifier "$SFT/export"
-wrote "$ROOT/frontier/figures/frontier.png" "$ROOT/frontier/frontier.md"
 
 step "7/9 AgentVidBench judge"
 JUDGE_OUT="$ROOT/judge"
-bash "$REPO/scripts/quickstart_judge.sh" "$EVAL/full/agentvidbench/predictions.jsonl" \
+timed judge "$JUDGE_OUT/judgments.jsonl" "$JUDGE_OUT/judge_report.md" -- \
+  bash "$REPO/scripts/quickstart_judge.sh" "$EVAL/full/agentvidbench/predictions.jsonl" \
   "$DATA/eval/agentvidbench/questions.jsonl" "$JUDGE_OUT"
-wrote "$JUDGE_OUT/judgments.jsonl" "$JUDGE_OUT/judge_report.md"
 
-step "8/9 trajectory viewer (cader view): one self-contained HTML page of every run, with thumbnails"
+step "8/9 runs side by side (cader view): every run, compared with full/synthetic, with frames"
 # (the judgments under $ROOT/judge are found as part of the tree)
-python -m cader.cli view "$ROOT" --out "$ROOT/view.html" --video_root "$DATA/eval" --thumbs 4
-wrote "$ROOT/view.html"
+timed view "$ROOT/view.html" -- \
+  python -m cader.cli view "$ROOT" --out "$ROOT/view.html" --video_root "$DATA/eval" --thumbs 4 \
+    --reference full/synthetic
 
 step "9/9 summary"
-python "$REPO/scripts/quickstart_summary.py" --root "$ROOT"
-wrote "$ROOT/SUMMARY.md"
-step "done"
+timed summary "$ROOT/SUMMARY.md" "$ROOT/summary.json" -- python "$REPO/scripts/quickstart_summary.py" --root "$ROOT"
+# the step times and the machine they were measured on (docs/measured/quickstart_time.json is a copy of one)
+python "$REPO/scripts/quickstart_summary.py" --root "$ROOT" --run_time true --settings "$SETTINGS"
+step "done in $(clock $(( $(date +%s) - STARTED ))): $ROOT/SUMMARY.md, step times in $ROOT/run_time.json"

@@ -7,12 +7,13 @@ named in the block writes:
 
     python scripts/bench/run_all.py --json_out docs/measured/bench.json            # the bench table
     bash scripts/quickstart.sh && cp runs/tiny/summary.json docs/measured/quickstart.json   # the miniature
+    cp runs/tiny/run_time.json docs/measured/quickstart_time.json    # its step times and the machine they ran on
     python scripts/miniature_seeds.py --json_out docs/measured/seeds.json           # its spread over seeds
     python scripts/update_readme.py                                                 # rewrite the blocks
     python scripts/update_readme.py --check true                                    # exit 1 when a page is stale
 
-`bench` (docs/bench.md), `seeds` and `quickstart` (docs/miniature.md) are the full blocks; `bench_summary` and
-`seeds_summary` are their one-paragraph forms for the README. tests/test_readme_generated.py runs the check and
+`bench` (docs/bench.md), `seeds`, `quickstart` and `quickstart_time` (docs/miniature.md) are the full blocks;
+`bench_summary`, `seeds_summary` and `quickstart_time_summary` are their one-paragraph forms for the README. tests/test_readme_generated.py runs the check and
 requires every block somewhere, so the pages and docs/measured/ cannot drift apart and no figure can be dropped.
 """
 
@@ -64,6 +65,15 @@ def render_quickstart(facts: dict) -> str:
     if cal:
         lines.append(f"- calibration: T = {cal['temperature']:.3g}, τ = {cal['tau']:.4g} ({cal['mode']} mode); exit rate "
                      f"{_pct(cal.get('exit_rate'))}, exit accuracy {_pct(cal.get('exit_accuracy'))}")
+        ece = cal.get("ece_check")
+        if ece:
+            lines.append(f"- temperature on the {ece['n']} held-out samples: NLL {ece['nll_raw']:.3f} → "
+                         f"{ece['nll_fitted']:.3f} (T is fitted by NLL, lowest near T = {ece['nll_best_t']:.2g}); "
+                         f"ECE {ece['ece_raw']:.3f} → {ece['ece_fitted']:.3f}, mean confidence "
+                         f"{ece['confidence_raw']:.3f} → {ece['confidence_fitted']:.3f} against accuracy "
+                         f"{ece['accuracy']:.3f}: the NLL-optimal T leaves the model "
+                         f"{'under' if ece['confidence_fitted'] < ece['accuracy'] else 'over'}-confident, which ECE "
+                         "counts (SUMMARY.md, section 3)")
     stage2 = facts.get("stage2")
     if stage2:
         props, verify = stage2["proposals"], stage2["verifier"]
@@ -85,11 +95,65 @@ def render_quickstart(facts: dict) -> str:
         lines.append(f"- cost of `full` / `uniform_stage2` per sample (P4, goal ≤ {cost['goal']}): forwards "
                      f"{_ratio(ratio.get('forwards'))}, decoded frames {_ratio(ratio.get('frames_decoded'))}; accuracy "
                      f"{_ci(cost['full']['accuracy'])} vs {_ci(cost['uniform_stage2']['accuracy'])}")
+    layouts = facts.get("other_layouts")
+    if layouts:
+        rates = [row["accuracy"] for row in layouts.values()]
+        read = [row["training_letter"] for row in layouts.values() if row["training_letter"]["n"]]
+        k, n = sum(r["k"] for r in read), sum(r["n"] for r in read)
+        sizes = sorted({r["n"] for r in rates})
+        lines.append(f"- the {len(layouts)} released layouts ({'–'.join(map(str, sizes))} questions each): accuracy "
+                     f"{_pct(min(r['rate'] for r in rates))}–{_pct(max(r['rate'] for r in rates))} at chance "
+                     f"{_pct(min(r['chance'] for r in rates))}–{_pct(max(r['chance'] for r in rates))}, as designed: "
+                     "the tiny model learned the six colours in one fixed option order and these layouts shuffle "
+                     f"theirs (it answers the colour's training letter in {k}/{n} questions; SUMMARY.md, section 7)")
     flags = facts.get("red_flags") or []
     lines.append("- red flags: " + ("; ".join(flags) if flags else "none"))
     for caveat in facts.get("caveats") or []:
         lines.append(f"- caveat: {caveat}")
     return "\n".join(lines) + "\n"
+
+
+def _minutes(seconds) -> str:
+    if seconds is None:
+        return "–"
+    return f"{seconds} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+
+
+def _machine(t: dict) -> str:
+    """'x86_64, 2 cores (CPU name), 8.0 GiB, load average 7.4 at the start and 9.1 at the end'."""
+    m = t.get("machine") or {}
+    start, end = (m.get("load_average_at_start") or [None])[0], (m.get("load_average_at_end") or [None])[0]
+    load = "" if start is None or end is None else f", 1-minute load average {start:g} at the start and {end:g} at the end"
+    busy = (" (other jobs shared the cores)" if m.get("cores") and start is not None and end is not None
+            and max(start, end) > m["cores"] else "")
+    memory = f", {m['memory_gib']:g} GiB" if m.get("memory_gib") else ""
+    return f"{m.get('arch')}, {m.get('cores')} cores ({m.get('cpu')}){memory}{load}{busy}"
+
+
+def render_quickstart_time(t: dict) -> str:
+    """The quickstart's step times from a complete run (docs/measured/quickstart_time.json), and the machine."""
+    if not t.get("complete"):
+        return "_not measured from a complete run: rerun bash scripts/quickstart.sh in a fresh folder_\n"
+    names, steps = t.get("step_names") or {}, t["steps"]
+    lines = [(f"Measured by `bash scripts/quickstart.sh` ({t.get('settings')}; its `runs/tiny/run_time.json`, copied "
+              f"to `docs/measured/quickstart_time.json`) on {_machine(t)}:"), "",
+             "| step | wall-clock time |", "|---|---|"]
+    lines += [f"| {names.get(key, key)} | {_minutes(seconds)} |" for key, seconds in steps.items()]
+    lines += [(f"| **the main job** (the README's third line: {', '.join(t.get('main_job') or [])}) | "
+               f"**{_minutes(t.get('main_job_seconds'))}** |"),
+              f"| **the whole quickstart** | **{_minutes(t.get('total_seconds'))}** |", "",
+              ("Every step runs on one torch thread (`OMP_NUM_THREADS=1`, `num_threads: 1`), so a step's time "
+               "follows how busy the cores are more than how many there are.")]
+    return "\n".join(lines) + "\n"
+
+
+def render_quickstart_time_summary(t: dict) -> str:
+    """The main job's and the quickstart's measured time in one sentence."""
+    if not t.get("complete"):
+        return "_time not measured from a complete run_\n"
+    return (f"Measured (`bash scripts/quickstart.sh`, `docs/measured/quickstart_time.json`): the main job took "
+            f"{_minutes(t.get('main_job_seconds'))} and the whole quickstart {_minutes(t.get('total_seconds'))} on "
+            f"{_machine(t)}.\n")
 
 
 def _spread(d: dict | None, fmt=_pct) -> str:
@@ -152,7 +216,9 @@ def render_seeds_summary(result: dict) -> str:
 
 RENDERERS = {"bench": ("bench.json", render_bench), "quickstart": ("quickstart.json", render_quickstart),
              "seeds": ("seeds.json", render_seeds), "bench_summary": ("bench.json", render_bench_summary),
-             "seeds_summary": ("seeds.json", render_seeds_summary)}
+             "seeds_summary": ("seeds.json", render_seeds_summary),
+             "quickstart_time": ("quickstart_time.json", render_quickstart_time),
+             "quickstart_time_summary": ("quickstart_time.json", render_quickstart_time_summary)}
 
 
 def render_readme(text: str, measured: Path = MEASURED) -> str:

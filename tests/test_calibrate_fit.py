@@ -358,3 +358,28 @@ def test_tau_for_benchmark_prefers_the_group_tau():
     payload = {"tau": 0.9, "per_benchmark": {"a": {"tau": 0.5, "n": 10}}}
     assert tau_for_benchmark(payload, "a") == 0.5 and tau_for_benchmark(payload, "b") == 0.9
     assert tau_for_benchmark({"tau": 0.7}, "a") == 0.7
+
+
+def test_the_temperature_note_says_which_criterion_the_fit_minimises_and_why_ece_can_rise():
+    from cader.calibrate.summary import fit_note
+
+    rose = fit_note({"n": 120, "nll_before": 0.62, "nll_after": 0.45, "ece_before": 0.111, "ece_after": 0.160,
+                     "ece_bins": 15})
+    assert "T minimises the gold-letter NLL on the fit split (n = 120)" in rose
+    assert "about 8 samples per bin" in rose
+    assert "NLL fell (0.62 → 0.45) while ECE rose (0.111 → 0.16)" in rose and "not by itself a sign" in rose
+    fell = fit_note({"n": 120, "nll_before": 0.62, "nll_after": 0.45, "ece_before": 0.2, "ece_after": 0.1})
+    assert "ECE rose" not in fell and "does not optimise" in fell
+    assert "the fit is wrong" in fit_note({"n": 9, "nll_before": 0.4, "nll_after": 0.5, "ece_before": 0.1,
+                                           "ece_after": 0.1})
+    assert fit_note({"fixed": True}) == "T was given, not fitted."
+
+
+def test_fit_prints_nll_and_ece_rounded_for_reading(prediction_files, tmp_path, capsys):
+    assert _load_fit_main().main(["--predictions", *prediction_files, "--out", str(tmp_path / "c")]) == 0
+    out = capsys.readouterr().out
+    fit = json.loads((tmp_path / "c" / "calibration.json").read_text())["fit"]
+    assert (f"temperature fitted by gold-letter NLL {fit['nll_before']:.4g} -> {fit['nll_after']:.4g} on "
+            f"{fit['n']} samples; ECE {fit['ece_before']:.3g} -> {fit['ece_after']:.3g}") in out
+    summary = (tmp_path / "c" / "summary.md").read_text()
+    assert "T minimises the gold-letter NLL on the fit split" in summary

@@ -14,8 +14,10 @@ from cader.contracts.records import (
     CalibrationFile,
     JudgmentRecord,
     PredictionRecord,
+    TimingRecord,
     build_record,
     describe_validation_error,
+    split_timing,
 )
 from pydantic import ValidationError
 
@@ -295,6 +297,16 @@ def test_a_judgment_row_breaking_the_contract_is_written_as_a_failed_row():
         judgment_row(crashed, question, "cader", "gpt-x", "new")["error"]
         == "judging crashed: RuntimeError: boom"
     )
+
+
+def test_the_wall_clock_time_splits_off_a_record_into_its_timings_line():
+    record = build_record(PredictionRecord, prediction())
+    kept, timing = split_timing(record)
+    assert timing == {"benchmark": "bench", "sample_id": "s1", "seconds": 1.5}
+    assert TimingRecord.model_validate(timing) and build_record(PredictionRecord, kept) == kept
+    assert "seconds" not in kept["cost"] and {**kept, "cost": record["cost"]} == record
+    assert list(kept["cost"]) == ["forwards", "frames_decoded", "prompt_tokens", "completion_tokens"]
+    assert split_timing(kept) == (kept, None)   # nothing to split: written after the split, or never timed
 
 
 def test_contract_for_names_the_pipeline_files():

@@ -13,8 +13,10 @@ from cader.evaluate.runner import (
     parse_shard,
     predictions_path,
     read_records,
+    read_timings,
     run_samples,
     select_samples,
+    timings_path,
 )
 
 LETTERS = ["A", "B", "C", "D"]
@@ -370,3 +372,44 @@ def test_stage1_is_reused_across_variants_and_refused_for_another_setting(tmp_pa
         run_samples(samples, root, tmp_path / "other.jsonl", reused, reused,
                     CaderConfig(max_frames=4, max_pixels=2048), stage1_priors=priors, **kw)
     assert not (tmp_path / "other.jsonl").exists() or read_records(tmp_path / "other.jsonl") == []
+
+
+# ---- wall-clock time apart from the records ------------------------------------------------------------------------
+
+
+def test_two_runs_at_different_speeds_write_byte_identical_predictions(tmp_path, video_root, monkeypatch):
+    from cader.evaluate.method import stage1
+
+    root, name = video_root
+    samples = make_samples(name, n=4)
+    files = {}
+    for run_name, step in (("fast", 0.25), ("slow", 7.5)):
+        # this machine's clock: every sample takes `step` seconds
+        monkeypatch.setattr(stage1.Cost, "stop", lambda cost, step=step: setattr(cost, "seconds", step))
+        out = tmp_path / run_name / "predictions.jsonl"
+        run(samples, root, out, ScriptedBackend(logits_map(4)))
+        files[run_name] = out
+    assert files["fast"].read_bytes() == files["slow"].read_bytes()   # what `cmp` compares
+    assert all("seconds" not in r["cost"] for r in read_records(files["fast"]))
+    fast, slow = read_timings(files["fast"]), read_timings(files["slow"])
+    assert set(fast) == set(slow) == {("bench", f"s{i}") for i in range(4)}
+    assert set(fast.values()) == {0.25} and set(slow.values()) == {7.5}
+    report = write_report(tmp_path / "slow", read_records(files["slow"]))
+    assert report["timing"] == {"n_timed": 4, "seconds": {"total": 30.0, "per_sample": 7.5}}
+    assert "seconds" not in report["cost"]["total"]
+
+
+def test_timings_follow_shards_into_the_merge_and_a_rerun_line_counts(tmp_path, video_root):
+    root, name = video_root
+    samples = make_samples(name, n=4)
+    for i in range(2):
+        shard = (i, 2)
+        run(select_samples(samples, shard=shard), root, predictions_path(tmp_path, shard), ScriptedBackend(logits_map(4)))
+    assert timings_path(predictions_path(tmp_path, (1, 2))).name == "timings.shard-1-of-2.jsonl"
+    target, n = merge_shards(tmp_path)
+    assert timings_path(target) == tmp_path / "timings.jsonl" and n == 4
+    assert set(read_timings(target)) == {("bench", f"s{i}") for i in range(4)}
+    with (tmp_path / "timings.jsonl").open("a") as handle:   # a --retry_failed rerun of s0 appends its own line
+        handle.write('{"benchmark": "bench", "sample_id": "s0", "seconds": 99.0}\nnot json\n')
+    assert read_timings(target)[("bench", "s0")] == 99.0
+    assert timings_path(tmp_path / "out.jsonl") == tmp_path / "out.timings.jsonl"

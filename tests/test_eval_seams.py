@@ -7,6 +7,7 @@ sample written twice) are recorded on the sample and counted, and the run goes o
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -313,3 +314,15 @@ def test_the_scripted_backend_refuses_a_video_without_frames():
     with pytest.raises(ValueError, match="no frames"):
         ScriptedBackend({}).generate([Prompt("Question: q0", video=empty)], 8)
 
+
+
+# a lock file does not outlive its run (issue 40: 50 `.lock` files stayed in the quickstart's folders)
+def test_no_lock_file_outlives_its_writer_and_a_killed_writers_is_taken_over(tmp_path):
+    target = tmp_path / "predictions.jsonl"
+    with exclusive_writer(target) as lock:
+        assert lock.read_text().strip().isdigit()
+    assert not lock.exists()
+    lock.write_text("99999\n")   # left by a writer killed with SIGKILL: no flock on it any more
+    with exclusive_writer(target):
+        assert lock.read_text().strip() == str(os.getpid())
+    assert not lock.exists()

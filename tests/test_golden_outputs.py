@@ -23,6 +23,8 @@ TIMING_KEYS = {"seconds", "waited_s"}   # wall-clock measurements, different on 
 # The provenance block names the commit, date, versions and command line of each run: different by design. Its
 # presence is kept, its values are not compared (tests/test_provenance.py checks them).
 PROVENANCE_LINE = re.compile(r"^(Code `|Command: `|- provenance: ).*$\n?", re.MULTILINE)
+# report.md's wall-clock line: its numbers are timings too (its presence is kept)
+TIMING_LINE = re.compile(r"^(- wall-clock time).*$", re.MULTILINE)
 
 
 def normalised(value, root: str):
@@ -33,7 +35,7 @@ def normalised(value, root: str):
     if isinstance(value, list):
         return [normalised(v, root) for v in value]
     if isinstance(value, str):
-        return PROVENANCE_LINE.sub("", value.replace(root, "<root>"))
+        return TIMING_LINE.sub(r"\1 <timing>", PROVENANCE_LINE.sub("", value.replace(root, "<root>")))
     return value
 
 
@@ -101,3 +103,18 @@ def test_the_comparison_names_the_field_that_changed():
     ]
     assert normalised({"cost": {"seconds": 1.2, "forwards": 3}, "p": "/tmp/x/runs/a"}, "/tmp/x/runs") == {
         "cost": {"forwards": 3}, "p": "<root>/a"}
+    assert normalised("## Cost\n- wall-clock time (timings.jsonl): 1.5 s over 3 samples\n", "/r") == (
+        "## Cost\n- wall-clock time <timing>\n")
+
+
+def test_predictions_hold_no_wall_clock_time_and_timings_files_hold_only_it():
+    """Two machines' predictions files compare equal byte for byte: the golden predictions carry no `seconds`, and
+    each run's timings.jsonl (whose values the comparison leaves out) names only samples."""
+    golden = json.loads(GOLDEN.read_text())
+    predictions = [name for name in golden if name.rsplit("/", 1)[-1].startswith("predictions")]
+    timings = [name for name in golden if name.rsplit("/", 1)[-1].startswith("timings")]
+    # every file the runner wrote has its timings beside it (judge_input/ is the test's own)
+    assert timings and {name.replace("timings", "predictions") for name in timings} == set(predictions) - {
+        "judge_input/predictions.jsonl"}
+    assert all("seconds" not in r.get("cost", {}) for name in predictions for r in golden[name])
+    assert all(set(r) == {"benchmark", "sample_id"} for name in timings for r in golden[name])

@@ -25,7 +25,18 @@ def test_quickstart_runs_the_whole_pipeline(shipped_tiny_run, tmp_path):
                           capture_output=True, text=True, timeout=1500)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     root = tmp_path / "runs" / "tiny"
-    assert "wrote runs/tiny/sft/export" in proc.stdout  # each step says what it wrote
+    # each step says what it wrote, and what it kept: steps 1-2 had their outputs already
+    assert "kept runs/tiny/sft/export (already there)" in proc.stdout and "wrote runs/tiny/sft/export" not in proc.stdout
+    assert "wrote runs/tiny/SUMMARY.md" in proc.stdout and "] 3/9 Stage 1 on the held-out split" in proc.stdout
+    timed = json.loads((root / "run_time.json").read_text())   # a resumed run: no main-job time to document
+    assert timed["skipped"] == ["data", "model", "sft"] and not timed["complete"] and timed["main_job_seconds"] is None
+    assert timed["machine"]["cores"] >= 1 and set(timed["steps"]) == {"heldout", "calibrate", "full", "ablations",
+                                                                       "judge", "view", "summary"}
+    # wall-clock time beside the records, not in them; and no writer's lock outlives its run
+    for predictions in root.glob("eval/*/*/predictions.jsonl"):
+        assert all("seconds" not in json.loads(line)["cost"] for line in predictions.read_text().splitlines())
+        assert (predictions.parent / "timings.jsonl").stat().st_size > 0
+    assert sorted(root.rglob("*.lock")) == []
 
     from transformers import AutoModelForImageTextToText
 
@@ -52,7 +63,8 @@ def test_quickstart_runs_the_whole_pipeline(shipped_tiny_run, tmp_path):
     assert judge["n"] == 8 and judge["n_judged"] >= 1 and not judge["failed_judgments"]
     summary = (root / "SUMMARY.md").read_text()
     assert (root / "view.html").stat().st_size > 0 and "[view.html](view.html)" in summary
-    for needle in ["sft/export", "calibration/calibration.json", "judge/judge_report.md", "no_rgr/synthetic"]:
+    for needle in ["sft/export", "calibration/calibration.json", "judge/judge_report.md", "no_rgr/synthetic",
+                   "## 7. Other benchmark layouts", "why these rows sit near chance"]:
         assert needle in summary
 
     from cader.contracts.files import contract_for, file_problems

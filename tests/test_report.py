@@ -494,6 +494,7 @@ Accuracy with its exact 95% interval and the standard error clustered by video. 
 
 - total: {"forwards": 11}
 - per sample: {"forwards": 2.75}
+- wall-clock time: not recorded
 
 ## Failures
 
@@ -553,10 +554,15 @@ def test_table5_default_tau_excludes_an_exited_sample():
     assert rows[0]["n"] == 0 and rows[1]["n"] == 0
 
 
-def test_cost_totals_keep_three_decimals():
-    records = [rec(1, 0.99, cost={"seconds": 0.12344}), rec(2, 0.99, cost={"seconds": 0.00001})]
-    cost = build_report(records)["cost"]
-    assert cost["total"] == {"seconds": 0.123} and cost["per_sample"] == {"seconds": 0.062}
+def test_wall_clock_seconds_are_kept_apart_from_the_cost_with_three_decimals():
+    # records written before timings.jsonl carry cost.seconds; the side file's value wins where both exist
+    records = [rec(1, 0.99, cost={"seconds": 0.12344, "forwards": 1}), rec(2, 0.99, cost={"seconds": 9.0}),
+               rec(3, 0.99, cost={})]
+    report = build_report(records, timings={("lvbench", "2"): 0.00001})
+    assert report["cost"]["total"] == {"forwards": 1} and report["cost"]["per_sample"] == {"forwards": 0.333}
+    assert report["timing"] == {"n_timed": 2, "seconds": {"total": 0.123, "per_sample": 0.062}}
+    assert "0.123 s over 2 samples, 0.062 s per sample" in render_markdown(report)
+    assert build_report([rec(1, 0.99, cost={})])["timing"] == {"n_timed": 0}
 
 
 def test_comparison_pairs_correctness_per_sample():
@@ -653,3 +659,10 @@ def test_a_uniform_stage2_report_shows_the_accuracy_compute_frontier(tmp_path):
     assert "## Accuracy against compute (uniform_stage2 outcomes)" in (tmp_path / "report.md").read_text()
     assert report["cost"]["per_sample"]["flops_total"] == 4e12
     assert "frontier" not in write_report(tmp_path, rows, config=config | {"variant": "full"})
+
+
+def test_people_read_a_fitted_t_and_tau_to_four_digits_and_report_json_keeps_every_digit():
+    config = {"variant": "full", "temperature": 1.9796517007364418, "tau": 0.15000000000000002}
+    report = build_report([rec(1, 0.99)], config=config)
+    assert "Variant `full`, T = 1.98, tau = 0.15, " in render_markdown(report)
+    assert report["config"]["temperature"] == 1.9796517007364418

@@ -57,6 +57,18 @@ def records_cost(records: list[dict]) -> dict:
     return {k: v / len(records) for k, v in totals.items()} if records else {}
 
 
+def wall_clock(report: dict, predictions: Path) -> dict:
+    """{"seconds": per sample} from report.json's timing block, else from timings.jsonl beside the predictions
+    (wall-clock time is kept out of the records and their cost); empty when neither has it."""
+    seconds = ((report.get("timing") or {}).get("seconds") or {}).get("per_sample")
+    if seconds is None:
+        from cader.evaluate.runner import read_timings
+
+        timed = read_timings(predictions)
+        seconds = sum(timed.values()) / len(timed) if timed else None
+    return {} if seconds is None else {"seconds": seconds}
+
+
 def summary_row(run: Run) -> dict:
     """One run's row: n, accuracy [exact 95 %], exit rate, cost per sample, judge numbers (None when absent)."""
     report = run.report or {}
@@ -70,7 +82,8 @@ def summary_row(run: Run) -> dict:
         "accuracy": overall.get("accuracy"),
         "ci": overall.get("accuracy_ci95_exact") or [None, None],
         "exit_rate": overall.get("stage1_exit_rate"),
-        "cost": per_sample if isinstance(per_sample, dict) else records_cost(run.records),
+        "cost": {**(per_sample if isinstance(per_sample, dict) else records_cost(run.records)),
+                 **wall_clock(report, run.predictions)},
         "judged": bool(judge),
         "real_judge": judge.get("real_judge", True),
         "traj": judge.get("traj"),

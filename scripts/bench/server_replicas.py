@@ -53,17 +53,20 @@ def record_differences(a: list[dict], b: list[dict], tolerance: float = 1e-4) ->
 def timed_server_run(model: str, data_root: str, out: Path, urls: list[str], per_replica: int, limit: int,
                      extra: list[str]) -> dict:
     """evaluate/run.py --backend server on `urls`: its records, wall time and samples/s (loading left out)."""
+    from cader.evaluate.runner import read_timings, timings_path
     from cader.scripts.bench.vllm_records import samples_per_s, timed_run
 
     predictions = out / "predictions.jsonl"
     predictions.unlink(missing_ok=True)  # a rerun must not resume from the last run's records
+    timings_path(predictions).unlink(missing_ok=True)
     cmd = [sys.executable, "evaluate/run.py", "--config", "configs/eval/cader_tiny.yaml", "--model", model,
            "--verifier", model, "--benchmark", "synthetic", "--data_root", data_root, "--limit", str(limit),
            "--progress", "false", "--out", str(out), "--backend", "server", "--model_urls", ",".join(urls),
            "--server.concurrency", str(per_replica), "--concurrency", str(per_replica * len(urls)), *extra]
     timing = timed_run(cmd, predictions)
     rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
-    seconds = [float((r.get("cost") or {}).get("seconds") or 0.0) for r in rows]
+    clock = read_timings(predictions)   # each sample's wall-clock time, beside its record
+    seconds = [clock.get((str(r["benchmark"]), str(r["sample_id"])), 0.0) for r in rows]
     routing = json.loads((out / "server_routing.json").read_text())["model"]["replicas"]
     return {"records": rows, "wall_s": timing["wall_s"], "samples_per_s": samples_per_s(timing["arrivals_s"], seconds),
             "requests_per_replica": [r["sent"] for r in routing]}

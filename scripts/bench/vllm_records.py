@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from cader.evaluate.runner import read_timings, timings_path
 from cader.scripts.bench.vllm_common import CPU_ENGINE_ARGS, DEFAULT_VLLM_PYTHON, REPO, emit, vllm_env
 
 
@@ -72,7 +73,8 @@ def timed_run(cmd: list[str], predictions: Path, env: dict | None = None, timeou
 
 def samples_per_s(arrivals_s: list[float], seconds: list[float], skip: int = 0) -> float | None:
     """Evaluation rate with model loading left out: samples over the time from the first one's start to the last
-    record's arrival. A sample started at its arrival minus its own `cost.seconds` (the runner's per-sample clock),
+    record's arrival. A sample started at its arrival minus its own seconds in timings.jsonl (the runner's per-sample
+clock),
     so this holds for samples run one at a time and for N in flight alike. `skip`: leave out the first records to
     arrive (the first wave pays the engine's one-time warm-up of its first requests).
     """
@@ -120,9 +122,11 @@ def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", 
         target = out_dir / name
         predictions = target / "predictions.jsonl"
         predictions.unlink(missing_ok=True)  # a rerun must not resume from (and so skip) the last run's records
+        timings_path(predictions).unlink(missing_ok=True)
         timing = timed_run([python, *base, "--out", str(target), *args], predictions, env)
         rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
-        seconds = [float((r.get("cost") or {}).get("seconds") or 0.0) for r in rows]
+        clock = read_timings(predictions)   # each sample's wall-clock time, beside its record
+        seconds = [clock.get((str(r["benchmark"]), str(r["sample_id"])), 0.0) for r in rows]
         first_wave = concurrency if name == "vllm" else 1
         runs[name] = {"records": rows, **timing, "samples_per_s": samples_per_s(timing["arrivals_s"], seconds),
                       "warm_samples_per_s": samples_per_s(timing["arrivals_s"], seconds, skip=first_wave)}
