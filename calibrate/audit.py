@@ -53,7 +53,7 @@ def audit_power(n: int, alpha: float, delta: float, true_error: float) -> float:
 
 
 def labels_needed(alpha: float, delta: float, power: float = DEFAULT_POWER, true_error: float | None = None,
-                  max_labels: int = MAX_LABELS) -> int | None:  # fmt: skip
+                  max_labels: int = MAX_LABELS) -> int | None:
     """The fewest labelled videos n whose audit reaches ``power`` at ``true_error`` (default alpha / 2); None when
     no n up to max_labels does (true_error at or above alpha: no test of size delta can show it)."""
     if not (0 < alpha < 1 and 0 < delta < 1 and 0 < power < 1):
@@ -115,7 +115,7 @@ def read_target(paths: Sequence[str], temperature: float) -> tuple[list[dict], d
         for line, row in iter_lines(Path(path)):
             logits = (row.get("stage1") or {}).get("logits") if isinstance(row, dict) else None
             why = ("malformed" if isinstance(row, LineProblem) or not isinstance(row, dict)
-                   else "failed" if row.get("error") else "no_logits" if logits is None else None)  # fmt: skip
+                   else "failed" if row.get("error") else "no_logits" if logits is None else None)
             if why is None:
                 try:
                     m = margin(logits, temperature)
@@ -129,7 +129,7 @@ def read_target(paths: Sequence[str], temperature: float) -> tuple[list[dict], d
             rows.append({"benchmark": str(row.get("benchmark")), "sample_id": str(row.get("sample_id")),
                          "video": row.get("video") or f"\0sample:{row.get('sample_id')}", "margin": float(m),
                          "stage1_pred": letters[int(np.argmax(logits))] if len(letters) == len(logits) else None,
-                         "answer": row.get("answer")})  # fmt: skip
+                         "answer": row.get("answer")})
     return rows, skipped
 
 
@@ -146,7 +146,7 @@ def read_labels(path: str | None) -> dict:
 
 
 def audit(calibration: str, predictions: Sequence[str], out: str | None = None, labels: str | None = None,
-          power: float = DEFAULT_POWER, true_error: float | None = None, seed: int = 0) -> dict:  # fmt: skip
+          power: float = DEFAULT_POWER, true_error: float | None = None, seed: int = 0) -> dict:
     """Test the exit error at a calibration's tau on a labelled sample of the target run, one question per video.
 
     Prints the labels needed first, then the test; writes <out>/audit_plan.jsonl (label its first rows) and
@@ -171,28 +171,28 @@ def audit(calibration: str, predictions: Sequence[str], out: str | None = None, 
     exits = np.array([r["margin"] >= tau for r in rows], dtype=bool)
     plan = [rows[i] for i in plan_order([r["video"] for r in rows], exits, seed)]
     need_txt = (f"{needed} videos (one labelled exiting question each)" if needed is not None
-                else f"no number of labels (true error {true_error} is not below alpha)")  # fmt: skip
+                else f"no number of labels (true error {true_error} is not below alpha)")
     print(f"audit: to show exit error <= {alpha} at {1 - delta:.0%} confidence with power {power} when the true exit "
           f"error is {true_error:g}, label {need_txt}; the target has {int(exits.sum())} exits on {len(plan)} videos "
-          f"at T = {t:.4g}, tau = {tau:.6g}")  # fmt: skip
+          f"at T = {t:.4g}, tau = {tau:.6g}")
     given = read_labels(labels)
     answers = [given.get((r["benchmark"], r["sample_id"]), r["answer"]) for r in plan]
     labelled = [(r, a) for r, a in zip(plan, answers, strict=True) if a is not None]
     result = audit_exit_error([r["stage1_pred"] == a for r, a in labelled], alpha, delta)
     print(f"audit: {result.verdict}: {result.errors} errors among {result.n} labelled videos, exit error <= "
           f"{result.upper_bound:.4g} at {1 - delta:.0%} (alpha = {alpha})"
-          + (f"; fewer than the {needed} planned" if needed and result.n < needed else ""))  # fmt: skip
+          + (f"; fewer than the {needed} planned" if needed and result.n < needed else ""))
     report = {"calibration": calibration, "predictions": list(predictions), "temperature": t, "tau": tau,
               "alpha": alpha, "delta": delta, "power": power, "true_error": true_error, "labels_needed": needed,
               "exits": int(exits.sum()), "videos_with_exits": len(plan), "skipped": skipped, "seed": seed,
-              **result.as_dict()}  # fmt: skip
+              **result.as_dict()}
     if out:
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "audit_plan.jsonl").write_text("".join(
             json.dumps({"rank": i, "benchmark": r["benchmark"], "sample_id": r["sample_id"], "video": r["video"],
                         "margin": r["margin"], "labelled": a is not None}) + "\n"
-            for i, (r, a) in enumerate(zip(plan, answers, strict=True))), encoding="utf-8")  # fmt: skip
+            for i, (r, a) in enumerate(zip(plan, answers, strict=True))), encoding="utf-8")
         (folder / "audit.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
 

@@ -74,7 +74,7 @@ def design_effect(indicator, clusters: Sequence[Hashable]) -> float:
     if codes.size != x.size:
         raise ValueError(f"need one cluster label per sample: {codes.size} labels for {x.size} samples")
     return design_effect_from_counts(np.bincount(codes, minlength=n_clusters),
-                                     np.bincount(codes, weights=x, minlength=n_clusters))  # fmt: skip
+                                     np.bincount(codes, weights=x, minlength=n_clusters))
 
 
 def weighted_cluster_size(n_per_cluster) -> float:
@@ -102,9 +102,9 @@ def design_effects_at(margin, correct, clusters: Sequence[Hashable], taus) -> np
     codes, n_clusters = cluster_codes(clusters)
     if not (codes.size == margin.size == wrong.size):
         raise ValueError(f"need one cluster label per sample: {codes.size} labels, {margin.size} margins, "
-                         f"{wrong.size} outcomes")  # fmt: skip
+                         f"{wrong.size} outcomes")
     rho = intraclass_correlation(np.bincount(codes, minlength=n_clusters),
-                                 np.bincount(codes, weights=wrong, minlength=n_clusters))  # fmt: skip
+                                 np.bincount(codes, weights=wrong, minlength=n_clusters))
     out = np.ones(np.size(taus))
     for t, tau in enumerate(np.asarray(taus, dtype=np.float64)):
         exits = margin >= tau
@@ -117,7 +117,7 @@ def design_effects_at(margin, correct, clusters: Sequence[Hashable], taus) -> np
 
 
 def design_effects_of_rates(indicator_per_tau: np.ndarray, clusters: Sequence[Hashable],
-                            pooled=None) -> np.ndarray:  # fmt: skip
+                            pooled=None) -> np.ndarray:
     """Per row of ``indicator_per_tau`` (taus x samples, 0/1, every sample counted): the design effect of that
     row's mean, as for the accuracy loss over all samples; ``pooled`` (one 0/1 value per sample) gives the
     intraclass correlation whose Kish design effect floors every row (as design_effects_at does)."""
@@ -129,11 +129,11 @@ def design_effects_of_rates(indicator_per_tau: np.ndarray, clusters: Sequence[Ha
     floor = 1.0
     if pooled is not None:
         rho = intraclass_correlation(sizes, np.bincount(codes, weights=np.asarray(pooled, np.float64),
-                                                        minlength=n_clusters))  # fmt: skip
+                                                        minlength=n_clusters))
         floor = 1.0 + (weighted_cluster_size(sizes) - 1.0) * rho
     return np.array([max(floor, design_effect_from_counts(sizes, np.bincount(codes, weights=row,
                                                                              minlength=n_clusters)))
-                     for row in x])  # fmt: skip
+                     for row in x])
 
 
 def effective_counts(errors, n, design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -33,7 +33,7 @@ def text_shape_from_config(config: Mapping) -> TextShape:
     return TextShape(hidden=hidden, intermediate=int(text["intermediate_size"]), layers=int(text["num_hidden_layers"]),
                      heads=heads, kv_heads=int(text.get("num_key_value_heads") or heads),
                      head_dim=int(text.get("head_dim") or hidden // heads),
-                     vocab=int(text.get("vocab_size") or config.get("vocab_size")))  # fmt: skip
+                     vocab=int(text.get("vocab_size") or config.get("vocab_size")))
 
 
 def call_flops(shape: TextShape, prompt_tokens: float, completion_tokens: float = 0) -> float:
@@ -45,7 +45,7 @@ def call_flops(shape: TextShape, prompt_tokens: float, completion_tokens: float 
 
 
 def sample_flops(calls: Iterable[tuple[str, float, float]], main: TextShape = QWEN3_VL_8B_TEXT,
-                 verifier: TextShape | None = None) -> dict:  # fmt: skip
+                 verifier: TextShape | None = None) -> dict:
     """A sample's FLOPs by role from its calls, each (role, prompt tokens, generated tokens); ``verifier`` defaults
     to the main model's sizes (the same model, as in the quickstart). Returns {"stage1", "main", "verifier",
     "total"}, main including stage1."""
@@ -70,11 +70,11 @@ def calls_of_record(record: Mapping) -> list[tuple[str, float, float]]:
     prompt = float(cost.get("prompt_tokens") or 0) / n_calls
     generated = float(cost.get("completion_tokens") or 0) / n_generate if n_generate else 0.0
     return ([("stage1", prompt, 0.0)] + [("main", prompt, generated)] * n_generate
-            + [("verifier", prompt, 0.0)] * n_verify)  # fmt: skip
+            + [("verifier", prompt, 0.0)] * n_verify)
 
 
 def record_flops(record: Mapping, main: TextShape = QWEN3_VL_8B_TEXT, verifier: TextShape | None = None
-                 ) -> tuple[dict, bool]:  # fmt: skip
+                 ) -> tuple[dict, bool]:
     """(the record's FLOPs by role, whether they were estimated): its ``cost.flops`` block when it has one, else
     ``sample_flops`` of ``calls_of_record``."""
     given = (record.get("cost") or {}).get("flops")

@@ -48,7 +48,7 @@ RANGES = (("alpha", 0.0, 1.0, False, False), ("delta", 0.0, 1.0, False, False),
           ("temperature", 0.0, math.inf, False, False), ("fit_fraction", 0.0, 1.0, False, False),
           ("epsilon", 0.0, 1.0, False, False), ("budget", 0.0, 1.0, True, True),
           ("verifier_alpha", 0.0, 1.0, False, False), ("min_exits", 1, math.inf, True, False),
-          ("validity_splits", 0, math.inf, True, False))  # fmt: skip
+          ("validity_splits", 0, math.inf, True, False))
 
 
 def out_of_range(args: dict) -> str | None:
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                  "summary.md says more)" if rose else ""))
     bound = (f"bound on effective counts (design effect {sel['design_effect']:.3g} at tau)"
              if sel.get("design_effect") is not None else
-             "bound on effective counts" if result["cluster_bound"] else "bound counting questions")  # fmt: skip
+             "bound on effective counts" if result["cluster_bound"] else "bound counting questions")
     if result.get("per_video"):
         bound = f"exact per-video bound (one random question from each of {result['per_video']['videos']} videos)"
     fell_back = " (fell back from video)" if result["split_by"] != result["split_by_requested"] else ""
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         v = result["verifier"]
         got = f"{v['threshold']:.3g}" if v["threshold"] is not None else f"none certified ({v.get('reason')})"
         counted = (f"design effect {v['design_effect']:.3g}" if v.get("design_effect") is not None
-                   else "effective counts" if v.get("cluster_bound") else "counting crops")  # fmt: skip
+                   else "effective counts" if v.get("cluster_bound") else "counting crops")
         print(f"  verifier threshold delta_v = {got} (alpha_v = {v['alpha_v']}, {v['n']} first crops with evidence, "
               f"{counted})")
     return 0

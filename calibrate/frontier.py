@@ -40,11 +40,11 @@ def operating_point(margin_values, s1_correct, s2_correct, flops_stage1, flops_f
     flops = np.where(exits, np.asarray(flops_stage1, np.float64), np.asarray(flops_full, np.float64))
     n = max(exits.size, 1)
     return {"tau": float(tau), "exit_rate": float(exits.sum() / n), "final_accuracy": float(acc.sum() / n),
-            "mean_tflops": float(flops.sum() / n / TERA)}  # fmt: skip
+            "mean_tflops": float(flops.sum() / n / TERA)}
 
 
 def frontier_curve(margin_values, s1_correct, s2_correct, flops_stage1, flops_full,
-                   max_points: int = MAX_CURVE_POINTS) -> list[dict]:  # fmt: skip
+                   max_points: int = MAX_CURVE_POINTS) -> list[dict]:
     """``operating_point`` at NO_EXIT_TAU (always Stage 2) and at each distinct margin, descending (each adds
     exits), thinned evenly to at most ``max_points``; sorted by compute."""
     m = np.unique(np.asarray(margin_values, np.float64))[::-1]
@@ -60,11 +60,11 @@ def frontier_table(curve: list[dict], points: Mapping[str, dict]) -> list[dict]:
     keys = ("tau", "exit_rate", "final_accuracy", "mean_tflops")
     return ([{"point": "curve", "temperature": None, **{k: r[k] for k in keys}} for r in curve]
             + [{"point": name, "temperature": r.get("temperature"), **{k: r[k] for k in keys}}
-               for name, r in points.items()])  # fmt: skip
+               for name, r in points.items()])
 
 
 def frontier_markdown(points: Mapping[str, dict], n: int, estimated: int,
-                      figure: str | None = "figures/frontier.png") -> str:  # fmt: skip
+                      figure: str | None = "figures/frontier.png") -> str:
     """The table report.md shows: the marked points' accuracy, compute and exit rate (``figure``: where the figure
     is, None when there is none)."""
     lines = ["## Accuracy against compute (uniform_stage2 outcomes)", "",
@@ -75,7 +75,7 @@ def frontier_markdown(points: Mapping[str, dict], n: int, estimated: int,
         tau = "no exit" if r["tau"] >= NO_EXIT_TAU else f"{r['tau']:.6g}"
         t = f"{r['temperature']:.3g}" if r.get("temperature") is not None else "–"
         lines.append(f"| {name} | {t} | {tau} | {r['exit_rate']:.3f} | {r['final_accuracy']:.4f} | "
-                     f"{r['mean_tflops']:.4g} |")  # fmt: skip
+                     f"{r['mean_tflops']:.4g} |")
     return "\n".join(lines) + "\n"
 
 
@@ -88,9 +88,9 @@ def plot_frontier(out_dir: Path, curve: list[dict], points: Mapping[str, dict], 
 
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     ax.plot([r["mean_tflops"] for r in curve], [r["final_accuracy"] for r in curve], "-", color="0.35", lw=1.5,
-            label="over tau (calibrated T)")  # fmt: skip
+            label="over tau (calibrated T)")
     styles = {"certified": ("*", "tab:green", 16), "paper": ("D", "tab:orange", 9),
-              "always_stage2": ("s", "tab:red", 9), "stage1_only": ("o", "tab:blue", 8)}  # fmt: skip
+              "always_stage2": ("s", "tab:red", 9), "stage1_only": ("o", "tab:blue", 8)}
     for name, r in points.items():
         marker, color, size = styles.get(name, ("x", "k", 8))
         ax.plot(r["mean_tflops"], r["final_accuracy"], marker, color=color, ms=size, ls="none",
@@ -134,7 +134,7 @@ def uniform_stage2_columns(rows, main: TextShape, verifier: TextShape | None) ->
 
 
 def frontier_from_rows(rows, temperature: float, tau: float, main: TextShape = QWEN3_VL_8B_TEXT,
-                       verifier: TextShape | None = None, tau_label: str = "certified") -> dict:  # fmt: skip
+                       verifier: TextShape | None = None, tau_label: str = "certified") -> dict:
     """The frontier of uniform_stage2 rows at a calibration's T and tau: {"n", "skipped", "estimated_rows",
     "points" (certified, paper, always_stage2, stage1_only), "curve"}; n = 0 when no row is usable. What report.md
     shows for a uniform_stage2 run (``frontier_markdown(points, n, estimated_rows)``)."""
@@ -153,7 +153,7 @@ def frontier_from_rows(rows, temperature: float, tau: float, main: TextShape = Q
                   "label": "paper T = 2, tau = 0.97"},
         "always_stage2": {**operating_point(m_cal, *args, NO_EXIT_TAU), "temperature": None, "label": "always Stage 2"},
         "stage1_only": {**operating_point(m_cal, *args, 0.0), "temperature": None, "label": "Stage 1 only"},
-    }  # fmt: skip
+    }
     out["curve"] = frontier_curve(m_cal, *args)
     return out
 
@@ -185,7 +185,7 @@ def model_shape(path: str | None) -> TextShape:
 
 
 def frontier(predictions: Sequence[str], calibration: str, out: str, model: str | None = None,
-             verifier: str | None = None) -> dict:  # fmt: skip
+             verifier: str | None = None) -> dict:
     """Draw final accuracy against mean TFLOPs per sample over tau from a uniform_stage2 run, with the certified
     tau, the paper's tau = 0.97 and always-Stage-2 marked.
 
@@ -210,16 +210,16 @@ def frontier(predictions: Sequence[str], calibration: str, out: str, model: str 
     n, skipped, estimated, points, curve = (result[k] for k in ("n", "skipped", "estimated_rows", "points", "curve"))
     if n == 0:
         raise ValueError(f"no usable uniform_stage2 row in {list(predictions)} (left out: {skipped}); run "
-                         "evaluate/run.py --variant uniform_stage2")  # fmt: skip
+                         "evaluate/run.py --variant uniform_stage2")
     out_dir = Path(out)
     paths = plot_frontier(out_dir / "figures", curve, points, f"{n} samples, T = {t_cal:.3g}")
     (out_dir / "frontier.md").write_text(frontier_markdown(points, n, estimated), encoding="utf-8")
     summary = {"n": n, "skipped": skipped, "estimated_rows": estimated, "points": points,
-               "figures": [str(p) for p in paths]}  # fmt: skip
+               "figures": [str(p) for p in paths]}
     print(f"frontier: {n} samples; certified tau {points['certified']['final_accuracy']:.4f} accuracy at "
           f"{points['certified']['mean_tflops']:.4g} TFLOPs/sample, always Stage 2 "
           f"{points['always_stage2']['final_accuracy']:.4f} at {points['always_stage2']['mean_tflops']:.4g} -> "
-          f"{paths[0]}" + (f"; left out: {skipped}" if skipped else ""))  # fmt: skip
+          f"{paths[0]}" + (f"; left out: {skipped}" if skipped else ""))
     return summary
 
 

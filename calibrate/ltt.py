@@ -159,7 +159,7 @@ def select_tau_ltt(
         if clusters is not None:  # loss_i = exit_i and Stage 1 wrong and Stage 2 right, per tau, over every sample
             lost_i = ~s1_correct & np.asarray(s2_correct, bool)
             design = design_effects_of_rates((margin[None, :] >= taus[:, None]) & lost_i[None, :], clusters,
-                                             pooled=lost_i)  # fmt: skip
+                                             pooled=lost_i)
         risks.append(_Risk("accuracy_loss", epsilon, lost, np.full(taus.size, n), "losses among samples", design))
     for r in risks:
         constraints.append(Constraint(r.name, r.level, "binomial test (LTT, fixed sequence)"))
@@ -175,7 +175,7 @@ def select_tau_ltt(
     stop = start + certified  # first failing index (== taus.size when none fails)
     details = {"candidates": int(taus.size), "tested": int(min(certified + 1, taus.size - start)),
                "certified": certified, "stopped_at": float(taus[stop]) if stop < taus.size else None,
-               "delta_risks": delta_risk}  # fmt: skip
+               "delta_risks": delta_risk}
     if need is not None:
         details["min_exits"] = need
     if clusters is not None:
@@ -207,7 +207,7 @@ def select_tau_ltt(
     def blocking_risks() -> None:  # the reason of each risk that stopped the sequence
         if start >= taus.size:
             constraints[0].reason = (f"no candidate threshold has {need} or more exits in the selection split "
-                                     f"({n} samples)")  # fmt: skip
+                                     f"({n} samples)")
             return
         for c, r in zip(constraints, risks):
             if stop < taus.size and r.p[stop] > delta_risk:
@@ -257,7 +257,7 @@ VERIFIER_GRID = np.unique(np.r_[np.round(np.arange(0, 100) * 0.01, 2), 0.995, 0.
 def select_verifier_threshold(
     p_yes: np.ndarray, miss: np.ndarray, alpha_v: float, delta: float, min_accepted: int = 50,
     candidates: np.ndarray | None = None, clusters=None,
-) -> dict:  # fmt: skip
+) -> dict:
     """The lowest verifier threshold on a fixed grid whose accepted crops miss the evidence with rate <= alpha_v,
     certified with probability >= 1 - delta (fixed sequence from the strictest threshold; conditional binomial test
     on the accepted crops, as the exit error). ``threshold`` is None when none is certified.
@@ -277,7 +277,7 @@ def select_verifier_threshold(
     need = max(int(min_accepted), min_testable_exits(alpha_v, delta))
     testable = np.flatnonzero((n_acc >= min_accepted) & (n_eff >= min_testable_exits(alpha_v, delta) - 1e-9))
     out = {"alpha_v": alpha_v, "delta": delta, "n": int(p_yes.size), "n_miss": int(miss.sum()), "min_accepted": need,
-           "threshold": None, "certified": 0, "cluster_bound": clusters is not None}  # fmt: skip
+           "threshold": None, "certified": 0, "cluster_bound": clusters is not None}
     if testable.size == 0:
         counted = "" if clusters is None else " (effective counts over videos)"
         out["reason"] = (f"no threshold accepts {need} or more crops{counted} ({p_yes.size} verified crops with "
@@ -295,7 +295,7 @@ def select_verifier_threshold(
         return out
     i = start + certified - 1
     out.update(threshold=float(grid[i]), n_accepted=int(n_acc[i]), miss_rate=float(n_miss[i] / n_acc[i]),
-               upper_bound_miss=float(clopper_pearson_upper(k_eff[i], n_eff[i], delta)))  # fmt: skip
+               upper_bound_miss=float(clopper_pearson_upper(k_eff[i], n_eff[i], delta)))
     if clusters is not None:
         out["design_effect"] = float(design[i])
     return out

@@ -80,7 +80,7 @@ class Outcomes:
         return cls(logits=logits, gold=gold, bench=np.array([r.benchmark for r in records]),
                    s1_correct=top1_indices(logits) == gold,
                    s2_known=np.array([r.stage2_correct is not None for r in records]),
-                   s2_correct=np.array([bool(r.stage2_correct) for r in records]))  # fmt: skip
+                   s2_correct=np.array([bool(r.stage2_correct) for r in records]))
 
 
 def load_outcomes(predictions: Sequence[str], strict: bool, mode: str, budget: float | None,
@@ -104,7 +104,7 @@ def load_outcomes(predictions: Sequence[str], strict: bool, mode: str, budget: f
 
 
 def fit_or_fix_temperature(records, o: Outcomes, temperature: float | None, seed: int, fit_fraction: float,
-                           split_by: str = "video"):  # fmt: skip
+                           split_by: str = "video"):
     """T fitted on the fit part (returns T, its record, fit and select indices and the split unit actually used), or
     the given T with every sample selecting tau (no split: the unit is the one asked for)."""
     if temperature is None:
@@ -117,7 +117,7 @@ def fit_or_fix_temperature(records, o: Outcomes, temperature: float | None, seed
     nll, ece = nll_and_ece(o.logits, o.gold, t_hat)
     nll_raw, ece_raw = nll_and_ece(o.logits, o.gold, 1.0)
     fit_block = {"temperature": t_hat, "n": 0, "fixed": True, "nll_before": nll_raw, "ece_before": ece_raw,
-                 "nll_after": nll, "ece_after": ece}  # fmt: skip
+                 "nll_after": nll, "ece_after": ece}
     return t_hat, fit_block, np.zeros(0, np.int64), np.arange(len(o.gold)), split_by
 
 
@@ -154,21 +154,21 @@ class Rule:
         """tau on one selection split; ``clusters`` (a video label per sample) makes the bounds count videos."""
         if self.needs_stage2 and s2_correct is None:
             raise CalibrationInputError(f"--mode {self.mode} needs Stage-2 outcomes for the same samples: "
-                                        + STAGE2_NEEDED)  # fmt: skip
+                                        + STAGE2_NEEDED)
         if self.mode == "precision":
             return select_tau_precision(margin, s1_correct, alpha=self.alpha, delta=self.delta,
-                                        min_exits=self.min_exits, clusters=clusters)  # fmt: skip
+                                        min_exits=self.min_exits, clusters=clusters)
         if self.mode == "budget":
             return select_tau_budget(margin, self.budget)
         if self.mode == "accuracy":
             return select_tau_accuracy(margin, s1_correct, s2_correct)
         if self.mode == "cascade":
             return select_tau_ltt(margin, s1_correct, self.delta, epsilon=self.epsilon, s2_correct=s2_correct,
-                                  mode="cascade", clusters=clusters)  # fmt: skip
+                                  mode="cascade", clusters=clusters)
         if self.mode == "joint":
             return select_tau_ltt(margin, s1_correct, self.delta, alpha=self.alpha, epsilon=self.epsilon,
                                   s2_correct=s2_correct, budget=self.budget, budget_guarantee=self.budget_guarantee,
-                                  min_exits=self.min_exits, mode="joint", clusters=clusters)  # fmt: skip
+                                  min_exits=self.min_exits, mode="joint", clusters=clusters)
         raise CalibrationInputError(f"unknown mode {self.mode!r}; choose one of {MODES}")
 
 
@@ -180,18 +180,18 @@ def select_threshold(rule: Rule, m_sel, c_sel, s2_known, s2_correct, clusters=No
     if not s2_known.any():
         raise CalibrationInputError(f"--mode {rule.mode} needs Stage-2 outcomes for the same samples: " + STAGE2_NEEDED)
     return rule.choose(m_sel[s2_known], c_sel[s2_known], s2_correct[s2_known],
-                       clusters=None if clusters is None else clusters[s2_known])  # fmt: skip
+                       clusters=None if clusters is None else clusters[s2_known])
 
 
 def write_figures(out_dir: Path, o: Outcomes, sel_idx, t_hat, tau, mode, stats, paper_stats, delta, alpha,
-                  n_benchmarks: int) -> list[Path]:  # fmt: skip
+                  n_benchmarks: int) -> list[Path]:
     """The calibration figures (calibrate/plots.py) under out_dir/figures."""
     fig_dir = out_dir / "figures"
     m_all, m_sel, c_sel = margins(o.logits, t_hat), margins(o.logits[sel_idx], t_hat), o.s1_correct[sel_idx]
     chosen = {"tau": tau, "exit_rate": stats.exit_rate, "exit_accuracy": stats.exit_accuracy,
-              "label": f"chosen tau = {tau:.4g} ({mode}, T = {t_hat:.3g})"}  # fmt: skip
+              "label": f"chosen tau = {tau:.4g} ({mode}, T = {t_hat:.3g})"}
     paper = {"exit_rate": paper_stats.exit_rate, "exit_accuracy": paper_stats.exit_accuracy,
-             "label": "paper T = 2, tau = 0.97"}  # fmt: skip
+             "label": "paper T = 2, tau = 0.97"}
     paths = plot_accuracy_vs_margin(fig_dir, m_all, o.s1_correct, o.bench, t_hat)
     sel_logits = o.logits[sel_idx]
     paths += plot_reliability(
@@ -200,20 +200,20 @@ def write_figures(out_dir: Path, o: Outcomes, sel_idx, t_hat, tau, mode, stats, 
          "paper T = 2": top1_probs(sel_logits, PAPER_TEMPERATURE)},
         c_sel,
         n_bins=ECE_BINS,
-    )  # fmt: skip
+    )
     paths += plot_risk_coverage(fig_dir, m_sel, c_sel, delta, alpha, chosen, paper)
     # the final-accuracy curve on the samples with a Stage-2 outcome (NaN rows mark the others in the sweep)
     known = o.s2_known[sel_idx]
     s2_for_plot = np.where(known, o.s2_correct[sel_idx], False)
     paths += plot_tau_sweep(fig_dir, m_sel, c_sel, chosen, paper, stage2_correct=s2_for_plot if known.any() else None,
-                            stage2_known=known)  # fmt: skip
+                            stage2_known=known)
     if n_benchmarks > 1:
         paths += plot_per_benchmark(fig_dir, m_all, o.s1_correct, o.bench, tau)
     return paths
 
 
 def guarantee_validity(out_dir: Path, o: Outcomes, rule: Rule, temperature, seed, fit_fraction, n_splits,
-                       videos=None, split_by: str = "question", cluster_bound: bool = False):  # fmt: skip
+                       videos=None, split_by: str = "question", cluster_bound: bool = False):
     """guarantee_validity.png/.csv and its summary (calibrate/validity.py); None when the data cannot show it.
     ``videos`` (a video code per sample), ``split_by`` and ``cluster_bound`` are the run's own, so the splits and
     the bound are the ones the calibration used (the splits stratified by benchmark, as split_fit_select)."""
@@ -225,7 +225,7 @@ def guarantee_validity(out_dir: Path, o: Outcomes, rule: Rule, temperature, seed
                          rule.choose, risk, level, n_splits=n_splits, seed=seed, fit_fraction=fit_fraction,
                          temperature=temperature, clusters=None if videos is None else videos[use],
                          strata=o.bench[use], split_by=split_by if videos is not None else "question",
-                         cluster_bound=cluster_bound)  # fmt: skip
+                         cluster_bound=cluster_bound)
     if not rows:
         return None, []
     summary = validity_summary(rows, rule.delta, guaranteed=rule.guaranteed_risk is not None)
@@ -241,13 +241,13 @@ def per_benchmark_taus(rule: Rule, o: Outcomes, sel_idx, m_sel, c_sel, clusters=
         g_clusters = None if clusters is None else clusters[g]
         try:
             sel = select_threshold(rule, m_sel[g], c_sel[g], o.s2_known[sel_idx][g], o.s2_correct[sel_idx][g],
-                                   g_clusters)  # fmt: skip
+                                   g_clusters)
         except (CalibrationInputError, ValueError) as exc:
             out[name] = {"tau": NO_EXIT_TAU, "no_exit": True, "n": int(g.sum()), "reason": str(exc)}
             continue
         st = exit_stats(m_sel[g], c_sel[g], sel.tau, rule.delta, g_clusters)
         out[name] = {**st.as_dict(), "no_exit": sel.no_exit,
-                     **{k: sel.details[k] for k in ("reason", "constraints") if sel.details.get(k)}}  # fmt: skip
+                     **{k: sel.details[k] for k in ("reason", "constraints") if sel.details.get(k)}}
     return out
 
 
@@ -332,7 +332,7 @@ def calibrate_predictions(
     out_dir = Path(out)
     loaded, o = load_outcomes(predictions, strict, mode, budget, epsilon)
     t_hat, fit_block, fit_idx, sel_idx, split_used = fit_or_fix_temperature(loaded.records, o, temperature, seed,
-                                                                            fit_fraction, split_by)  # fmt: skip
+                                                                            fit_fraction, split_by)
     rule = Rule(mode, alpha, delta, epsilon, budget, budget_guarantee, min_exits)
     videos, _ = cluster_codes([r.cluster for r in loaded.records])  # (benchmark, video); no video: its own
     per_video_block, sel_idx = draw_per_video(per_video, rule, o, videos, sel_idx, split_used, temperature, seed)
@@ -354,7 +354,7 @@ def calibrate_predictions(
     m_paper = margins(o.logits[sel_idx], PAPER_TEMPERATURE)
     paper_stats = exit_stats(m_paper, c_sel, PAPER_TAU, delta, clusters)
     paper_block = {"temperature": PAPER_TEMPERATURE, **paper_stats.as_dict(),
-                   "meets_alpha": bool(paper_stats.upper_bound_error <= alpha)}  # fmt: skip
+                   "meets_alpha": bool(paper_stats.upper_bound_error <= alpha)}
     if known_sel.any():
         s1k, s2k = c_sel[known_sel], s2_sel[known_sel]
         select_block["final_accuracy"] = _final_accuracy(m_sel[known_sel], s1k, s2k, tau)
@@ -405,10 +405,10 @@ def calibrate_predictions(
     if loaded.problems:
         (out_dir / "problems.txt").write_text("".join(f"{p}\n" for p in loaded.problems), encoding="utf-8")
     figure_paths = (write_figures(out_dir, o, sel_idx, t_hat, tau, mode, stats, paper_stats, delta, alpha,
-                                  payload["n_benchmarks"]) if figures else [])  # fmt: skip
+                                  payload["n_benchmarks"]) if figures else [])
     if figures and validity_splits > 0 and not per_video:  # the splits replay the design-effect procedure only
         summary, paths = guarantee_validity(out_dir, o, rule, temperature, seed, fit_fraction, validity_splits,
-                                            videos, split_used, cluster_bound)  # fmt: skip
+                                            videos, split_used, cluster_bound)
         if summary is not None:
             payload["guarantee_validity"] = summary
         figure_paths += paths
@@ -427,7 +427,7 @@ def video_counts(videos: np.ndarray, fit_idx, sel_idx) -> dict:
 
 
 def draw_per_video(per_video: bool, rule: Rule, o: Outcomes, videos: np.ndarray, sel_idx, split_used: str,
-                   temperature, seed: int) -> tuple[dict | None, np.ndarray]:  # fmt: skip
+                   temperature, seed: int) -> tuple[dict | None, np.ndarray]:
     """The exact per-video mode's selection split (calibrate/per_video.py): one random question per video of it
     (among those with a Stage-2 outcome when the mode needs one), and its calibration.json block; (None, sel_idx)
     when the mode is off. Raises CalibrationInputError when it cannot certify."""
@@ -441,4 +441,4 @@ def draw_per_video(per_video: bool, rule: Rule, o: Outcomes, videos: np.ndarray,
         raise CalibrationInputError(str(exc)) from None
     drawn = eligible[one_per_video(videos[eligible], seed)]
     return {"videos": n_videos, "questions_in_selection": len(sel_idx), "questions_used": len(drawn),
-            "draw": "one question per video, uniformly at random (seeded)"}, drawn  # fmt: skip
+            "draw": "one question per video, uniformly at random (seeded)"}, drawn

@@ -137,7 +137,7 @@ def _bars(ax, x, rows, annotate: bool = True, stack: int = 0, **style):
         for xi, yi, ni in zip(x[ok], acc[ok], n[ok]):
             dy = -12 - 9 * stack if yi > 0.9 else 6 + 9 * stack
             ax.annotate(f"n={ni}", (xi, yi), textcoords="offset points", xytext=(8, dy), fontsize=7,
-                        color=colour)  # fmt: skip
+                        color=colour)
 
 
 def plot_accuracy_vs_margin(out_dir, margin, correct, benchmarks, temperature: float) -> list[Path]:
@@ -153,7 +153,7 @@ def plot_accuracy_vs_margin(out_dir, margin, correct, benchmarks, temperature: f
             b_rows = paper_bin_table(margin[sel], correct[sel], group=name)
             rows += b_rows
             _bars(ax1, x + 0.06 * (j + 1), b_rows, lw=1, alpha=0.8, label=f"{name} (n={int(sel.sum())})",
-                  annotate=len(names) <= 3, stack=j + 1)  # fmt: skip
+                  annotate=len(names) <= 3, stack=j + 1)
     ax1.set_xticks(x, [f"{lab}\nn={r['n']}" for (lab, _, _), r in zip(PAPER_MARGIN_BINS, rows)])
     ax1.set_title(f"Paper bins (Table 4), T = {temperature:.3g}; hollow: n < {SMALL_BIN}")
     em_rows = equal_mass_table(margin, correct, group="all (equal-mass)")
@@ -188,10 +188,10 @@ def plot_reliability(out_dir, confidences: dict[str, np.ndarray], correct, n_bin
         cp_lo, cp_hi = clopper_pearson_interval(k_b, n_b)
         ok = n_b > 0
         line = ax.errorbar(mean_conf[ok], acc[ok], yerr=[acc[ok] - cp_lo[ok], cp_hi[ok] - acc[ok]], marker="o",
-                           capsize=3, label=f"{label} (95% Clopper–Pearson)")  # fmt: skip
+                           capsize=3, label=f"{label} (95% Clopper–Pearson)")
         for xb, yb, nb in zip(mean_conf[ok], acc[ok], n_b[ok]):
             ax.annotate(f"{nb}", (xb, yb), textcoords="offset points", xytext=(4, 4), fontsize=7,
-                        color=line[0].get_color())  # fmt: skip
+                        color=line[0].get_color())
         axh.hist(conf, bins=edges, histtype="step", lw=1.5, label=label)
         for b in range(n_bins):
             rows.append(
@@ -313,7 +313,7 @@ def plot_risk_coverage(
 
 
 def plot_tau_sweep(out_dir, margin, correct, chosen: dict, paper: dict, stage2_correct=None,
-                   stage2_known=None) -> list[Path]:  # fmt: skip
+                   stage2_known=None) -> list[Path]:
     """Exit rate and exit accuracy over a tau grid (logit axis so 0.9 … 0.999999 stay readable), and the final
     accuracy (Stage-1 answer on exits, Stage-2 answer below tau) on the samples whose Stage-2 outcome is known
     (``stage2_known``, default all); without Stage-2 outcomes the figure says the curve is missing and why."""
@@ -343,7 +343,7 @@ def plot_tau_sweep(out_dir, margin, correct, chosen: dict, paper: dict, stage2_c
     else:
         ax.text(0.02, 0.03, "no final-accuracy curve: these predictions carry no Stage-2 outcomes\n"
                 "(add a uniform_stage2 run's predictions.jsonl to draw it)", transform=ax.transAxes, fontsize=8,
-                color="dimgrey", bbox={"facecolor": "white", "edgecolor": "lightgrey", "alpha": 0.9})  # fmt: skip
+                color="dimgrey", bbox={"facecolor": "white", "edgecolor": "lightgrey", "alpha": 0.9})
     ax.axvline(shown_tau(chosen["tau"]), color="green", ls="--", label=_tau_label(chosen["label"], chosen["tau"]))
     if paper.get("exit_rate") is not None:
         ax.plot([PAPER_TAU], [paper["exit_rate"]], "s", color="purple", ms=9, label=paper["label"] + " exit rate")

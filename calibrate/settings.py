@@ -42,7 +42,7 @@ def _agreed(values: Sequence, field: str, mixed: dict, unknown: list):
 
 
 def collect_settings(fingerprints: Sequence[dict | None], benchmarks: Sequence[str], n_frames: Sequence[int | None],
-                     report_configs: Sequence[dict | None] = ()) -> dict:  # fmt: skip
+                     report_configs: Sequence[dict | None] = ()) -> dict:
     """calibration.json's ``settings`` block from the rows' Stage-1 fingerprints, benchmarks and frame counts (one
     per usable row) and the ``config`` blocks of the report.json files beside the predictions (one per file, None
     where there is none). A row's fingerprint wins over the report: it is what produced that row's logits."""
@@ -61,7 +61,7 @@ def collect_settings(fingerprints: Sequence[dict | None], benchmarks: Sequence[s
         stage1[name] = _agreed(values, name, mixed, unknown)
     stage1["enable_thinking"] = STAGE1_THINKING
     fingerprint = _agreed(from_rows(lambda fp: fp.get("model"), lambda c: None), "backbone.fingerprint", mixed,
-                          unknown)  # fmt: skip
+                          unknown)
     name = _agreed([c.get("model") for c in configs], "backbone.name", mixed, unknown)
     frames = [int(n) for n in n_frames if n is not None]
     shown = {"min": min(frames), "max": max(frames), "mean": sum(frames) / len(frames)} if frames else None
@@ -88,4 +88,4 @@ def report_config_beside(predictions: str | Path) -> dict | None:
 def settings_of(records, predictions: Sequence[str | Path]) -> dict:
     """``collect_settings`` over the loaded Stage-1 records and the reports beside their files."""
     return collect_settings([r.fingerprint for r in records], [r.benchmark for r in records],
-                            [r.n_frames for r in records], [report_config_beside(p) for p in predictions])  # fmt: skip
+                            [r.n_frames for r in records], [report_config_beside(p) for p in predictions])

@@ -113,7 +113,7 @@ def split_note(p: dict) -> str:
     fell_back = f" (asked: {asked}; fell back, too few videos)" if asked and asked != p["split_by"] else ""
     pv = p.get("per_video")
     exact = (f" Exact per-video mode: tau certified on one random question from each of {pv['videos']} selection "
-             f"videos ({pv['questions_in_selection']} questions)." if pv else "")  # fmt: skip
+             f"videos ({pv['questions_in_selection']} questions)." if pv else "")
     return (f"Fit/select split by {p['split_by']}{fell_back}: {p.get('videos_fit')} videos fit T, "
             f"{p.get('videos_select')} select tau, {p.get('videos_in_both')} in both; rows without a video (each its "
             f"own): {p.get('rows_without_video')}.{exact}")
@@ -124,28 +124,28 @@ def guarantee_lines(p: dict) -> list[str]:
     sel, lines = p["select"], []
     if sel.get("constraints"):
         lines += ["## Constraints (Learn-then-Test)", "", "| constraint | level | how | met | value | upper bound | why not |",
-                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "|---|---|---|---|---|---|---|"]
         lines += [f"| {c['name']} | {c['level']} | {c['handled']} | {'yes' if c['met'] else 'no'} | "
                   f"{_fmt(c.get('value'))} | {_fmt(c.get('upper_bound'))} | {c.get('reason') or ''} |"
-                  for c in sel["constraints"]]  # fmt: skip
+                  for c in sel["constraints"]]
         lines.append("")
     if p.get("per_benchmark"):
         lines += ["## tau per benchmark", "", "| benchmark | n | tau | exit rate | upper bound on exit error |",
-                  "|---|---|---|---|---|"]  # fmt: skip
+                  "|---|---|---|---|---|"]
         for name, g in p["per_benchmark"].items():
             tau = "no exit" if g.get("no_exit") else _fmt(g.get("tau"), 6)
             lines.append(f"| {name} | {g.get('n')} | {tau} | {_fmt(g.get('exit_rate'))} | "
-                         f"{_fmt(g.get('upper_bound_error'))} |")  # fmt: skip
+                         f"{_fmt(g.get('upper_bound_error'))} |")
         lines.append("")
     v = p.get("verifier")
     if v:
         got = _fmt(v["threshold"]) if v["threshold"] is not None else f"none certified ({v.get('reason')})"
         bound = ("bound on effective counts over videos" + (f", design effect {_fmt(v['design_effect'])}"
                                                              if v.get("design_effect") is not None else "")
-                 if v.get("cluster_bound") else "bound counting crops")  # fmt: skip
+                 if v.get("cluster_bound") else "bound counting crops")
         lines += [(f"Verifier threshold delta_v = {got} for alpha_v = {v['alpha_v']} on {v['n']} first crops with "
                    f"an evidence window ({bound}; paper 0.60 accepts {v['paper_n_accepted']}, miss rate "
-                   f"{_fmt(v.get('paper_miss_rate'))}); left out: {v['left_out'] or 'none'}."), ""]  # fmt: skip
+                   f"{_fmt(v.get('paper_miss_rate'))}); left out: {v['left_out'] or 'none'}."), ""]
     g = p.get("guarantee_validity")
     if g:
         how = (f" (split by {g.get('split_by', 'question')}, "
@@ -154,5 +154,5 @@ def guarantee_lines(p: dict) -> list[str]:
                    f"{g['level']} in {g['above_level']} ({_fmt(g['above_rate'], 3)}; delta = {g['delta']}"
                    f"{'' if g['guaranteed'] else ', not guaranteed by this mode'}); the guarantee cost "
                    f"{_fmt(g['mean_price'], 3)} exit rate against the oracle tau "
-                   "(`figures/guarantee_validity.png`)."), ""]  # fmt: skip
+                   "(`figures/guarantee_validity.png`)."), ""]
     return lines

@@ -108,7 +108,7 @@ def exit_stats(margin: np.ndarray, correct: np.ndarray, tau: float, delta: float
         d = float(design_effects_at(margin, correct, clusters, [tau])[0])
         k_eff, n_eff = effective_counts(n_errors, n_exits, d)
         cluster_fields = {"design_effect": d if n_exits else None, "n_exits_effective": float(n_eff),
-                          "upper_bound_error_naive": naive}  # fmt: skip
+                          "upper_bound_error_naive": naive}
         naive = float(clopper_pearson_upper(k_eff, n_eff, delta))
     return ExitStats(
         tau=float(tau),
@@ -193,7 +193,7 @@ def select_tau_precision(
     if fails.size and fails[0] == 0:
         details.update(tested=1, stopped_at=float(taus[start]))
         effective = ("" if clusters is None else
-                     f"; design effect {design[start]:.3g}, effective {n_eff[start]:.3g} exits")  # fmt: skip
+                     f"; design effect {design[start]:.3g}, effective {n_eff[start]:.3g} exits")
         details["reason"] = (
             f"the first testable exit set (tau={taus[start]:.6g}: {int(n_exits[start])} exits, "
             f"{int(n_errors[start])} errors{effective}) already has upper bound {upper[start]:.3f} > alpha={alpha}"

@@ -29,7 +29,7 @@ def margin_summary(margin: np.ndarray, temperature: float, max_points: int = MAX
     exact = m.size <= max_points
     points = m if exact else np.quantile(m, (np.arange(max_points) + 0.5) / max_points)
     return {"n": int(m.size), "temperature": float(temperature), "exact": bool(exact),
-            "sorted": [float(x) for x in points]}  # fmt: skip
+            "sorted": [float(x) for x in points]}
 
 
 def exchangeability_test(reference: np.ndarray, target: np.ndarray, n_reference: int | None = None) -> dict:
@@ -80,7 +80,7 @@ def check_transfer(calibration: dict | str | Path, target_margins, level: float 
     summary = calibration.get("select_margins")
     if not summary or not summary.get("sorted"):
         return TransferCheck(None, None, 0, int(target.size), level, False,
-                             "transfer not checked: the calibration file keeps no select_margins (refit it)")  # fmt: skip
+                             "transfer not checked: the calibration file keeps no select_margins (refit it)")
     if target.size == 0:
         return TransferCheck(None, None, int(summary["n"]), 0, level, False, "transfer not checked: no target margins")
     res = exchangeability_test(np.asarray(summary["sorted"]), target, n_reference=int(summary["n"]))
@@ -130,7 +130,7 @@ def transfer_check(calibration: str, predictions: list[str], level: float = TRAN
     target, skipped = target_margins_from_predictions(predictions, float(payload["temperature"]))
     check = check_transfer(payload, target, level)
     print(check.message + (f"; skipped rows: {skipped}" if skipped else ""),
-          file=sys.stderr if check.warn else sys.stdout)  # fmt: skip
+          file=sys.stderr if check.warn else sys.stdout)
     return 1 if check.warn else 0
 
 

@@ -80,7 +80,7 @@ def units_per_part(units: np.ndarray, strata: np.ndarray | None, fit_fraction: f
     first = np.full(n_units, codes.size, np.int64)
     np.minimum.at(first, codes, np.arange(codes.size))
     per_stratum = (np.array([n_units]) if strata is None else
-                   np.bincount(cluster_codes(np.asarray(strata)[first])[0]))  # fmt: skip
+                   np.bincount(cluster_codes(np.asarray(strata)[first])[0]))
     fit = np.zeros_like(per_stratum) if fit_fraction is None else np.floor(per_stratum * fit_fraction).astype(int)
     select = (per_stratum - fit) // 2
     return int(fit.sum()), int(select.sum()), int((per_stratum - fit - select).sum())
@@ -160,7 +160,7 @@ def validity_runs(
     units = codes if split_by == "video" else None
     if units is not None and min(units_per_part(units, strata, fraction)[fraction is None:]) == 0:
         log.warning("validity splits by video leave a part without a video (%d videos); splitting questions",
-                    int(codes.max()) + 1)  # fmt: skip
+                    int(codes.max()) + 1)
         split_by, units = "question", None
     bounded = cluster_bound and codes is not None
     s2 = np.zeros(n, bool) if s2_correct is None else np.asarray(s2_correct, bool)
@@ -174,18 +174,18 @@ def validity_runs(
         m_sel, m_test = margins(logits[sel], t_hat), margins(logits[test], t_hat)
         s2_sel = s2[sel] if s2_correct is not None else None
         chosen = (choose(m_sel, s1_correct[sel], s2_sel, clusters=codes[sel]) if bounded else
-                  choose(m_sel, s1_correct[sel], s2_sel))  # fmt: skip
+                  choose(m_sel, s1_correct[sel], s2_sel))
         value, rate = realised(m_test, s1_correct[test], s2[test], chosen.tau, risk)
         oracle = oracle_exit_rate(m_test, s1_correct[test], s2[test], risk, level)
         rows.append({"split": r, "split_by": split_by, "cluster_bound": bounded, "temperature": t_hat,
                      "tau": chosen.tau, "no_exit": chosen.no_exit, "n_select": int(sel.size),
                      "n_test": int(test.size), **_video_counts(codes, fit, sel, test), "risk": risk,
                      "level": level, "test_risk": value, "test_exit_rate": rate, "oracle_exit_rate": oracle,
-                     "price": oracle - rate, "above_level": bool(value > level)})  # fmt: skip
+                     "price": oracle - rate, "above_level": bool(value > level)})
         if s2_correct is not None:  # both risks, whichever one the mode bounds (joint mode bounds both)
             rows[-1]["test_exit_error"] = realised(m_test, s1_correct[test], s2[test], chosen.tau, "exit_error")[0]
             rows[-1]["test_accuracy_loss"] = realised(m_test, s1_correct[test], s2[test], chosen.tau,
-                                                      "accuracy_loss")[0]  # fmt: skip
+                                                      "accuracy_loss")[0]
     return rows
 
 
@@ -208,15 +208,15 @@ def validity_summary(rows: list[dict], delta: float, guaranteed: bool) -> dict:
             "delta": delta, "guaranteed": guaranteed, "above_level": above, "above_rate": above / n if n else None,
             "no_exit_splits": sum(r["no_exit"] for r in rows),
             "mean_test_exit_rate": float(np.mean([r["test_exit_rate"] for r in rows])) if n else None,
-            "mean_price": float(np.mean([r["price"] for r in rows])) if n else None}  # fmt: skip
+            "mean_price": float(np.mean([r["price"] for r in rows])) if n else None}
 
 
 def procedure_label(summary: dict) -> str:
     """Which split and which bound the rows used, in words (the figure's title)."""
     split = ("split by video (each video's questions on one side)" if summary.get("split_by") == "video" else
-             "split by question")  # fmt: skip
+             "split by question")
     bound = ("bound on effective counts over the select part's videos" if summary.get("cluster_bound") else
-             "bound counting questions as independent trials")  # fmt: skip
+             "bound counting questions as independent trials")
     return f"{split}; {bound}"
 
 
@@ -225,10 +225,10 @@ def plot_validity(out_dir: str | Path, rows: list[dict], summary: dict, mode: st
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.4), layout="constrained")  # room for the 2-line title
     risk_name = {"exit_error": "exit error (Stage-1 wrong among exits)",
-                 "accuracy_loss": "accuracy lost vs always Stage 2"}[summary["risk"]]  # fmt: skip
+                 "accuracy_loss": "accuracy lost vs always Stage 2"}[summary["risk"]]
     values = np.sort([r["test_risk"] for r in rows])
     ax1.plot(np.arange(1, values.size + 1) / max(values.size, 1), values, marker=".", ls="-", color="tab:blue",
-             label=f"realised on the test part ({summary['splits']} splits, sorted)")  # fmt: skip
+             label=f"realised on the test part ({summary['splits']} splits, sorted)")
     ax1.axhline(summary["level"], color="red", lw=1, label=f"level = {summary['level']}")
     ax1.axvline(1 - summary["delta"], color="grey", ls=":", label=f"1 − δ = {1 - summary['delta']:.2f}")
     note = "" if summary["guaranteed"] else f" (mode {mode} guarantees no such bound: level shown for reference)"
@@ -246,9 +246,9 @@ def plot_validity(out_dir: str | Path, rows: list[dict], summary: dict, mode: st
     ax2.set_xlabel("oracle exit rate (laxest tau within the level on the test part)")
     ax2.set_ylabel("exit rate of the chosen tau (test part)")
     ax2.set_title(f"price of the guarantee: {summary['mean_price']:.3f} exit rate lost on average "
-                  f"({summary['no_exit_splits']} no-exit splits)", fontsize=10)  # fmt: skip
+                  f"({summary['no_exit_splits']} no-exit splits)", fontsize=10)
     ax2.grid(alpha=0.3)
     ax2.legend(loc="upper left")
     fig.suptitle(f"Guarantee validity over random fit/select/test splits of the held-out data (mode {mode})\n"
-                 f"{procedure_label(summary)}", fontsize=11)  # fmt: skip
+                 f"{procedure_label(summary)}", fontsize=11)
     return _save(fig, Path(out_dir), "guarantee_validity", rows)

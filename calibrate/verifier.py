@@ -42,12 +42,12 @@ def misses_evidence(crop: Sequence[float], evidence: Sequence[float], rule: str 
 
 def _window(value) -> list[float] | None:
     ok = isinstance(value, list) and len(value) == 2 and all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in value)  # fmt: skip
+        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in value)
     return [float(value[0]), float(value[1])] if ok and value[0] <= value[1] else None
 
 
 def verify_observations(paths: Sequence[str | Path], rule: str = "contains",
-                        ) -> tuple[np.ndarray, np.ndarray, list[tuple], Counter]:  # fmt: skip
+                        ) -> tuple[np.ndarray, np.ndarray, list[tuple], Counter]:
     """(P_yes, misses the evidence, video) of the first verified crop of each sample, and the rows left out by
     reason. The video is (benchmark, video path); a row without one is a video of its own."""
     p_yes, miss, videos, left_out = [], [], [], Counter()
@@ -86,7 +86,7 @@ def verify_observations(paths: Sequence[str | Path], rule: str = "contains",
 
 
 def calibrate_verifier(paths: Sequence[str | Path], alpha_v: float, delta: float, rule: str = "contains",
-                       min_accepted: int = 50, cluster_bound: bool = True) -> dict:  # fmt: skip
+                       min_accepted: int = 50, cluster_bound: bool = True) -> dict:
     """The calibration.json ``verifier`` block: the certified threshold (or why none), and the paper's 0.60 on the
     same crops. ``cluster_bound``: count videos, not questions (effective counts)."""
     p_yes, miss, videos, left_out = verify_observations(paths, rule)
@@ -95,5 +95,5 @@ def calibrate_verifier(paths: Sequence[str | Path], alpha_v: float, delta: float
     paper_acc = p_yes >= PAPER_VERIFIER_THRESHOLD
     out.update(evidence_rule=rule, steps="first verify step per sample", left_out=dict(left_out),
                paper_threshold=PAPER_VERIFIER_THRESHOLD, paper_n_accepted=int(paper_acc.sum()),
-               paper_miss_rate=float(miss[paper_acc].mean()) if paper_acc.any() else None)  # fmt: skip
+               paper_miss_rate=float(miss[paper_acc].mean()) if paper_acc.any() else None)
     return out

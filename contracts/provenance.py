@@ -24,7 +24,7 @@ from pydantic import Field
 TRACKED_PACKAGES = (
     "cader-toolkit", "torch", "torchvision", "transformers", "tokenizers", "lightning", "deepspeed", "peft",
     "vllm", "decord", "av", "numpy", "scipy", "datasets", "pydantic", "openai", "anthropic", "lmms_eval",
-)  # fmt: skip
+)
 
 # Command-line flags whose value must never reach a file (keys are read from the environment, but a user may still
 # pass one on the command line of a wrapper).

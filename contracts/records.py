@@ -24,7 +24,7 @@ __all__ = [
     "PredictionRecord", "ProposeStep", "ResampleStep", "Stage1Fingerprint", "Stage1Record", "Stage2Record",
     "Stage2Step", "TimingRecord", "VerifyStep", "WindowParseRecord", "build_record", "describe_errors",
     "describe_validation_error", "present_field_errors", "split_timing",
-]  # fmt: skip
+]
 
 
 # ---- Stage 1 -------------------------------------------------------------------------------------------------------

@@ -155,13 +155,13 @@ def build_processor(tokenizer):
         patch_size=16, merge_size=2, temporal_patch_size=2,
         size={"shortest_edge": 32 * 32, "longest_edge": 262_144},
         image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
-    )  # fmt: skip
+    )
     video_processor = Qwen3VLVideoProcessor(
         patch_size=16, merge_size=2, temporal_patch_size=2,
         size={"shortest_edge": 32 * 32, "longest_edge": 65_536 * 4096},
         image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
         cap_pixels_per_frame=False, max_frames=4096, min_frames=1,
-    )  # fmt: skip
+    )
     return Qwen3VLProcessor(
         image_processor=image_processor,
         tokenizer=tokenizer,

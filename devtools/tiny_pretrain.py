@@ -45,7 +45,7 @@ def _training_video_kwargs() -> dict:
     (128 s at 2 fps, 96x64, a 16 s light scene holding a 4-10 s coloured event, half with a decoy scene)."""
     d = {name: p.default for name, p in inspect.signature(make_synthetic_data).parameters.items()}
     return {"duration_range": (d["train_duration"],) * 2, "scene_len": d["scene_len"], "event_len": d["train_event_len"],
-            "fps": d["fps"], "width": d["width"], "height": d["height"], "decoy_rate": d["decoy_rate"]}  # fmt: skip
+            "fps": d["fps"], "width": d["width"], "height": d["height"], "decoy_rate": d["decoy_rate"]}
 
 
 VIDEO = _training_video_kwargs()
@@ -78,7 +78,7 @@ def _train(model: Path, rows: Path, run: Path, cache: Path, epochs: int, train_s
         "--trainer.default_root_dir", str(run),
         "--trainer.max_epochs", str(epochs),
         "--seed_everything", str(train_seed),
-    ]  # fmt: skip
+    ]
     code = sft_main(argv)
     if code != 0:
         raise RuntimeError(f"pre-training pass {run.name} of {model} failed (train/sft.py exit {code}; log above)")
@@ -86,7 +86,7 @@ def _train(model: Path, rows: Path, run: Path, cache: Path, epochs: int, train_s
 
 
 def pretrain(base: str | Path, work: str | Path, n_videos: int = 96, grounding_epochs: int = 25,
-             roles_epochs: int = 12, seed: int = PRETRAIN_SEED, train_seed: int = 0) -> Path:  # fmt: skip
+             roles_epochs: int = 12, seed: int = PRETRAIN_SEED, train_seed: int = 0) -> Path:
     """The two passes (module doc) from the model at ``base``, in ``work``; return the final HF export folder.
     ``seed`` draws the videos, ``train_seed`` seeds each pass (data order, dropout). A pass with 0 epochs is
     skipped."""

@@ -51,7 +51,7 @@ def _stage2(rng: random.Random, duration: float, a1: str, gold: str) -> dict:
                       "n_frames": 256, "tried": [w for w, _ in tried], "raw_output": reply * 4,
                       "parsed": {"window": window, "how": None if unparseable else "keyed",
                                  "reason": "no window in reply" if unparseable else None},
-                      "window": window, **({} if window is None else {"too_broad": broad})})  # fmt: skip
+                      "window": window, **({} if window is None else {"too_broad": broad})})
         if unparseable or broad:
             fallback = "unparseable_proposal" if unparseable else "too_broad"
             break
@@ -59,7 +59,7 @@ def _stage2(rng: random.Random, duration: float, a1: str, gold: str) -> dict:
         crop = [max(0.0, window[0] - 2), min(duration, window[1] + 2)]
         steps.append({"phase": "verify", "iteration": iteration, "window": window, "crop": crop,
                       "r2": round(min(2.0, 128 / (crop[1] - crop[0])), 3), "n_frames": 128, "p_yes": p_yes,
-                      "f": round(min(1.0, p_yes + 0.1), 4), "accepted": p_yes >= DELTA})  # fmt: skip
+                      "f": round(min(1.0, p_yes + 0.1), 4), "accepted": p_yes >= DELTA})
         if p_yes >= DELTA:
             accepted, fallback = window, None
             break
@@ -69,7 +69,7 @@ def _stage2(rng: random.Random, duration: float, a1: str, gold: str) -> dict:
         pred = gold if rng.random() < 0.7 else rng.choice(LETTERS)
         steps.append({"phase": "answer", "window": crop, "n_frames": 128, "raw_output": f"<answer>{pred}</answer>",
                       "parsed": {"letter": pred, "how": "answer_tag/alone"}, "pred": pred,
-                      "fallback_to_stage1": False})  # fmt: skip
+                      "fallback_to_stage1": False})
     cycles = sum(s["phase"] == "verify" for s in steps)
     return {"pred": pred, "accepted": accepted, "cycles": cycles, "fallback": fallback, "steps": steps}
 
@@ -91,13 +91,13 @@ def synthetic_records(n: int, seed: int = 0, tau: float = 0.9, temperature: floa
         base = {"benchmark": benchmark, "sample_id": f"{benchmark}-{i}", "video": f"videos/{i:05d}.mp4",
                 "duration": duration, "question": f"What happens after event {i} in the video? " * 2,
                 "options": [f"option {k} of sample {i}" for k in range(4)], "letters": LETTERS, "answer": gold,
-                "meta": {"task_type": f"type{i % 3}"}}  # fmt: skip
+                "meta": {"task_type": f"type{i % 3}"}}
         cost = {"forwards": 1, "frames_decoded": 256, "prompt_tokens": 9000, "completion_tokens": 1, "seconds": 1.5}
         if outcome.random() < 0.02:
             out.append(build_record(PredictionRecord, {**base, "stage1": None, "route": None, "stage2": None,
                                                        "pred": None, "correct": False, "cost": cost,
                                                        "error": f"video_unreadable: videos/{i:05d}.mp4: moov atom "
-                                                                "not found"}))  # fmt: skip
+                                                                "not found"}))
             continue
         # one option pulled ahead by a random lead (the gold one 60 % of the time), so about half the margins clear tau
         lead = LETTERS.index(gold) if outcome.random() < 0.6 else outcome.randrange(len(LETTERS))
@@ -112,7 +112,7 @@ def synthetic_records(n: int, seed: int = 0, tau: float = 0.9, temperature: floa
         cost = {**cost, "forwards": 1 + (len(stage2["steps"]) if stage2 else 0)}
         out.append(build_record(PredictionRecord, {**base, "stage1": stage1, "route": route, "stage2": stage2,
                                                    "pred": pred, "correct": pred == gold, "cost": cost,
-                                                   "error": None}))  # fmt: skip
+                                                   "error": None}))
     return out
 
 
@@ -128,7 +128,7 @@ def agentvidbench_meta(i: int) -> dict:
             "categories": [CATEGORIES[i % 3]] + ([CATEGORIES[(i + 1) % 3]] if i % 2 else []),
             "skills": [SKILLS[i % 2]],
             "milestones": [{"id": f"M{j + 1}", "type": "visual" if j % 2 == 0 else "temporal",
-                            "description": f"question {100 + i}: event {j + 1} is seen"} for j in range(3)]}  # fmt: skip
+                            "description": f"question {100 + i}: event {j + 1} is seen"} for j in range(3)]}
 
 
 def _samples(benchmark: str, video: str, n: int, with_ids: bool = False):
@@ -136,7 +136,7 @@ def _samples(benchmark: str, video: str, n: int, with_ids: bool = False):
 
     return [Sample(benchmark, f"{benchmark}-{i}", video, f"q{i}", [f"option {k}" for k in range(4)], LETTERS,
                    LETTERS[i % 4], 60.0, agentvidbench_meta(i) if with_ids else {"task_type": f"t{i % 2}"})
-            for i in range(n)]  # fmt: skip
+            for i in range(n)]
 
 
 def _logits(n: int) -> dict:
@@ -157,7 +157,7 @@ def judgment_row(qid: int, k: int, shift: int = 0) -> dict:
         "milestones": [{"id": f"M{j + 1}", "status": s, "evidence": f"seen at {10 * j} s"} for j, s in enumerate(statuses)],
         "failure_tags": ["counting_error"] if (k + shift) % 2 else [], "summary": f"judged question {qid}",
         "axis_rationales": {axis: f"{axis} of question {qid}: reason {k}" for axis in scores}, "attempts": 1,
-        "error": None})  # fmt: skip
+        "error": None})
 
 
 def write_judge(folder: Path, predictions: Path, shift: int, judged: int) -> Path:
@@ -174,7 +174,7 @@ def write_judge(folder: Path, predictions: Path, shift: int, judged: int) -> Pat
         key = str(meta["question_id"])
         questions[key] = Question(meta["question_id"], r["question"], r["options"], r["answer"], meta["milestones"],
                                   difficulty=meta["difficulty"], categories=meta["categories"],
-                                  skills=meta["skills"])  # fmt: skip
+                                  skills=meta["skills"])
         by_key[key] = r
     rows = [judgment_row(100 + k, k, shift) for k in range(judged)]
     folder.mkdir(parents=True, exist_ok=True)
@@ -215,7 +215,7 @@ def write_run_tree(root: Path, video: Path, n_synthetic: int = 24) -> Path:
         "rejected/synthetic": (_samples("synthetic", video.name, 8), "full", '"relevant_windows": [[20, 30]]', 0.01, ()),
         "too_broad/synthetic": (_samples("synthetic", video.name, 6), "no_reflection", '"relevant_windows": [[0, 59]]',
                                 0.9, ()),
-    }  # fmt: skip
+    }
     runs["full/synthetic"][0].append(Sample("synthetic", "missing", "missing.mp4", "q0", ["a", "b"], ["A", "B"], "A", 10))
     calibration = root / "calibration" / "calibration.json"
     for name, (samples, variant, proposal, p_yes, fail_on) in runs.items():
@@ -223,11 +223,11 @@ def write_run_tree(root: Path, video: Path, n_synthetic: int = 24) -> Path:
         backend = ScriptedBackend(_logits(n_synthetic), proposal, "<answer>B</answer>", p_yes, fail_on)
         cfg = CaderConfig(max_frames=8, max_pixels=2048, variant=variant, tau=0.97)
         run_samples(samples, video.parent, out / "predictions.jsonl", backend, backend, cfg,
-                    video_path=lambda s, r: r / s.video, progress=False)  # fmt: skip
+                    video_path=lambda s, r: r / s.video, progress=False)
         write_report(out, read_records(out / "predictions.jsonl"), config={"variant": variant, "tau": 0.97,
                                                                            "calibration": str(calibration)})
     calibrate_predictions([str(root / "eval" / "full" / "synthetic" / "predictions.jsonl")], str(calibration.parent),
-                          mode="budget", budget=0.5, min_exits=1, temperature=2.0, figures=False)  # fmt: skip
+                          mode="budget", budget=0.5, min_exits=1, temperature=2.0, figures=False)
     # a figure of our own in figures/ (calibrate's plots are tested on their own; this one only has to be inlined)
     from PIL import Image, ImageDraw
 

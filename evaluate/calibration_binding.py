@@ -40,12 +40,12 @@ class FieldMismatch:
 
 
 def run_settings(*, model: str | None, model_fingerprint: str | None, r1: float, max_frames: int, max_pixels: int,
-                 benchmark: str, enable_thinking: bool = False) -> dict:  # fmt: skip
+                 benchmark: str, enable_thinking: bool = False) -> dict:
     """A run's settings in the shape of calibration.json's ``settings`` block."""
     return {"backbone": {"name": model, "fingerprint": model_fingerprint},
             "stage1": {"r1": r1, "max_frames": max_frames, "max_pixels": max_pixels,
                        "enable_thinking": enable_thinking},
-            "benchmarks": [benchmark]}  # fmt: skip
+            "benchmarks": [benchmark]}
 
 
 def _recorded(settings: dict, field: str, value):
@@ -72,7 +72,7 @@ def binding_mismatches(calibrated: dict | None, run: dict) -> list[FieldMismatch
     order (backbone, Stage-1 settings, benchmark); empty when the calibration holds for the run."""
     if not isinstance(calibrated, dict):
         return [FieldMismatch("settings", NOT_RECORDED + " (calibration.json predates recorded settings)",
-                              "the run's settings")]  # fmt: skip
+                              "the run's settings")]
     out = []
     cal_bb, run_bb = calibrated.get("backbone") or {}, run.get("backbone") or {}
     if cal_bb.get("fingerprint") is not None and run_bb.get("fingerprint") is not None:

@@ -125,7 +125,7 @@ def _margin_table(records: Sequence[dict]) -> list[dict]:
         inside = [r for r in records if r.get("stage1") and lo <= r["stage1"]["margin"] < hi]
         s1 = [x for x in map(_stage1_correct, inside) if x is not None]
         rows.append({"bin": name, "n": len(inside), "stage1_accuracy": _pct(sum(s1), len(s1)),
-                     "stage1_ci95_exact": exact_ci(sum(s1), len(s1))})  # fmt: skip
+                     "stage1_ci95_exact": exact_ci(sum(s1), len(s1))})
     return rows
 
 
@@ -362,7 +362,7 @@ def compare_runs(records: Sequence[dict], other: Sequence[dict]) -> dict | None:
     b = [float(theirs[k]) for k in keys]
     videos = [cluster_of(mine[k]) for k in keys]  # both runs asked the same questions about the same videos
     return {"n": len(keys), "n_videos": len(set(videos)), "bootstrap": paired_bootstrap_diff(a, b, clusters=videos),
-            "mcnemar": mcnemar_exact(a, b)}  # fmt: skip
+            "mcnemar": mcnemar_exact(a, b)}
 
 
 def _cell(value) -> str:
@@ -400,7 +400,7 @@ def _md_accuracy(report: dict) -> list[str]:
              "scorer reports it (MLVU)."), "",
              _row(["benchmark", "n", "accuracy", "95% exact", "SE / clustered SE", "videos", "video bootstrap",
                    "M-Avg", "stage-1 acc [95% exact]", "failures"]),
-             _row(["---"] * 10)]  # fmt: skip
+             _row(["---"] * 10)]
     for name, s in list(report["benchmarks"].items()) + [("overall", report["overall"])]:
         ci, boot = s.get("accuracy_ci95_exact") or [None, None], s.get("accuracy_ci95_video_bootstrap") or [None, None]
         lines.append(_row([
@@ -408,13 +408,13 @@ def _md_accuracy(report: dict) -> list[str]:
             f"{_cell(s.get('accuracy_se'))} / {_cell(s.get('accuracy_se_clustered'))}", s.get("n_videos"),
             "-" if boot[0] is None else f"[{boot[0]}, {boot[1]}]", s.get("m_avg"),
             ci_text(s["stage1_accuracy"], s.get("stage1_accuracy_ci95_exact")), s["failures"],
-        ]))  # fmt: skip
+        ]))
     return lines
 
 
 def _md_table3(report: dict) -> list[str]:
     lines = ["", "## Table 3: Stage-2 trigger rate", "", _row(["benchmark", "total", "S2 trig. %", "S1 exit %", "acc"]),
-             _row(["---"] * 5)]  # fmt: skip
+             _row(["---"] * 5)]
     for name, t in report["table3_trigger"].items():
         metric = t["accuracy_metric"]
         acc = ci_text(t["accuracy"], t.get("accuracy_ci95_exact")) if metric == "accuracy" else f"{t['accuracy']} ({metric})"
@@ -425,11 +425,11 @@ def _md_table3(report: dict) -> list[str]:
 def _md_table4(report: dict) -> list[str]:
     benches = list(report["table4_margin_bins"])
     lines = ["", "## Table 4: margin bins (count / Stage-1 accuracy)", "", _row(["margin"] + benches),
-             _row(["---"] * (len(benches) + 1))]  # fmt: skip
+             _row(["---"] * (len(benches) + 1))]
     for i, (name, _, _) in enumerate(MARGIN_BINS):
         rows = (report["table4_margin_bins"][b][i] for b in benches)
         lines.append(_row([name] + [f"{row['n']} / {ci_text(row['stage1_accuracy'], row.get('stage1_ci95_exact'))}"
-                                    for row in rows]))  # fmt: skip
+                                    for row in rows]))
     return lines
 
 
@@ -439,13 +439,13 @@ def _md_gain_rows(report: dict, key: str, title: str, band: str) -> list[str]:
     for b, rows in report[key].items():
         for r in rows:
             lines.append(_row([b, r[band], r["n"], ci_text(r["stage1_accuracy"], r.get("stage1_ci95_exact")),
-                               ci_text(r["final_accuracy"], r.get("final_ci95_exact")), r["gain"]]))  # fmt: skip
+                               ci_text(r["final_accuracy"], r.get("final_ci95_exact")), r["gain"]]))
     return lines
 
 
 def _md_figure4(report: dict) -> list[str]:
     lines = ["", f"## Figure 4: net gain on first proposals with P_yes >= {HIGH_P_YES}", "",
-             _row(["benchmark", "n", "corrected", "overturned", "net"]), _row(["---"] * 5)]  # fmt: skip
+             _row(["benchmark", "n", "corrected", "overturned", "net"]), _row(["---"] * 5)]
     for b, g in report["figure4_net_gain"].items():
         lines.append(_row([b, g["n"], g["corrected"], g["overturned"], g["net_gain"]]))
     return lines
@@ -463,7 +463,7 @@ def _md_stage2_cost_failures(report: dict) -> list[str]:
         f"- {_timing_line(report.get('timing') or {})}",
         "", "## Failures", "",
         f"{report['failures']['count']} failed samples: {json.dumps(report['failures']['by_reason'])}",
-    ]  # fmt: skip
+    ]
     lines += [f"- {f['benchmark']}/{f['sample_id']}: {f['error']}" for f in report["failures"]["samples"]]
     flags = report.get("flags") or {}
     if flags.get("count") or flags.get("benchmark_rows"):
@@ -537,7 +537,7 @@ def compute_frontier(records: Sequence[dict], config: dict) -> dict | None:
 
     found = frontier_from_rows(records, float(config["temperature"]), float(config["tau"]),
                                model_shape(config.get("model")), model_shape(config.get("verifier") or config.get("model")),
-                               "certified" if config.get("calibration") else "run")  # fmt: skip
+                               "certified" if config.get("calibration") else "run")
     return {k: found[k] for k in ("n", "skipped", "estimated_rows", "points")} if found["n"] else None
 
 

@@ -159,7 +159,7 @@ def md_provenance(provenance: dict | None) -> list[str]:
 
 def md_breakdowns(breakdowns: dict[str, dict]) -> list[str]:
     rows = [(b, dim, value, row) for b, dims in breakdowns.items() for dim, table in dims.items()
-            for value, row in table.items()]  # fmt: skip
+            for value, row in table.items()]
     if not rows:
         return []
     lines = [
@@ -168,10 +168,10 @@ def md_breakdowns(breakdowns: dict[str, dict]) -> list[str]:
         "under every question type it lists, so its rows add up to more than its questions."), "",
         "| benchmark | by | group | n | videos | accuracy [95% exact] | clustered SE |",
         "| --- | --- | --- | --- | --- | --- | --- |",
-    ]  # fmt: skip
+    ]
     for b, dim, value, row in rows:
         lines.append(f"| {b} | {dim} | {value} | {row['n']} | {row['n_videos']} | "
-                     f"{ci_text(row['accuracy'], row['ci95_exact'])} | {_dash(row['se_clustered'])} |")  # fmt: skip
+                     f"{ci_text(row['accuracy'], row['ci95_exact'])} | {_dash(row['se_clustered'])} |")
     return lines
 
 

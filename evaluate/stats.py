@@ -113,7 +113,7 @@ def accuracy_summary(correct: Sequence[bool], clusters: Sequence, *, confidence:
     codes, n_clusters = cluster_codes(clusters, n)
     if n == 0:
         return {"k": 0, "n": 0, "accuracy": None, "ci_exact": [None, None], "stderr": None,
-                "stderr_clustered": None, "n_clusters": 0, "ci_cluster_bootstrap": [None, None]}  # fmt: skip
+                "stderr_clustered": None, "n_clusters": 0, "ci_cluster_bootstrap": [None, None]}
     lo, hi = clopper_pearson_interval(k, n, confidence)
     tail = (1.0 - confidence) / 2.0
     means = bootstrap_means(x.astype(float), n_resamples, seed, clusters=codes)
@@ -124,7 +124,7 @@ def accuracy_summary(correct: Sequence[bool], clusters: Sequence, *, confidence:
 
     return {"k": k, "n": n, "accuracy": k / n, "ci_exact": [float(lo), float(hi)], "stderr": finite(naive_stderr(x)),
             "stderr_clustered": finite(clustered_stderr(x, codes)), "n_clusters": n_clusters,
-            "ci_cluster_bootstrap": [float(b_lo), float(b_hi)]}  # fmt: skip
+            "ci_cluster_bootstrap": [float(b_lo), float(b_hi)]}
 
 
 def paired_bootstrap_diff(a: Sequence[float], b: Sequence[float], *, n_resamples: int = N_RESAMPLES,

@@ -131,7 +131,7 @@ def routed_gain(records: Sequence[dict]) -> dict:
         return {"n": len(rows), "stage1": rate(sum(s1), len(rows)), "final": rate(sum(final), len(rows)),
                 "corrected": sum(f and not s for f, s in zip(final, s1)),
                 "overturned": sum(s and not f for f, s in zip(final, s1)), "mcnemar": test,
-                "gain_video_bootstrap": _video_bootstrap(final, s1, rows)}  # fmt: skip
+                "gain_video_bootstrap": _video_bootstrap(final, s1, rows)}
 
     routed = [r for r in records if r.get("stage2") and r.get("stage1") and not r.get("error")]
     accepted = [r for r in routed if (r.get("stage2") or {}).get("accepted")]
@@ -168,7 +168,7 @@ def cost_comparison(full: Sequence[dict], uniform: Sequence[dict], goal: float =
     out["accuracy_diff_video_bootstrap"] = _video_bootstrap(  # full - uniform_stage2, resampling videos
         [bool(a.get("correct")) for a, _ in pairs], [bool(b.get("correct")) for _, b in pairs], [a for a, _ in pairs])
     ratios = {key: (out["full"][key] / out["uniform_stage2"][key] if out["uniform_stage2"][key] else None)
-              for key in ("forwards", "frames_decoded")}  # fmt: skip
+              for key in ("forwards", "frames_decoded")}
     out["ratio_full_over_uniform"] = ratios
     out["meets_goal"] = all(v is not None and v <= goal for v in ratios.values())
     return out

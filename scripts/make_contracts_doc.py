@@ -30,7 +30,7 @@ FILES = (
     ("calibration.json", CalibrationFile, "one JSON object", "calibrate/fit.py", "evaluate/run.py --calibration"),
     ("judgments.jsonl", JudgmentRecord, "one record per line, appended as each question is judged",
      "evaluate/judge.py", "evaluate/judge.py (rerun, report, compare)"),
-)  # fmt: skip
+)
 
 # Names the type column uses for the shared value types of cader.contracts.types and the unions of the models.
 VALUE_TYPES = (
@@ -42,7 +42,7 @@ VALUE_TYPES = (
     ("Sweep", '"yes", "no" or "unknown"'),
     ("FailureTag", ("one of the 21 failure tags of AgentVidBench D.3 (cader.contracts.judgments.FAILURE_TAGS), "
      'or the paper\'s spelling "audio_tranerror" in older rows')),
-)  # fmt: skip
+)
 
 
 def nested_models(root: type[BaseModel]) -> list[type[BaseModel]]:

@@ -47,7 +47,7 @@ def with_costs(rows: list[dict], seed: int) -> list[dict]:
     for row in rows:
         calls = synthetic_calls(rng)
         row["cost"].update(forwards=len(calls), prompt_tokens=sum(c[1] for c in calls),
-                           completion_tokens=sum(c[2] for c in calls), flops=sample_flops(calls))  # fmt: skip
+                           completion_tokens=sum(c[2] for c in calls), flops=sample_flops(calls))
     return rows
 
 
@@ -66,17 +66,17 @@ def main(out: str = "docs/figures", n: int = 1500, seed: int = 0, validity_split
         files = []
         for k, (name, options) in enumerate([("synthetic_a", 4), ("synthetic_b", 5)]):
             rows = with_costs(synthetic_prediction_rows(name, n, n_options=options, true_temperature=1.5,
-                                                        seed=seed + k, stage2_accuracy=0.7), seed + k)  # fmt: skip
+                                                        seed=seed + k, stage2_accuracy=0.7), seed + k)
             path = Path(tmp) / f"{name}.jsonl"
             path.write_text("".join(json.dumps(r) + "\n" for r in rows))
             files.append(str(path))
         run = Path(tmp) / "fit"
         fit_main(["--predictions", *files, "--out", str(run), "--mode", "accuracy", "--seed", str(seed),
-                  "--validity_splits", "0"])  # fmt: skip
+                  "--validity_splits", "0"])
         # the validity figure shows a guarantee, so it comes from a precision-mode run on the same outcomes
         guaranteed = Path(tmp) / "precision"
         fit_main(["--predictions", *files, "--out", str(guaranteed), "--mode", "precision", "--alpha", "0.1",
-                  "--seed", str(seed), "--validity_splits", str(validity_splits)])  # fmt: skip
+                  "--seed", str(seed), "--validity_splits", str(validity_splits)])
         frontier(files, str(guaranteed / "calibration.json"), str(Path(tmp) / "frontier"))
         Path(out).mkdir(parents=True, exist_ok=True)
         pngs = sorted((run / "figures").glob("*.png")) + [guaranteed / "figures" / "guarantee_validity.png",

@@ -27,7 +27,7 @@ SHOTS = {
     "viewer_judge": (f"#v=question&q={QUESTION}", '#question article.card[data-run="eval/full/agentvidbench"] .judge'),
     "viewer_strips": (f"#v=question&q={QUESTION}", '#question article.card[data-run="eval/no_rgr/agentvidbench"] .body'),
     "viewer_reports": ("#v=reports", None),
-}  # fmt: skip
+}
 
 
 def write_demo_page(folder: Path, thumbs: int = 4) -> Path:
@@ -40,7 +40,7 @@ def write_demo_page(folder: Path, thumbs: int = 4) -> Path:
     video = write_video(spec, folder / "videos" / "v.mp4")
     write_run_tree(folder / "runs", video, n_synthetic=16)
     page, _ = write_viewer([folder / "runs"], folder / "viewer.html", video_root=folder / "videos", thumbs=thumbs,
-                           reference="full/synthetic")  # fmt: skip
+                           reference="full/synthetic")
     return page
 
 

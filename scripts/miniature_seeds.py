@@ -58,7 +58,7 @@ def seed_numbers(facts: dict) -> dict:
         "stage2_beats_stage1": s1_routed is not None and final_routed is not None and final_routed > s1_routed,
         "ablation_order": ("full" in table2 and "no_stage2" in table2 and table2["full"] >= table2["no_stage2"]
                            and not gap_flag),
-    }  # fmt: skip
+    }
     bars = {bar: bool(held) for bar, held in bars.items()}   # plain bools for the JSON (scipy gives numpy ones)
     return {
         "stage1_accuracy": s1.get("rate"),

@@ -283,7 +283,7 @@ def safeguard_reading(accuracies: dict, facts: dict) -> list[str]:
     a crop (Algorithm 1), so where the first proposals hold the evidence they have little to fix. Said only when the
     run's own proposal numbers show it."""
     same = [v for v in ("no_verifier", "no_reflection", "no_rgr") if "full" in accuracies and
-            v in accuracies and accuracies[v] == accuracies["full"]]  # fmt: skip
+            v in accuracies and accuracies[v] == accuracies["full"]]
     contains = ((facts.get("stage2") or {}).get("proposals") or {}).get("contains_evidence") or {}
     if not same or not contains.get("n"):
         return []

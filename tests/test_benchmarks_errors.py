@@ -271,7 +271,7 @@ BLANK_SCORED = {name for name, first in FIRST_ROW.items() if first.get("blank_te
 
 # a blank text is a row error except where the official scorer asks it as released (BLANK_SCORED); missing is always
 BLANK_QUESTION_CASES = [(name, bad) for name in sorted(FIRST_ROW) for bad in ["", "   ", None, float("nan")]
-                        if not (name in BLANK_SCORED and isinstance(bad, str))]  # fmt: skip
+                        if not (name in BLANK_SCORED and isinstance(bad, str))]
 
 
 @pytest.mark.parametrize("name, bad", BLANK_QUESTION_CASES)

@@ -93,7 +93,7 @@ def test_labels_from_a_file_and_the_exit_codes(tmp_path, capsys):
     labels = tmp_path / "labels.jsonl"
     # every label says the Stage-1 answer was wrong: the audit must not show the bound
     labels.write_text("".join(json.dumps({"benchmark": r["benchmark"], "sample_id": r["sample_id"],
-                                          "answer": "Z"}) + "\n" for r in rows))  # fmt: skip
+                                          "answer": "Z"}) + "\n" for r in rows))
     assert main(["--calibration", cal, "--predictions", target, "--labels", str(labels)]) == 1
     assert "not shown" in capsys.readouterr().out
     assert main(["--calibration", cal, "--predictions", target, "--power", "1"]) == 2

@@ -31,7 +31,7 @@ def _run(**changes):
 
 def _calibrated(frames=FRAMES_768, benchmarks=("videomme_long",)):
     return collect_settings([_fingerprint(frames)] * 3, list(benchmarks) * 3, [256, 299, 768],
-                            [{"model": "runs/sft/export", **frames}])  # fmt: skip
+                            [{"model": "runs/sft/export", **frames}])
 
 
 def test_settings_come_from_the_rows_fingerprints_and_the_report():
@@ -90,7 +90,7 @@ def test_unknown_settings_and_old_files_match_nothing():
     unknown = collect_settings([None], ["videomme_long"], [None])
     fields = {m.field: m.calibrated for m in binding_mismatches(unknown, _run())}
     assert fields == {"backbone.fingerprint": NOT_RECORDED, "stage1.r1": NOT_RECORDED,
-                      "stage1.max_frames": NOT_RECORDED, "stage1.max_pixels": NOT_RECORDED}  # fmt: skip
+                      "stage1.max_frames": NOT_RECORDED, "stage1.max_pixels": NOT_RECORDED}
     old = check_binding({"temperature": 2.0, "tau": 0.97}, _run())
     assert old.refused and [m.field for m in old.mismatches] == ["settings"]
 
@@ -104,7 +104,7 @@ def test_calibrate_records_the_settings_of_real_rows_and_the_report(tmp_path):
     (run / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     (run / "report.json").write_text(json.dumps({"config": {"model": "runs/sft/export", "max_frames": 32}}))
     calibrate_predictions([str(run / "predictions.jsonl")], str(tmp_path / "c"), alpha=0.2, min_exits=5,
-                          figures=False)  # fmt: skip
+                          figures=False)
     settings = read_calibration(tmp_path / "c" / "calibration.json")["settings"]
     assert settings["stage1"] == {"r1": 1.0, "max_frames": 32, "max_pixels": 4096, "enable_thinking": False}
     assert settings["backbone"] == {"name": "runs/sft/export", "fingerprint": "abc123"}

@@ -118,7 +118,7 @@ def test_learn_then_test_counts_videos_too():
     margin, correct, videos = _one_threshold(concentrated=False)
     s2 = np.ones(300, bool)
     cascade = select_tau_ltt(margin, correct, 0.1, epsilon=0.05, s2_correct=s2, candidates=[0.5], clusters=videos,
-                             mode="cascade")  # fmt: skip
+                             mode="cascade")
     (constraint,) = cascade.details["constraints"]
     assert not cascade.no_exit and constraint["design_effect"] == 1.0
 
@@ -147,6 +147,6 @@ def test_calibration_json_records_the_split_and_the_cluster_bound(tmp_path):
     assert saved["select"]["design_effect"] == sel["design_effect"]
     assert "Fit/select split by video: 30 videos" in (tmp_path / "video" / "summary.md").read_text()
     naive = calibrate_predictions([str(path)], str(tmp_path / "question"), alpha=0.2, figures=False,
-                                  split_by="question", cluster_bound=False)  # fmt: skip
+                                  split_by="question", cluster_bound=False)
     assert naive["split_by"] == "question" and naive["videos_in_both"] > 0
     assert "design_effect" not in naive["select"] and "cluster_bound" not in naive["select"]

@@ -153,7 +153,7 @@ def test_guarantee_validity_says_its_split_and_bound(tmp_path, monkeypatch):
     question_words = "split by question; bound counting questions as independent trials"
     for split_by, bound, words in (("video", True, video_words), ("question", False, question_words)):
         rows = validity_runs(z, gold, s1, None, rule.choose, "exit_error", 0.1, n_splits=5, clusters=videos,
-                             split_by=split_by, cluster_bound=bound)  # fmt: skip
+                             split_by=split_by, cluster_bound=bound)
         summary = validity_summary(rows, 0.1, guaranteed=True)
         plot_validity(tmp_path, rows, summary, "precision")
         back = read_csv(tmp_path / "guarantee_validity.csv")

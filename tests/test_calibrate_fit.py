@@ -306,13 +306,13 @@ def test_cascade_and_joint_modes_record_their_constraints(prediction_files, tmp_
     assert "accuracy_loss <= 0.03" in capsys.readouterr().out
     # joint: both risks and a Stage-2 budget the risks cannot afford -> no exit, and the run says which and why
     assert fit_main([*flags, "--out", str(tmp_path / "j"), "--mode", "joint", "--alpha", "0.1", "--epsilon", "0.03",
-                     "--budget", "0.05"]) == 0  # fmt: skip
+                     "--budget", "0.05"]) == 0
     j = read_calibration(tmp_path / "j" / "calibration.json")
     assert j["select"]["no_exit"] and j["select"]["unmet"] == ["stage2_fraction"] and j["tau"] == NO_EXIT_TAU
     captured = capsys.readouterr()
     assert "stage2_fraction" in captured.err and "budget 0.05" in captured.err and "NOT met" in captured.out
     assert fit_main([*flags, "--out", str(tmp_path / "j2"), "--mode", "joint", "--alpha", "0.1", "--epsilon",
-                     "0.03", "--budget", "0.9"]) == 0  # fmt: skip
+                     "0.03", "--budget", "0.9"]) == 0
     j2 = read_calibration(tmp_path / "j2" / "calibration.json")
     assert [x["met"] for x in j2["select"]["constraints"]] == [True, True, True]
     assert j2["select"]["upper_bound_error"] <= 0.1 and 1 - j2["select"]["exit_rate"] <= 0.9
@@ -324,7 +324,7 @@ def test_guarantee_modes_refuse_what_they_cannot_use(tmp_path, capsys):
     assert fit_main(["--predictions", no_s2, "--out", str(tmp_path / "a"), "--mode", "cascade"]) == 2
     assert "--epsilon" in capsys.readouterr().err
     assert fit_main(["--predictions", no_s2, "--out", str(tmp_path / "b"), "--mode", "cascade", "--epsilon",
-                     "0.02"]) == 2  # fmt: skip
+                     "0.02"]) == 2
     assert "uniform_stage2" in capsys.readouterr().err
     assert not (tmp_path / "b" / "calibration.json").exists()
 
@@ -342,7 +342,7 @@ def test_help_documents_every_mode_in_one_line():
 
 def test_per_benchmark_taus_each_with_its_own_numbers(prediction_files, tmp_path):
     payload = _load_fit_main().main(["--predictions", *prediction_files, "--out", str(tmp_path / "pb"),
-                                     "--per_benchmark", "true", "--alpha", "0.1", "--figures", "false"])  # fmt: skip
+                                     "--per_benchmark", "true", "--alpha", "0.1", "--figures", "false"])
     assert payload == 0
     p = read_calibration(tmp_path / "pb" / "calibration.json")
     groups = p["per_benchmark"]

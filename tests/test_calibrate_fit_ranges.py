@@ -20,7 +20,7 @@ def predictions(tmp_path_factory):
     ("temperature", "0", "(0, inf)"), ("temperature", "-2", "(0, inf)"), ("fit_fraction", "1", "(0, 1)"),
     ("fit_fraction", "0", "(0, 1)"), ("epsilon", "0", "(0, 1)"), ("budget", "1.5", "[0, 1]"),
     ("min_exits", "0", "[1, inf)"),
-])  # fmt: skip
+])
 def test_out_of_range_is_one_line_naming_the_flag(predictions, tmp_path, capsys, flag, value, bounds):
     assert main(["--predictions", predictions, "--out", str(tmp_path / "c"), f"--{flag}", value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -31,4 +31,4 @@ def test_out_of_range_is_one_line_naming_the_flag(predictions, tmp_path, capsys,
 
 def test_values_inside_the_ranges_run(predictions, tmp_path):
     assert main(["--predictions", predictions, "--out", str(tmp_path / "c"), "--mode", "budget", "--budget", "1",
-                 "--fit_fraction", "0.3", "--figures", "false"]) == 0  # fmt: skip
+                 "--fit_fraction", "0.3", "--figures", "false"]) == 0

@@ -50,7 +50,7 @@ def test_the_shape_comes_from_a_qwen3_vl_config():
 def test_a_record_without_a_flops_block_spreads_its_tokens_over_its_calls():
     record = {"cost": {"prompt_tokens": 12, "completion_tokens": 4},
               "stage2": {"steps": [{"phase": "propose"}, {"phase": "verify", "p_yes": 0.9},
-                                   {"phase": "verify", "p_yes": None}, {"phase": "answer"}]}}  # fmt: skip
+                                   {"phase": "verify", "p_yes": None}, {"phase": "answer"}]}}
     # Stage 1 + 2 generations + 1 scored verification = 4 calls of 3 prompt tokens; 2 generated tokens each
     assert calls_of_record(record) == [("stage1", 3, 0), ("main", 3, 2), ("main", 3, 2), ("verifier", 3, 0)]
     flops, estimated = record_flops(record, TINY)
@@ -65,7 +65,7 @@ def test_operating_points_by_hand():
     f1, full = [1e12, 1e12, 1e12, 1e12], [5e12, 3e12, 3e12, 5e12]
     # tau 0.5: samples 0, 1, 3 exit (Stage 1 right, wrong, right), sample 2 takes Stage 2 (wrong)
     assert operating_point(margin, s1, s2, f1, full, 0.5) == {"tau": 0.5, "exit_rate": 0.75, "final_accuracy": 0.5,
-                                                             "mean_tflops": 1.5}  # fmt: skip
+                                                             "mean_tflops": 1.5}
     always = operating_point(margin, s1, s2, f1, full, NO_EXIT_TAU)
     assert (always["exit_rate"], always["final_accuracy"], always["mean_tflops"]) == (0.0, 0.5, 4.0)
     curve = frontier_curve(margin, s1, s2, f1, full)
@@ -85,7 +85,7 @@ def test_frontier_from_a_uniform_stage2_run(tmp_path, capsys):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     calibrate_predictions([str(path)], str(tmp_path / "cal"), alpha=0.15, min_exits=10, figures=False)
     assert main(["--predictions", str(path), "--calibration", str(tmp_path / "cal" / "calibration.json"),
-                 "--out", str(tmp_path / "f")]) == 0  # fmt: skip
+                 "--out", str(tmp_path / "f")]) == 0
     assert "left out: {'failed': 1}" in capsys.readouterr().out
     assert (tmp_path / "f" / "figures" / "frontier.png").read_bytes()[:4] == b"\x89PNG"
     table = list(csv.DictReader((tmp_path / "f" / "figures" / "frontier.csv").open()))
@@ -97,7 +97,7 @@ def test_frontier_from_a_uniform_stage2_run(tmp_path, capsys):
     md = (tmp_path / "f" / "frontier.md").read_text()
     assert "| certified |" in md and "299 samples" in md and "299 rows estimated" in md
     assert main(["--predictions", str(tmp_path / "none.jsonl"), "--calibration",
-                 str(tmp_path / "cal" / "calibration.json"), "--out", str(tmp_path / "g")]) == 2  # fmt: skip
+                 str(tmp_path / "cal" / "calibration.json"), "--out", str(tmp_path / "g")]) == 2
     np.testing.assert_allclose(float(points["always_stage2"]["final_accuracy"]),
                                np.mean([r["correct"] for r in rows[1:]]))
 

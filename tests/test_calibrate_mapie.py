@@ -36,7 +36,7 @@ def mapie_certified(margin, correct, fwer_method: str) -> set[float]:
     controller = mapie_risk_control.BinaryClassificationController(
         predict_function=lambda x: np.c_[1.0 - x[:, 0], x[:, 0]],  # exit (positive) iff M >= lambda, as cader
         risk="precision", target_level=1.0 - ALPHA, confidence_level=1.0 - DELTA,
-        list_predict_params=GRID.copy(), fwer_method=fwer_method)  # fmt: skip
+        list_predict_params=GRID.copy(), fwer_method=fwer_method)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # thresholds where nothing exits, "risk cannot be controlled" notes
         controller.calibrate(margin[:, None], correct.astype(int))

@@ -70,14 +70,14 @@ def test_one_video_is_refused_rather_than_certified(tmp_path):
     for per_video in (False, True):
         with pytest.raises(CalibrationInputError, match="refusal, not a certificate"):
             calibrate_predictions([path], str(tmp_path / f"out{per_video}"), alpha=0.1, min_exits=5, figures=False,
-                                  per_video=per_video, temperature=1.5)  # fmt: skip
+                                  per_video=per_video, temperature=1.5)
 
 
 def test_the_split_recorded_is_the_one_used(tmp_path):
     # two benchmarks of one video each: a split by video falls back to questions, and calibration.json says so
     rows = _rows_on_videos(1, 60, "bench_a") + _rows_on_videos(1, 60, "bench_b", seed=1)
     out = calibrate_predictions([_write(tmp_path / "p.jsonl", rows)], str(tmp_path / "c"), alpha=0.2, min_exits=5,
-                                figures=False)  # fmt: skip
+                                figures=False)
     assert (out["split_by"], out["split_by_requested"]) == ("question", "video")
     assert json.loads((tmp_path / "c" / "calibration.json").read_text())["split_by"] == "question"
     with pytest.raises(CalibrationInputError, match="split was by question"):

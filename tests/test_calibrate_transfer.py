@@ -71,12 +71,12 @@ def test_transfer_command_line(tmp_path, capsys):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "{torn\n")
     calibrate_predictions([str(tmp_path / "held.jsonl")], str(tmp_path / "cal"), figures=False)
     cmd = [sys.executable, str(REPO / "calibrate" / "transfer.py"), "--calibration", str(tmp_path / "cal" /
-           "calibration.json")]  # fmt: skip
+           "calibration.json")]
     assert main([*cmd[2:], "--predictions", str(tmp_path / "held.jsonl")]) == 0  # in-process: one start is enough
     out = capsys.readouterr().out
     assert "consistent" in out and "malformed" in out
     assert main([*cmd[2:], "--predictions", str(tmp_path / "missing.jsonl")]) == 2
     assert "missing.jsonl" in capsys.readouterr().err
     moved = subprocess.run([*cmd, "--predictions", str(tmp_path / "target.jsonl")], capture_output=True, text=True,
-                           timeout=120, check=False)  # fmt: skip
+                           timeout=120, check=False)
     assert moved.returncode == 1 and "WARNING" in moved.stderr

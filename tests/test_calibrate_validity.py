@@ -41,7 +41,7 @@ def shared_difficulty(n_videos, per_video, sigma, seed):
 def runs(data, n_splits, **kw):
     z, gold, videos, s1 = data
     return validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, n_splits=n_splits, seed=1,
-                         clusters=videos, **kw)  # fmt: skip
+                         clusters=videos, **kw)
 
 
 def test_video_splits_keep_each_video_on_one_side_and_the_bound_sees_the_select_videos(monkeypatch):
@@ -75,7 +75,7 @@ def test_video_splits_keep_each_video_on_one_side_and_the_bound_sees_the_select_
     # the select part's videos) and breaks on video splits (measured, 100 splits, data seeds 0..3: 0.05, 0.07,
     # 0.03, 0.04 against 0.14, 0.23, 0.12, 0.12); the default procedure (video split, effective counts) holds
     rates = {kw: validity_summary(runs(data, 100, split_by=kw[0], cluster_bound=kw[1]), 0.1, True)["above_rate"]
-             for kw in [("question", False), ("video", False), ("video", True)]}  # fmt: skip
+             for kw in [("question", False), ("video", False), ("video", True)]}
     assert rates[("video", False)] > 0.1 >= rates[("question", False)], rates
     assert rates[("video", True)] <= 0.1, rates
 
@@ -94,7 +94,7 @@ def test_one_question_per_video_gives_the_question_level_rows_exactly():
     z, gold, _, s1 = shared_difficulty(400, 1, sigma=0.0, seed=2)
     old = validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, n_splits=20, seed=4)
     new = validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, n_splits=20, seed=4,
-                        clusters=np.arange(400))  # fmt: skip
+                        clusters=np.arange(400))
     assert old[0]["split_by"] == "question" and new[0]["split_by"] == "video" and new[0]["cluster_bound"]
     strip = [[{k: v for k, v in r.items() if k not in NEW_COLUMNS} for r in rows] for rows in (old, new)]
     assert strip[0] == strip[1]  # a singleton video: same split draws, and a design effect of exactly 1

@@ -23,7 +23,7 @@ def test_missing_the_evidence_by_hand():
 
 def _verify(iteration, crop, p_yes):
     return {"phase": "verify", "iteration": iteration, "window": crop, "crop": crop, "r2": 1.0, "n_frames": 8,
-            "p_yes": p_yes, "accepted": p_yes is not None and p_yes >= 0.6}  # fmt: skip
+            "p_yes": p_yes, "accepted": p_yes is not None and p_yes >= 0.6}
 
 
 def _rows(n, seed=0, miss_given_p=lambda p: 0.6 * (1 - p)):
@@ -53,7 +53,7 @@ def test_first_verify_step_per_sample_and_rows_left_out_by_reason(tmp_path):
     assert p_yes.tolist() == [rows[0]["stage2"]["steps"][0]["p_yes"], rows[5]["stage2"]["steps"][0]["p_yes"]]
     assert miss.tolist() == [rows[i]["stage2"]["steps"][0]["crop"][0] == 300.0 for i in (0, 5)]
     assert dict(left_out) == {"no_evidence_window": 1, "no_verify_step": 1, "unverified_or_malformed_step": 1,
-                              "row_error": 1, "duplicate": 1, "malformed_row": 1}  # fmt: skip
+                              "row_error": 1, "duplicate": 1, "malformed_row": 1}
 
 
 def test_fit_verifier_alpha_end_to_end(tmp_path, capsys):

@@ -67,7 +67,7 @@ def _draw(rng, n_videos, per_video, sigma):
 def _records(gold, videos):
     """Stage1Records carrying only what split_fit_select reads (benchmark, sample id, video)."""
     return [Stage1Record("sim", i, "sim", f"{i:06d}", [], np.zeros(0), int(g), video=f"v{v}")
-            for i, (g, v) in enumerate(zip(gold, videos))]  # fmt: skip
+            for i, (g, v) in enumerate(zip(gold, videos))]
 
 
 def violation_rates(n_videos, per_video, sigma, repetitions, procedures, seed=0):
@@ -86,7 +86,7 @@ def violation_rates(n_videos, per_video, sigma, repetitions, procedures, seed=0)
             m_sel, right = margins(z[sel], t_hat), z[sel].argmax(axis=1) == gold[sel]
             for clustered in [c for u, c in procedures if u == unit]:
                 chosen = select_tau_precision(m_sel, right, alpha=ALPHA, delta=DELTA, min_exits=MIN_EXITS,
-                                              clusters=videos[sel] if clustered else None)  # fmt: skip
+                                              clusters=videos[sel] if clustered else None)
                 if chosen.no_exit:
                     continue
                 count = counts[(unit, clustered)]
@@ -111,7 +111,7 @@ def test_independent_questions_hold_the_guarantee_either_way():
 @pytest.mark.slow
 def test_a_shared_video_difficulty_breaks_the_question_counting_bound_and_the_cluster_bound_holds():
     rates = violation_rates(10, 100, sigma=3.0, repetitions=200,
-                            procedures=[QUESTION_COUNTING, ("video", False), VIDEO_CLUSTERED])  # fmt: skip
+                            procedures=[QUESTION_COUNTING, ("video", False), VIDEO_CLUSTERED])
     (q_violations, q_exits), (v_violations, _) = rates[QUESTION_COUNTING], rates[("video", False)]
     assert q_exits >= 0.5, rates
     assert q_violations > DELTA + slack(200), rates  # the question-level split with the question-counting bound

@@ -41,10 +41,10 @@ def test_lmms_eval_rows_read_as_the_tasks_own_scorers_read_them():
     # by hand from make_samples.py: Video-MME pred_answer vs answer ("" for the reply with no letter)
     assert read_samples(VIDEOMME).by_question == {
         "001-1": 1, "001-2": 1, "001-3": 0, "002-1": 1, "002-2": 0, "002-3": 1, "003-1": 1, "003-2": 0,
-        "003-3": 0, "004-1": 1}  # fmt: skip
+        "003-3": 0, "004-1": 1}
     # LongVideoBench parsed_pred vs chr(65 + correct_choice); lvb_q05's gold is the fifth option, E
     assert read_samples(LONGVIDEOBENCH).by_question == {
-        "lvb_q01": 1, "lvb_q02": 1, "lvb_q03": 0, "lvb_q04": 1, "lvb_q05": 0, "lvb_q06": 1}  # fmt: skip
+        "lvb_q01": 1, "lvb_q02": 1, "lvb_q03": 0, "lvb_q04": 1, "lvb_q05": 0, "lvb_q06": 1}
     lvbench = read_samples(LVBENCH)
     assert lvbench.by_question is None and "bare bool" in lvbench.no_key_why
     assert lvbench.by_doc == {f"lvbench/{i}": float(ok) for i, ok in enumerate([1, 0, 1, 1, 0, 1])}
@@ -91,7 +91,7 @@ def test_longvideobench_samples_line_up_with_cader_sample_ids(tmp_path):
 def test_mlvu_samples_pair_by_doc_id_with_a_cader_run_through_lmms_eval(tmp_path):
     side = write_run(tmp_path / "cader", [
         record(f"m{i}", "A", "A" if i in (1, 4) else "B", "mlvu_dev", lmms={"task": "mlvu_dev", "doc_id": i})
-        for i in range(6)])  # fmt: skip
+        for i in range(6)])
     result = compare_files([str(MLVU), str(side)], n_resamples=200)
     assert result["aligned_by"] == "doc" and result["n"] == 6
     # cader right on docs 1 and 4, the baseline on 0 2 3 5: discordant on all six
@@ -102,7 +102,7 @@ def test_mlvu_samples_pair_by_doc_id_with_a_cader_run_through_lmms_eval(tmp_path
 def test_lvbench_samples_pair_by_doc_id_with_a_cader_run_through_lmms_eval_only(tmp_path):
     side = write_run(tmp_path / "cader", [
         record(f"uid-{i:03d}", "A", "A" if i < 3 else "B", "lvbench", lmms={"task": "lvbench", "doc_id": i})
-        for i in range(6)])  # fmt: skip
+        for i in range(6)])
     result = compare_files([str(LVBENCH), str(side)], n_resamples=200)
     assert result["aligned_by"] == "doc" and result["systems"]["cader"]["missing"] == []
     # cader right on docs 0 1 2; baseline on 0 2 3 5: only cader doc 1, only the baseline docs 3 and 5
@@ -124,7 +124,7 @@ def test_a_metric_that_is_not_correct_or_incorrect_is_a_one_line_error(tmp_path,
     samples.parent.mkdir()
     samples.write_text("".join(json.dumps({"doc_id": i, "target": "a cat", "filtered_resps": "a dog",
                                            "doc_hash": "h", "rouge_l": 0.25 * i, "input": "describe"}) + "\n"
-                               for i in range(1, 3)))  # fmt: skip
+                               for i in range(1, 3)))
     run = write_run(tmp_path / "cader", [record("001-1", "A", "A")])
     with pytest.raises(CompareInputError) as caught:
         compare_files([str(run), str(samples)])

@@ -103,7 +103,7 @@ def test_overlap_rule_by_hand():
 @pytest.mark.parametrize("change, message", [
     (lambda lines: lines[1].update(doc_id=None), "line 2: doc_id None is not a document index"),
     (lambda lines: lines[3].update(doc_id=lines[2]["doc_id"]), "is on lines 3 and 4"),
-])  # fmt: skip
+])
 def test_samples_with_a_null_or_repeated_doc_id_are_refused_naming_the_lines(tmp_path, change, message):
     lines = [json.loads(x) for x in MLVU.read_text().splitlines()]
     change(lines)
@@ -115,10 +115,10 @@ def test_samples_with_a_null_or_repeated_doc_id_are_refused_naming_the_lines(tmp
 @pytest.mark.parametrize("doc_ids, message", [
     ([0, None], "line 2: lmms.doc_id None is not a document index"),
     ([0, 0], "lmms-eval document mlvu_dev/0 is on lines 1 and 2"),
-])  # fmt: skip
+])
 def test_cader_records_with_a_null_or_repeated_lmms_doc_id_are_refused(tmp_path, doc_ids, message):
     rows = [{**full_record(str(i + 1), "A", "A"), "lmms": {"task": "mlvu_dev", "doc_id": d}}
-            for i, d in enumerate(doc_ids)]  # fmt: skip
+            for i, d in enumerate(doc_ids)]
     run = write(tmp_path / "run" / "predictions.jsonl", rows)
     with pytest.raises(CompareInputError, match=message):
         read_system(run, "accuracy", None)

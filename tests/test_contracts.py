@@ -54,7 +54,7 @@ def test_doc_lists_every_field_of_every_model():
 def prediction() -> dict:
     """A predictions.jsonl record through Stage 2 with every kind of step, as the runner writes it."""
     window = {"window": [20.0, 30.0], "raw": [20.0, 30.0], "how": "keyed", "swapped": False, "clipped": False,
-              "reason": None, "n_windows": 1}  # fmt: skip
+              "reason": None, "n_windows": 1}
     steps = [
         {"phase": "propose", "iteration": 0, "context": "F1", "n_frames": 8, "tried": [], "raw_output": "[20, 30]",
          "parsed": window, "window": [20.0, 30.0], "too_broad": False},
@@ -70,7 +70,7 @@ def prediction() -> dict:
         {"phase": "answer", "window": [37.5, 47.5], "n_frames": 8, "raw_output": "<answer>B</answer>",
          "parsed": {"letter": "B", "how": "answer_tag/alone", "reason": None}, "pred": "B",
          "fallback_to_stage1": False},
-    ]  # fmt: skip
+    ]
     return {
         "benchmark": "bench", "sample_id": "s1", "video": "v.mp4", "duration": 60.0, "question": "q?",
         "options": ["a", "b", "c", "d"], "letters": LETTERS, "answer": "B", "question_id": 7, "meta": {"task": "t"},
@@ -83,7 +83,7 @@ def prediction() -> dict:
         "pred": "B", "correct": True,
         "cost": {"forwards": 6, "frames_decoded": 32, "prompt_tokens": 50, "completion_tokens": 9, "seconds": 1.5},
         "error": None,
-    }  # fmt: skip
+    }
 
 
 def calibration(**changes) -> dict:
@@ -101,7 +101,7 @@ def calibration(**changes) -> dict:
         "budget": None, "min_exits": 50, "fit_fraction": 0.5, "n_samples": 200, "n_benchmarks": 1, "skipped": {},
         "table4_counts": {"fitted_T": {">=0.995": 3}, "paper_T": {">=0.995": 2}}, "figures": ["figures/a.png"],
         **changes,
-    }  # fmt: skip
+    }
 
 
 def judgment() -> dict:
@@ -114,14 +114,14 @@ def judgment() -> dict:
         "sweep_required": "no", "sweep_applied": "no", "attempts": 1, "waited_s": 0.0, "cached": False,
         "prompt_hash": "h", "judge_config": {"model": "gpt-x"}, "judge_config_hash": "c", "error": None,
         "trajectory_hash": "t", "judged_because": "new",
-    }  # fmt: skip
+    }
 
 
 FIXED_T = {"temperature": 2.0, "n": 0, "fixed": True, "nll_before": 0.9, "ece_before": 0.1, "nll_after": 0.8,
-           "ece_after": 0.05}  # fmt: skip
+           "ece_after": 0.05}
 FAILED_JUDGMENT = {"question_id": "q9", "system": "cader", "judge_model": "gpt-x", "scores": None, "traj": None,
                    "mc_rate": None, "milestones": [], "failure_tags": [], "summary": "", "attempts": 0,
-                   "error": "judging crashed: RuntimeError: boom"}  # fmt: skip
+                   "error": "judging crashed: RuntimeError: boom"}
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ FAILED_JUDGMENT = {"question_id": "q9", "system": "cader", "judge_model": "gpt-x
         (JudgmentRecord, judgment()),
         (JudgmentRecord, FAILED_JUDGMENT),
     ],
-)  # fmt: skip
+)
 def test_a_valid_record_validates_and_dumps_back_unchanged(model, record):
     assert build_record(model, record) == record
     assert list(build_record(model, record)) == list(record)  # same keys, same order
@@ -162,7 +162,7 @@ def test_a_valid_record_validates_and_dumps_back_unchanged(model, record):
          "milestones.0.status"),
         (JudgmentRecord, {**judgment(), "failure_tags": ["made_up_tag"]}, "failure_tags.0"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_record_is_refused_naming_the_field(model, record, field):
     with pytest.raises(ValidationError) as info:
         build_record(model, record)
@@ -213,7 +213,7 @@ def test_validated_reading_names_file_line_and_field(tmp_path):
     read = read_validated(path, PredictionRecord)
     assert read.lines == [1] and read.records == [prediction()]
     assert [(p.line, p.reason) for p in read.problems] == [(2, "invalid_record"), (4, "not_an_object"),
-                                                           (5, "bad_json")]  # fmt: skip
+                                                           (5, "bad_json")]
     assert str(read.problems[0]).startswith(f"{path}:2: route: ")
     assert [number for number, _ in iter_lines(path, keep_blank=True)] == [1, 2, 3, 4, 5]
     assert file_problems(path) == [str(p) for p in read.problems]
@@ -340,9 +340,9 @@ def run_pipeline(root: Path, video: Path) -> None:
     for name in names:
         (video.parent / name).symlink_to(video)
     samples = [Sample("bench", f"s{i}", names[i % 4], f"q{i}", ["a", "b", "c", "d"], LETTERS, "B", 60.0,
-                      {"question_id": i}) for i in range(8)]  # fmt: skip
+                      {"question_id": i}) for i in range(8)]
     samples += [Sample("bench", "missing", "missing.mp4", "q0", ["a", "b"], ["A", "B"], "A", 10, {}),
-                Sample("bench", "bad", video.name, "q0", ["a"], ["A", "B"], None, None, {})]  # fmt: skip
+                Sample("bench", "bad", video.name, "q0", ["a"], ["A", "B"], None, None, {})]
     runs = {  # name: (variant, proposal, answer, p_yes, questions whose verifier call fails)
         "full": ("full", '"relevant_windows": [[20, 30]]', "<answer>B</answer>", 0.95, ("q5",)),
         "rejected": ("full", '"relevant_windows": [[20, 30]]', "<answer>B</answer>", 0.01, ()),
@@ -364,14 +364,14 @@ def run_pipeline(root: Path, video: Path) -> None:
             )
             chosen = samples if shard is None else samples[shard::2]
             run_samples(chosen, video.parent, out, backend, backend, cfg, video_path=lambda s, r: r / s.video,
-                        progress=False, stage1_priors=priors)  # fmt: skip
+                        progress=False, stage1_priors=priors)
     merge_shards(root / "no_rgr")
 
     calibrate_predictions(
         [str(root / "full" / "predictions.jsonl")], str(root / "calibration"), figures=False
     )
     calibrate_predictions([str(root / "full" / "predictions.jsonl")], str(root / "calibration_fixed"),
-                          temperature=2.0, figures=False)  # fmt: skip
+                          temperature=2.0, figures=False)
 
     questions, rows = synthetic_benchmark(6, seed=0)
     write_lines(root / "questions.jsonl", questions)
@@ -381,7 +381,7 @@ def run_pipeline(root: Path, video: Path) -> None:
         provider = make_provider("openai", "loopback-judge", server.base_url, timeout=5.0)
         judge_predictions(provider, load_questions(root / "questions.jsonl")[0],
                           load_predictions(root / "judge_input" / "predictions.jsonl")[0], root / "judge",
-                          framework="cader", concurrency=2, policy=policy, use_cache=False)  # fmt: skip
+                          framework="cader", concurrency=2, policy=policy, use_cache=False)
 
 
 def test_every_file_the_pipeline_writes_validates(tmp_path, barcode_video, monkeypatch):
@@ -408,10 +408,10 @@ def test_every_file_the_pipeline_writes_validates(tmp_path, barcode_video, monke
         for r in read_validated(p, PredictionRecord).records
     ]
     steps = {s["phase"] + ("/" + s["mode"] if "mode" in s else "") for r in records for s in (r["stage2"] or {})
-             .get("steps", [])}  # fmt: skip
+             .get("steps", [])}
     assert steps == {"propose", "verify", "answer", "resample/rgr", "resample/uniform_f1"}
     assert {r["stage2"]["fallback"] for r in records if r["stage2"]} == {
-        None, "not_accepted", "unparseable_proposal", "too_broad"}  # fmt: skip
+        None, "not_accepted", "unparseable_proposal", "too_broad"}
     errors = {r["error"].split(":")[0] for r in records if r["error"]}
     assert errors == {"video_unreadable", "bad_sample", "stage2_failed"}
     assert any(r["stage1"] and r["stage1"].get("reused") for r in records)

@@ -243,7 +243,7 @@ def test_calibration_file_sets_t_and_tau(tiny_model_dir, data_root, tmp_path):
     payload = json.loads(cal.read_text())
     payload["settings"] = {"backbone": {"name": str(tiny_model_dir), "fingerprint": model_fingerprint(str(tiny_model_dir))},
                            "stage1": {"r1": 1.0, "max_frames": 32, "max_pixels": 2048, "enable_thinking": False},
-                           "benchmarks": ["synthetic_heldout"]}  # fmt: skip
+                           "benchmarks": ["synthetic_heldout"]}
     cal.write_text(json.dumps(payload))
     assert main(argv) == 0
     records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]

@@ -14,7 +14,7 @@ CONFIDENT = [0.0, 40.0, 0.0, 0.0]  # B with margin ~1: an early exit, no Stage 2
 
 def samples_on(videos: list[str]) -> list[Sample]:
     return [Sample("bench", f"s{i}", video, f"q{i}", ["a", "b", "c", "d"], ["A", "B", "C", "D"], "B", 60.0, {})
-            for i, video in enumerate(videos)]  # fmt: skip
+            for i, video in enumerate(videos)]
 
 
 def run_shards(samples, root, out, retry_failed=False):

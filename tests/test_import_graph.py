@@ -10,7 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = {"cader.vlm": "vlm", "cader.train": "train", "cader.calibrate": "calibrate",
-           "cader.evaluate": "evaluate", "cader.contracts": "contracts", "cader.cli": "cli"}  # fmt: skip
+           "cader.evaluate": "evaluate", "cader.contracts": "contracts", "cader.cli": "cli"}
 DEV = "cader.dev"
 DEV_MODULE_PATH = re.compile(rf"^{re.escape(DEV)}(\.\w+)*$")
 
@@ -66,7 +66,7 @@ def test_no_shipped_config_names_the_development_package():
                 for path in sorted((REPO / "configs").rglob("*"))
                 if path.suffix in (".yaml", ".yml", ".json")
                 for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                if re.search(rf"\b{re.escape(DEV)}\b", line)]  # fmt: skip
+                if re.search(rf"\b{re.escape(DEV)}\b", line)]
     assert not offences, "configs name cader.dev:\n" + "\n".join(offences)
 
 
@@ -99,7 +99,7 @@ def test_the_product_folders_are_every_package_the_distribution_maps_besides_cad
     ("from . import providers", "cader.evaluate.judge", []),
     ("from .. import device", "cader.evaluate", []),
     ('"""Tests use cader.dev.judge_double instead of a real judge."""', "cader.evaluate", []),
-])  # fmt: skip
+])
 def test_every_way_of_reaching_the_development_package_is_found(source, package, expected):
     assert dev_references(source, package) == expected
 
@@ -183,7 +183,7 @@ def test_no_two_modules_import_each_other_even_from_inside_a_function():
 def test_the_contracts_depend_on_no_stage():
     graph = import_graph()
     offences = [f"{module} imports {dep}" for module, deps in graph.items() if module.startswith("cader.contracts")
-                for dep in sorted(deps) if dep.startswith(STAGES)]  # fmt: skip
+                for dep in sorted(deps) if dep.startswith(STAGES)]
     assert not offences, "contracts are what stages share; they import none of them:\n" + "\n".join(offences)
 
 
@@ -191,7 +191,7 @@ def test_the_contracts_depend_on_no_stage():
     ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
     ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
     ({"a": {"b"}, "b": set()}, []),
-])  # fmt: skip
+])
 def test_cycles_are_the_components_of_more_than_one_module(graph, expected):
     assert cycles(graph) == expected
 

@@ -23,7 +23,7 @@ from cader.evaluate.runner import run_samples
 
 def videomme_doc(i: int, video: str) -> dict:
     return {"question_id": f"{i:03d}-1", "videoID": video, "duration": "long", "question": f"How many in {i}?",
-            "options": ["A. 1", "B. 2", "C. 3", "D. 4"], "answer": "ABCD"[i % 4]}  # fmt: skip
+            "options": ["A. 1", "B. 2", "C. 3", "D. 4"], "answer": "ABCD"[i % 4]}
 
 
 def to_visual(doc):
@@ -44,7 +44,7 @@ class Recorder:
         for sample in samples:
             self.ran.append(sample.sample_id)
             yield {"benchmark": sample.benchmark, "sample_id": sample.sample_id, "video": sample.video,
-                   "pred": sample.answer, "correct": True, "error": None}  # fmt: skip
+                   "pred": sample.answer, "correct": True, "error": None}
 
 
 def never(samples):
@@ -109,7 +109,7 @@ def test_an_unsupported_task_is_refused_before_anything_is_written(tmp_path):
     side_path = tmp_path / "side.jsonl"
     with pytest.raises(UnsupportedTask, match="'mmmu_val' is not supported"):
         answer_requests([request(0, videomme_doc(0, "v")), request(0, {}, task="mmmu_val")], SideFile(side_path),
-                        never, False)  # fmt: skip
+                        never, False)
     assert not side_path.exists() or side_path.read_text() == ""
 
 
@@ -161,7 +161,7 @@ def test_the_records_are_cader_evals_grouped_records_at_any_concurrency(tmp_path
         runs[level] = [{k: v for k, v in r.items() if k != "lmms"} for r in read_jsonl(side.path)]
     samples = [sample_from_doc("videomme_long", doc, i, visual(doc)[0]) for i, doc in enumerate(docs)]
     run_samples(samples, tmp_path, tmp_path / "cader.jsonl", ScriptedBackend(logits), ScriptedBackend(logits), cfg,
-                video_path=lambda s, _root: s.video, progress=False, group_by_video=True)  # fmt: skip
+                video_path=lambda s, _root: s.video, progress=False, group_by_video=True)
     runs["cader eval"] = read_jsonl(tmp_path / "cader.jsonl")
     for name, records in runs.items():
         runs[name] = [{**r, "cost": {k: v for k, v in r["cost"].items() if k != "seconds"}} for r in records]

@@ -10,14 +10,14 @@ from cader.evaluate.lmms.docs import BadDocument, UnsupportedTask, doc_hash, fam
 # documents shaped as the lmms-eval task utils read them (tests/fixtures/lmms_eval/PROVENANCE.md)
 VIDEOMME = {"question_id": "001-1", "videoID": "fFjv93ACGo8", "duration": "long", "domain": "Knowledge",
             "sub_category": "Humanity & History", "task_type": "Counting Problem", "question": "How many?",
-            "options": ["A. one", "B. two", "C. three", "D. four"], "answer": "C"}  # fmt: skip
+            "options": ["A. one", "B. two", "C. three", "D. four"], "answer": "C"}
 LONGVIDEOBENCH = {"id": "86CxyhFV9MI_0", "question": "What is shown?", "option0": "a cat", "option1": "a dog",
                   "option2": "a bird", "option3": "N/A", "option4": "N/A", "correct_choice": 1, "duration": 523.5, "duration_group": 600, "question_category": "TOS",
-                  "video_path": "86CxyhFV9MI.mp4"}  # fmt: skip
+                  "video_path": "86CxyhFV9MI.mp4"}
 LVBENCH = {"uid": 42, "key": "abc", "question": "Where is he?\n(A) home\n(B) work\n(C) park\n(D) shop",
-           "answer": "D", "video_path": "abc.mp4"}  # fmt: skip
+           "answer": "D", "video_path": "abc.mp4"}
 MLVU = {"video_name": "x.mp4", "question": "Which scene?\n(A) first\n(B) second", "answer": "(A)",
-        "task_type": "plotQA", "duration": 180}  # fmt: skip
+        "task_type": "plotQA", "duration": 180}
 
 
 def test_videomme_options_lose_their_letter_prefixes():
@@ -73,7 +73,7 @@ def test_the_doc_hash_is_lmms_evals():
 V2_OPTIONS = "\n".join(f"{letter}. choice {letter.lower()}" for letter in "ABCDEFGH")
 VIDEOMME_V2 = {"video_id": "001", "question_id": "001-2", "question": "What happens next?", "options": V2_OPTIONS,
                "answer": "G", "group_type": "logic", "group_structure": "[1, 2, 3, 4]", "level": 2,
-               "second_head": "Temporal Understanding", "third_head": "Action Order"}  # fmt: skip
+               "second_head": "Temporal Understanding", "third_head": "Action Order"}
 
 
 def test_videomme_v2_reads_its_newline_joined_options_a_to_h():
@@ -82,7 +82,7 @@ def test_videomme_v2_reads_its_newline_joined_options_a_to_h():
     assert sample.letters == list("ABCDEFGH") and sample.options == [f"choice {c}" for c in "abcdefgh"]
     assert sample.answer == "G" and sample.sample_id == "001-2" and sample.duration is None
     assert sample.meta == {"group_type": "logic", "level": 2, "second_head": "Temporal Understanding",
-                           "third_head": "Action Order"}  # fmt: skip
+                           "third_head": "Action Order"}
     # a list of the same lines is the same document
     as_list = sample_from_doc("videomme_v2", VIDEOMME_V2 | {"options": V2_OPTIONS.split("\n")}, 5, "v.mp4")
     assert as_list.options == sample.options
@@ -94,7 +94,7 @@ def test_videomme_v2_reads_its_newline_joined_options_a_to_h():
     ("x\ny", r"'options' line 1 is 'x', not 'A. \.\.\.'"),
     ({"A": "x"}, r"'options' is dict, not the newline-joined 'A\. \.\.\.' string"),
     ("", r"'options' is empty"),
-])  # fmt: skip
+])
 def test_videomme_v2_options_cader_cannot_read_fail_that_document_by_name(options, why):
     with pytest.raises(BadDocument, match=rf"^videomme_v2 doc 4: {why}"):
         sample_from_doc("videomme_v2", VIDEOMME_V2 | {"options": options}, 4, "v.mp4")
@@ -102,7 +102,7 @@ def test_videomme_v2_options_cader_cannot_read_fail_that_document_by_name(option
 
 def test_lvbench_rows_with_an_options_list():
     row = {"uid": 7, "question": "Where is he?", "options": ["home", "work", "park", "shop"], "answer": "C",
-           "video_path": "abc.mp4"}  # fmt: skip
+           "video_path": "abc.mp4"}
     sample = sample_from_doc("lvbench", row, 0, "abc.mp4")
     assert (sample.question, sample.options, sample.answer) == ("Where is he?", ["home", "work", "park", "shop"], "C")
     # an empty list: the options are in the question, as in the release

@@ -29,7 +29,7 @@ TASKS = ("videomme_long", "mlvu_dev", "lvbench", "longvideobench_val_v", "videom
 # each task's number in lmms-eval's results.json and its scale to a percentage (the tasks' metric_list, 0.7.3)
 METRICS = {"videomme_long": ("videomme_perception_score,none", 1), "mlvu_dev": ("mlvu_percetion_score,none", 1),
            "lvbench": ("lvbench_score,none", 100), "longvideobench_val_v": ("lvb_acc,none", 100),
-           "videomme_v2": ("videomme_v2_overall_acc,none", 1)}  # fmt: skip
+           "videomme_v2": ("videomme_v2_overall_acc,none", 1)}
 MLVU_TASK_TYPES = ("anomaly_reco", "count", "ego", "needle", "order", "plotQA", "topic_reasoning")  # 0.7.3, dev
 
 
@@ -38,7 +38,7 @@ def venv_ready() -> str | None:
     if not python.exists():
         return f"{VENV} is missing (bash scripts/install_lmms_eval.sh)"
     probe = subprocess.run([str(python), "-P", "-c", "import lmms_eval, filelock._api, cader.evaluate.lmms.model"],
-                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+                           capture_output=True, text=True, timeout=300, check=False)
     return None if probe.returncode == 0 else f"lmms-eval does not import in {VENV}: {probe.stderr[-300:]}"
 
 
@@ -114,7 +114,7 @@ def write_benchmarks(data_root: Path) -> None:
         v2.append({"video_id": "001", "question_id": f"001-{n}", "question": question,
                    "options": "\n".join(f"{LETTERS[k]}. {o}" for k, o in enumerate(options)), "answer": letter,
                    "group_type": "relevance", "group_structure": "[1, 2, 3, 4]", "level": 1,
-                   "second_head": "Information Aggregation", "third_head": "Attribute"})  # fmt: skip
+                   "second_head": "Information Aggregation", "third_head": "Attribute"})
         as_videomme.append({"video_id": "001", "duration": "long", "domain": "d", "sub_category": "s", "url": "",
                             "videoID": "001", "question_id": f"001-{n}", "task_type": "t", "question": question,
                             "options": [f"{LETTERS[k]}. {o}" for k, o in enumerate(options)], "answer": letter})
@@ -140,7 +140,7 @@ for benchmark, data_root, name in zip(sys.argv[4::3], sys.argv[5::3], sys.argv[6
 def lmms_env(home: Path) -> dict:
     return {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false",
-            "OMP_NUM_THREADS": "1"}  # fmt: skip
+            "OMP_NUM_THREADS": "1"}
 
 
 def records_of(path: Path) -> list[dict]:
@@ -166,10 +166,10 @@ def test_lmms_eval_scores_cader_through_its_own_task_yamls_offline(tmp_path, tin
     out = home / "out"
     run([str(VENV / "bin" / "lmms-eval"), "--model", "cader", "--model_args",
          f"model={tiny_model_dir},config={config},concurrency=2", "--tasks", ",".join(TASKS), "--output_path",
-         str(out), "--log_samples", "--batch_size", "1", "--device", "cpu"], cwd=home, env=env)  # fmt: skip
+         str(out), "--log_samples", "--batch_size", "1", "--device", "cpu"], cwd=home, env=env)
     cader_runs = [("videomme_long", data_root, "videomme_long"), ("mlvu_dev", data_root, "mlvu_dev"),
                   ("lvbench", data_root, "lvbench"), ("longvideobench_val", data_root, "longvideobench_val_v"),
-                  ("videomme_long", data_root / "v2_as_videomme", "videomme_v2")]  # fmt: skip
+                  ("videomme_long", data_root / "v2_as_videomme", "videomme_v2")]
     run([str(VENV / "bin" / "python"), "-P", "-c", CADER_EVALS, str(config), str(tiny_model_dir),
          str(tmp_path / "cader"), *[str(x) for triple in cader_runs for x in triple]], cwd=tmp_path, env=env)
 
@@ -213,7 +213,7 @@ def test_offline_without_the_rows_lmms_eval_stops_before_the_model_loads(tmp_pat
     home.mkdir()
     said = run([str(VENV / "bin" / "lmms-eval"), "--model", "cader", "--model_args", "model=/no/such/model",
                 "--tasks", "videomme_long,lvbench", "--output_path", str(tmp_path / "out"), "--batch_size", "1"],
-               cwd=home, env=lmms_env(home), timeout=600, expect=1)  # fmt: skip
+               cwd=home, env=lmms_env(home), timeout=600, expect=1)
     assert "cader: lmms-eval is offline" in said
     assert f"videomme_long: no video folder {home / 'videomme'}, no rows {home / 'lmms-eval/Video-MME'}" in said
     assert "lvbench: no video folder" in said and "python -m cader.evaluate.lmms.local_data" in said

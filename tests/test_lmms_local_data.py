@@ -54,7 +54,7 @@ def test_rows_read_back_as_the_loaders_samples(data_root, tmp_path):
         assert got.sample_id == sample.sample_id
 
     for key, benchmark, task in (("mlvu_dev", "mlvu_dev", "mlvu_dev"), ("lvbench", "lvbench", "lvbench"),
-                                 ("longvideobench", "longvideobench_val", "longvideobench_val_v")):  # fmt: skip
+                                 ("longvideobench", "longvideobench_val", "longvideobench_val_v")):
         rows, (expected, _) = local_rows(out, key), load_benchmark(benchmark, data_root)
         assert len(rows) == len(expected) > 0, key
         for i, (row, sample) in enumerate(zip(rows, expected)):
@@ -73,7 +73,7 @@ def test_rows_read_back_as_the_loaders_samples(data_root, tmp_path):
     assert [row["key"] for row in linked] == ["kQ3nV8yTz1M"] * 2
     lvb = local_rows(out, "longvideobench")
     assert all("candidates" not in row and row["option4"] == "N/A" or len({row[f"option{i}"] for i in range(5)}) == 5
-               for row in lvb)  # fmt: skip
+               for row in lvb)
     for row in lvb:  # longvideobench_doc_to_visual_v: $HF_HOME/datasets/longvideobench/videos/<video_path>
         assert (out / "datasets" / "longvideobench" / "videos" / row["video_path"]).resolve().is_file()
 

@@ -76,7 +76,7 @@ def test_the_model_answers_resumes_and_refuses(tmp_path, tiny_model_dir, barcode
     write_barcode_video(other_video, n_frames=300, fps=10)
     done = subprocess.run([str(VENV / "bin" / "python"), "-P", "-c", SCRIPT, str(tiny_model_dir), str(barcode_video),
                            str(records), str(config), str(other_video)], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, check=False)  # fmt: skip
+                          timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.split("RESULT ", 1)[1])
     rows = [json.loads(line) for line in records.read_text().splitlines()]

@@ -19,9 +19,9 @@ from cader.evaluate.lmms.run_context import (
 
 # the built-in task YAMLs' data keys (lmms-eval 0.7.3: tasks/videomme/videomme.yaml, tasks/lvbench/lvbench.yaml)
 VIDEOMME = {"task": "videomme_long", "dataset_path": "lmms-eval/Video-MME",
-            "dataset_kwargs": {"token": True, "cache_dir": "videomme", "video": True}}  # fmt: skip
+            "dataset_kwargs": {"token": True, "cache_dir": "videomme", "video": True}}
 LVBENCH = {"task": "lvbench", "dataset_path": "lmms-eval/LVBench",
-           "dataset_kwargs": {"token": True, "cache_dir": "lvbench", "video": True}}  # fmt: skip
+           "dataset_kwargs": {"token": True, "cache_dir": "lvbench", "video": True}}
 OFFLINE = {"HF_HUB_OFFLINE": "1"}
 
 
@@ -35,7 +35,7 @@ def simple_evaluate(cli_args, tasks, task_manager):
 def run_inside_simple_evaluate(cli_args, tasks):
     """Call lmms_run() from a function named like lmms-eval's, in a module named like lmms-eval's evaluator."""
     like_lmms_eval = types.FunctionType(simple_evaluate.__code__, {"__name__": "lmms_eval.evaluator",
-                                                                   "lmms_run": lmms_run})  # fmt: skip
+                                                                   "lmms_run": lmms_run})
     return like_lmms_eval(cli_args, tasks, None)
 
 
@@ -77,7 +77,7 @@ def test_refusals_come_before_any_model_loads(tmp_path):
     mmmu = {"task": "mmmu_val", "dataset_path": "lmms-lab/MMMU"}
     assert "'mmmu_val' is not supported" in why(run=LmmsRun("out", [VIDEOMME, mmmu]))
     assert "videomme_long: no video folder" in why(run=LmmsRun("out", [VIDEOMME]),
-                                                   environ=OFFLINE | {"HF_HOME": str(tmp_path)})  # fmt: skip
+                                                   environ=OFFLINE | {"HF_HOME": str(tmp_path)})
 
 
 def test_lmms_eval_models_lists_cader(monkeypatch):

@@ -155,7 +155,7 @@ def package_copy(tmp_path_factory):
     modules = sorted({"cader." + rel[:-3].replace("/", ".") for _, rel, *_ in LISTED})
     code = f"import importlib\nfor m in {modules!r}:\n    print(importlib.import_module(m).__file__)"
     files = subprocess.run([sys.executable, "-c", code], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
-                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+                           capture_output=True, text=True, check=True).stdout.split()
     assert len(files) == len(modules) and all(f.startswith(str(root)) for f in files), files
     return root
 
@@ -188,7 +188,7 @@ for line in sys.stdin:
 def run_in_fork(package_copy):
     server = subprocess.Popen([sys.executable, "-c", FORK_SERVER], cwd=package_copy, text=True,
                               env={**os.environ, "PYTHONPATH": str(package_copy)}, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE)  # fmt: skip
+                              stdout=subprocess.PIPE)
     assert json.loads(server.stdout.readline()) == {"ready": True}
 
     def run(test_file: str, log: Path) -> tuple[int, str]:

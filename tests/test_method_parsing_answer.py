@@ -304,7 +304,7 @@ FILLER = st.lists(
     st.sampled_from(["the", "cup", "man", "room", "scene", "shows", "red", "light", "door"]), min_size=1
 )
 FIRST_STATED = ["Answer: {L}", "The answer is {L}.", "The correct option is ({L}).", "I choose {L}.", "{L} is correct.",
-                "\\boxed{{{L}}}", '{{"answer": "{L}"}}', "**Answer: {L}**", "Final answer: ({L})"]  # fmt: skip
+                "\\boxed{{{L}}}", '{{"answer": "{L}"}}', "**Answer: {L}**", "Final answer: ({L})"]
 FIRST_LEAD = ["{L}. the {w}", "({L}) the {w}", "{L}: the {w}"]
 SECOND_HEDGED = [
     "{L} is also possible.",
@@ -353,7 +353,7 @@ def test_a_final_answer_line_beats_a_leading_label_and_echoed_options(data, case
         parts += [f"{letter}. {text}" for letter, text in zip(letters, texts)]
     parts.append(" ".join(data.draw(FILLER)))
     ending = data.draw(st.sampled_from(["Answer: {L}", "Final answer: {L}", "**Answer:** ({L})", "\\boxed{{{L}}}",
-                                        "The final answer is {L}.", "<answer>{L}</answer>"]))  # fmt: skip
+                                        "The final answer is {L}.", "<answer>{L}</answer>"]))
     reply = "\n".join(parts) + data.draw(st.sampled_from(["\n", "\n\n"])) + ending.format(L=final)
     parsed = parse_answer(reply, letters, texts)
     assert parsed.letter == final, (reply, parsed)

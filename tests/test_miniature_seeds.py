@@ -43,7 +43,7 @@ def test_a_seed_that_shows_the_method_holds_every_bar():
     ({"routed": (7, 7)}, "stage2_beats_stage1"),
     ({"table2": {"full": 20, "no_stage2": 21}}, "ablation_order"),
     ({"flags": ["no Table 2 row differs significantly from `full` (smallest McNemar p = 0.3)"]}, "ablation_order"),
-])  # fmt: skip
+])
 def test_each_bar_fails_on_its_own_defect(change, bar):
     got = seeds.seed_numbers(_facts(**change))
     assert [b for b, held in got["bars"].items() if not held] == [bar]

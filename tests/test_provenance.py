@@ -55,7 +55,7 @@ def test_no_git_means_nulls_not_a_failure(tmp_path, monkeypatch):
     (["x", "--judge.api-key", "k"], "x --judge.api-key '***'"),
     (["x", "--tokens_per_s", "5"], "x --tokens_per_s 5"),
     (["x", "--monkey", "1"], "x --monkey 1"),
-])  # fmt: skip
+])
 def test_secret_looking_flag_values_never_reach_the_file(argv, shown):
     block = prov.collect_provenance(argv)
     assert block["command"] == shown and "sk-123" not in str(block) and "hf_abc" not in str(block)

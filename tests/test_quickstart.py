@@ -22,7 +22,7 @@ def test_quickstart_runs_the_whole_pipeline(shipped_tiny_run, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("JUDGE_BASE_URL", "OPENAI_API_KEY")}
     env["LIMIT"] = env["TABLE2_LIMIT"] = "2"
     proc = subprocess.run(["bash", str(REPO / "scripts" / "quickstart.sh"), str(tmp_path)], env=env, check=False,
-                          capture_output=True, text=True, timeout=1500)  # fmt: skip
+                          capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     root = tmp_path / "runs" / "tiny"
     # each step says what it wrote, and what it kept: steps 1-2 had their outputs already
@@ -49,7 +49,7 @@ def test_quickstart_runs_the_whole_pipeline(shipped_tiny_run, tmp_path):
     assert select["n"] >= 100 and select["exit_rate"] > 0 and not select.get("no_exit"), select
     assert select["upper_bound_error"] <= 0.05, select
     assert {p.name for p in (root / "calibration" / "figures").glob("*.png")} >= {
-        "accuracy_vs_margin.png", "reliability.png", "risk_coverage.png", "tau_sweep.png"}  # fmt: skip
+        "accuracy_vs_margin.png", "reliability.png", "risk_coverage.png", "tau_sweep.png"}
     for bench in BENCHMARKS:
         report = json.loads((root / "eval" / "full" / bench / "report.json").read_text())
         assert report["overall"]["n"] == 2 and report["overall"]["failures"] == 0

@@ -120,9 +120,9 @@ def test_safeguard_rows_that_match_full_are_explained_by_the_runs_own_proposals(
     _quickstart(tmp_path, good=True)
     for variant in ("no_verifier", "no_reflection"):   # same records as full: same accuracy
         _run(tmp_path, variant, [_routed(i, False, True) for i in range(12)] +
-             [_stage1(i, True, 0.9) for i in range(12, 24)])  # fmt: skip
+             [_stage1(i, True, 0.9) for i in range(12, 24)])
     _run(tmp_path, "no_rgr", [_routed(i, False, i % 2 == 0) for i in range(12)] +
-         [_stage1(i, True, 0.9) for i in range(12, 24)])  # fmt: skip
+         [_stage1(i, True, 0.9) for i in range(12, 24)])
     text, _ = summary.summarize(tmp_path)
     line = next(line for line in text.splitlines() if "match `full`'s accuracy" in line)
     # the evidence window [40, 42] lies in every first proposal [32, 48]; no_rgr differs, so it is not named

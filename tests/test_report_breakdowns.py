@@ -20,7 +20,7 @@ def scored(records, right):
     for i, r in enumerate(records):
         pred = r["answer"] if right(i) else next(x for x in r["letters"] if x != r["answer"])
         out.append({**r, "stage1": None, "route": None, "stage2": None, "pred": pred, "correct": pred == r["answer"],
-                    "cost": {}, "error": None})  # fmt: skip
+                    "cost": {}, "error": None})
     return out
 
 
@@ -33,7 +33,7 @@ def from_fixture(name, right=lambda i: i % 2 == 0):
 def rec(sid, correct, *, video, bench="lvbench", meta=None):
     return {"benchmark": bench, "sample_id": str(sid), "video": video, "answer": "A", "letters": ["A", "B"],
             "meta": meta or {}, "stage1": None, "route": None, "stage2": None, "pred": "A" if correct else "B",
-            "correct": correct, "cost": {}, "error": None}  # fmt: skip
+            "correct": correct, "cost": {}, "error": None}
 
 
 def test_lvbench_counts_a_question_under_every_type_it_lists():
@@ -51,10 +51,10 @@ def test_lvbench_counts_a_question_under_every_type_it_lists():
 def test_lvbench_hand_built_types_and_a_question_without_one():
     records = [rec(1, True, video="v1", meta={"question_type": ["a", "b"]}),
                rec(2, False, video="v1", meta={"question_type": ["a"]}),
-               rec(3, True, video="v2", meta={"question_type": []})]  # fmt: skip
+               rec(3, True, video="v2", meta={"question_type": []})]
     by_type = build_report(records)["breakdowns"]["lvbench"]["question_type"]
     assert {t: (row["n"], row["correct"], row["accuracy"]) for t, row in by_type.items()} == {
-        "a": (2, 1, 50.0), "b": (1, 1, 100.0), MISSING: (1, 1, 100.0)}  # fmt: skip
+        "a": (2, 1, 50.0), "b": (1, 1, 100.0), MISSING: (1, 1, 100.0)}
     assert by_type["a"]["ci95_exact"] == [1.26, 98.74] and by_type["b"]["se_clustered"] is None
 
 
@@ -68,7 +68,7 @@ def test_longvideobench_by_duration_group_in_numeric_order_and_by_question_categ
     assert set(tables["question_category"]) == categories
     assert sum(row["n"] for row in tables["question_category"].values()) == len(records)
     numeric = build_report([rec(i, True, video=f"v{i}", bench="longvideobench_val", meta={"duration_group": g})
-                            for i, g in enumerate([3600, 15, 600, 60])])  # fmt: skip
+                            for i, g in enumerate([3600, 15, 600, 60])])
     assert list(numeric["breakdowns"]["longvideobench_val"]["duration_group"]) == ["15", "60", "600", "3600"]
 
 

@@ -260,7 +260,7 @@ def test_training_videos_show_their_event_for_the_training_length(data):
         frames = _decode(video)
         fps = round(1 / (frames[1][0] - frames[0][0]))
         coloured = [i for i, (_, f) in enumerate(frames) if min(
-            np.abs(_centre(f) - np.array(rgb)).max() for rgb in EVENT_COLOURS.values()) < 25]  # fmt: skip
+            np.abs(_centre(f) - np.array(rgb)).max() for rgb in EVENT_COLOURS.values()) < 25]
         assert coloured == list(range(coloured[0], coloured[0] + len(coloured))), video
         assert SMALL["train_event_min_s"] <= len(coloured) / fps <= SMALL["train_event_max_s"], video
         lengths.add(len(coloured) / fps)
@@ -341,7 +341,7 @@ def test_cader_role_rows_use_the_app_c_prompts_and_the_right_clips(data, tmp_pat
         video = row["videos"][0]
         frames = _decode(data / "train" / video)
         coloured = [t for t, f in frames if np.abs(_centre(f) - np.array(BACKGROUND)).max() >= 25
-                    and np.abs(_centre(f) - np.array(SCENE)).max() >= 25]  # fmt: skip
+                    and np.abs(_centre(f) - np.array(SCENE)).max() >= 25]
         if system == GROUNDING_SYSTEM:
             window = [float(x) for x in re.fullmatch(r'"relevant_windows": \[\[(\d+), (\d+)\]\]', target).groups()]
             name = re.fullmatch(r"media/videos/(train_\d+)\.mp4", video).group(1)
@@ -370,7 +370,7 @@ def test_cader_role_rows_use_the_app_c_prompts_and_the_right_clips(data, tmp_pat
             assert coloured and video.endswith("_pos.mp4")
             assert re.fullmatch(r"(<answer>)?[A-F](</answer>)?", target)
     assert kinds == {"propose": SMALL["n_train"], "reflect": roles["reflect"], "yes": SMALL["n_train"],
-                     "no": SMALL["n_train"]}  # fmt: skip
+                     "no": SMALL["n_train"]}
     # a reflection row for every decoy video, and for every 2nd video without one
     assert 0 < sum(has_decoy.values()) < len(has_decoy) == SMALL["n_train"]
     assert roles["reflect"] == sum(d or int(n.split("_")[1]) % 2 == 0 for n, d in has_decoy.items())

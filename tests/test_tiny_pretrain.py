@@ -68,7 +68,7 @@ def test_script_writes_a_complete_trained_model(tmp_path):
 
     out = tmp_path / "model"
     cmd = [sys.executable, str(REPO / "scripts/make_tiny_model.py"), "--out", str(out),
-           "--grounding_epochs", "3", "--roles_epochs", "1", "--pretrain_videos", "4"]  # fmt: skip
+           "--grounding_epochs", "3", "--roles_epochs", "1", "--pretrain_videos", "4"]
     run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     record = json.loads((out / "cader_tiny.json").read_text())

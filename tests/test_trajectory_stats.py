@@ -112,7 +112,7 @@ def test_routed_gain_and_cost_comparison_resample_videos():
     records = [dict(record("A", "B", "A", None, window=[0, 16], accepted=[0, 16]), video="v1", benchmark="b")
                for _ in range(3)]
     records += [dict(record("A", "A", "A", None, window=[0, 16], accepted=[0, 16]), video=v, benchmark="b")
-                for v in ("v2", "v3")]  # fmt: skip
+                for v in ("v2", "v3")]
     boot = routed_gain(records)["routed"]["gain_video_bootstrap"]
     assert boot["resampled"] == "clusters" and boot["n_clusters"] == 3 and boot["n"] == 5
     assert boot["diff"] == pytest.approx(3 / 5) and boot["low"] == 0.0  # a draw of v2 and v3 only gains nothing

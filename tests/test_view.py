@@ -46,7 +46,7 @@ STEPS = [
      "p_yes": 0.9, "f": 1.0, "accepted": True},
     {"phase": "answer", "window": [40.0, 50.0], "n_frames": 24, "raw_output": "<answer>C</answer>",
      "parsed": {"letter": "C", "how": "answer_tag/alone"}, "pred": "C", "fallback_to_stage1": False},
-]  # fmt: skip
+]
 
 
 def test_each_proposal_is_paired_with_the_verification_of_its_iteration():
@@ -60,7 +60,7 @@ def test_each_proposal_is_paired_with_the_verification_of_its_iteration():
     assert rgr["i"] == 1 and rgr["map"] == [[19.0, 31.0, 0.3]] and rgr["unexplored"] == [[0.0, 19.0], [31.0, 60.0]]
     # the thumbnails show the crop the answer was given on
     card = card_of({"stage2": {"pred": "C", "accepted": [40.0, 50.0], "cycles": 2, "fallback": None,
-                               "steps": STEPS}}, "run")  # fmt: skip
+                               "steps": STEPS}}, "run")
     assert thumb_window(card) == (40.0, 50.0)
 
 
@@ -103,7 +103,7 @@ def test_broken_lines_are_listed_and_broken_records_still_shown(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     lines = [json.dumps(good[0]), "{not json", "[1, 2]", json.dumps({"sample_id": "half", "benchmark": "b"}),
-             json.dumps(good[1])]  # fmt: skip
+             json.dumps(good[1])]
     (folder / "predictions.jsonl").write_text("\n".join(lines) + "\n")
     path, built = write_viewer(folder)
     messages = built.problems.messages
@@ -141,7 +141,7 @@ def test_judgments_attach_by_question_id_to_the_judged_benchmark(tmp_path):
     judgment = build_record(JudgmentRecord, {
         "question_id": 7, "system": "cader", "judge_model": "j", "scores": {"P1": 2, "P2": 1, "P3": 0, "P4": None,
         "P5": 2}, "traj": 0.625, "mc_rate": 0.5, "milestones": [{"id": "M1", "status": "partial", "evidence": "e"}],
-        "failure_tags": ["counting_error"], "summary": "s", "attempts": 1, "error": None})  # fmt: skip
+        "failure_tags": ["counting_error"], "summary": "s", "attempts": 1, "error": None})
     (tmp_path / "judge").mkdir()
     (tmp_path / "judge" / "judgments.jsonl").write_text(json.dumps(judgment) + "\n{broken\n")
     path, built = write_viewer(tmp_path)
@@ -264,13 +264,13 @@ def judged_tree(tmp_path, inside: bool, named: bool, runs: int = 2):
     folders = []
     for k in range(runs):
         records = [r | {"benchmark": "agentvidbench", "question_id": 7 + i}
-                   for i, r in enumerate(synthetic_records(2, seed=0, variant=k))]  # fmt: skip
+                   for i, r in enumerate(synthetic_records(2, seed=0, variant=k))]
         folders.append(write_run(tmp_path / "eval" / f"run{k}", records))
     judge = folders[0] / "judge" if inside else tmp_path / "judge"
     judge.mkdir(parents=True)
     row = build_record(JudgmentRecord, {"question_id": 7, "system": "cader", "judge_model": "j", "scores": {
         "P1": 2, "P2": 1, "P3": 0, "P4": None, "P5": 2}, "traj": 0.625, "mc_rate": 0.5, "milestones": [],
-        "failure_tags": ["counting_error"], "summary": "s", "attempts": 1, "error": None})  # fmt: skip
+        "failure_tags": ["counting_error"], "summary": "s", "attempts": 1, "error": None})
     (judge / "judgments.jsonl").write_text(json.dumps(row) + "\n")
     command = f"evaluate/judge.py --predictions {folders[0] / 'predictions.jsonl'}" if named else "evaluate/judge.py"
     (judge / "judge_report.json").write_text(json.dumps({"traj": 0.625, "P1": 2.0, "provenance": {"command": command}}))

@@ -25,13 +25,13 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (bash scripts/install_browser.sh)")]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def chromium(tmp_path, *args, timeout=90) -> str:
     profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
     done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, check=False,
-                          timeout=timeout)  # fmt: skip
+                          timeout=timeout)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
@@ -129,7 +129,7 @@ def test_every_sample_is_a_card_and_the_counts_are_the_reports(tmp_path, run_tre
     assert len(elements.where(tag="^svg$", **{"class": "timeline"})) == shown["route"]["stage2"]
     # frames: of the window each answer was given on, and a strip per crop the verifier judged
     frames = sum(len(c.get("thumbs") or []) + sum(len(r.get("strip") or []) for r in (c.get("s2") or {}).get("rounds", []))
-                 for c in built.cards)  # fmt: skip
+                 for c in built.cards)
     assert len(elements.where(tag="^img$", alt="^frame at")) == frames > 2 * built.thumbs_made > 0
     # questions 100-102 judged for the full run (103 not), 100-103 for the no_rgr run, each on its own run's cards
     assert len(elements.where(tag="^div$", **{"class": "^judge$"})) == 3 + 4
@@ -156,7 +156,7 @@ def test_the_screenshot_is_not_blank(tmp_path, run_tree):
     _, page, _ = run_tree
     shot = tmp_path / "viewer.png"
     chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,1600", "--virtual-time-budget=5000",
-             page.as_uri())  # fmt: skip
+             page.as_uri())
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
     assert pixels.shape == (1600, 1280)
     assert pixels.std() > 20, f"screenshot looks blank (grey-level std {pixels.std():.1f})"

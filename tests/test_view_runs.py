@@ -33,7 +33,7 @@ def tree(tmp_path_factory, barcode_video):
     (root / "videos" / barcode_video.name).symlink_to(barcode_video)
     build_run_tree(root / "runs", root / "videos" / barcode_video.name, n_synthetic=16)
     page, built = write_viewer([root / "runs"], root / "viewer.html", video_root=root / "videos", thumbs=2,
-                               reference="full/synthetic")  # fmt: skip
+                               reference="full/synthetic")
     return root / "runs", page, built
 
 
@@ -53,7 +53,7 @@ def rows_of(browser, selector: str) -> list[dict]:
     """Each row of a table: its data- attributes and, per cell, the cell's data- attributes and text."""
     return browser.evaluate(f"""Array.from(document.querySelectorAll({json.dumps(selector)} + " tbody tr")).map((tr) =>
         ({{data: Object.assign({{}}, tr.dataset), cells: Array.from(tr.children).map((td) =>
-            Object.assign({{text: td.textContent}}, td.dataset))}}))""")  # fmt: skip
+            Object.assign({{text: td.textContent}}, td.dataset))}}))""")
 
 
 def run_folder(runs_root, name):
@@ -69,7 +69,7 @@ def test_the_runs_side_by_side_carry_each_runs_own_numbers(tree, browser):
     rows = {r["data"]["run"]: r for r in rows_of(browser, "#summary")}
     assert set(rows) == set(built.runs) and len(built.runs) == 5
     judges = {"eval/full/agentvidbench": runs_root / "judge", "eval/no_rgr/agentvidbench":
-              runs_root / "eval" / "no_rgr" / "agentvidbench" / "judge"}  # fmt: skip
+              runs_root / "eval" / "no_rgr" / "agentvidbench" / "judge"}
     for name, row in rows.items():
         report = json.loads((run_folder(runs_root, name) / "report.json").read_text())
         overall, cells = report["overall"], row["cells"]
@@ -97,12 +97,12 @@ def test_the_runs_side_by_side_carry_each_runs_own_numbers(tree, browser):
             assert cells[column["Traj"]]["text"] == "-"
     # deltas: to the reference where the questions are shared, the paired test evaluate/report.py computes
     assert rows[REFERENCE]["data"].get("base") is None and "reference" in rows[REFERENCE]["cells"][column[
-        "Δ acc, paired [95% CI]"]]["text"]  # fmt: skip
+        "Δ acc, paired [95% CI]"]]["text"]
     for name in ("eval/rejected/synthetic", "eval/too_broad/synthetic", "eval/no_rgr/agentvidbench"):
         base = REFERENCE if "synthetic" in name else "eval/full/agentvidbench"
         assert rows[name]["data"]["base"] == base
         expected = compare_runs(read_records(run_folder(runs_root, name) / "predictions.jsonl"),
-                                read_records(run_folder(runs_root, base) / "predictions.jsonl"))  # fmt: skip
+                                read_records(run_folder(runs_root, base) / "predictions.jsonl"))
         paired = rows[name]["cells"][column["Δ acc, paired [95% CI]"]]
         assert int(paired["n"]) == expected["n"] > 0
         assert float(paired["diff"]) == pytest.approx(100 * expected["bootstrap"]["diff"], abs=1e-4)
@@ -118,7 +118,7 @@ def test_each_judged_run_has_a_radar_of_its_judge_reports_axes(tree, browser):
         const svg = f.querySelector('svg'), run = f.querySelector('polygon.radar-run');
         return {run: f.dataset.run, cx: +svg.dataset.cx, cy: +svg.dataset.cy, r: +svg.dataset.r,
                 values: Object.assign({}, run.dataset), points: run.getAttribute('points'),
-                ref: !!f.querySelector('polygon.radar-ref')}; })""")  # fmt: skip
+                ref: !!f.querySelector('polygon.radar-ref')}; })""")
     assert [r["run"] for r in radars] == ["eval/full/agentvidbench", "eval/no_rgr/agentvidbench"]
     for radar, folder in zip(radars, (runs_root / "judge", runs_root / "eval" / "no_rgr" / "agentvidbench" / "judge")):
         judge = json.loads((folder / "judge_report.json").read_text())
@@ -140,10 +140,10 @@ def test_slices_are_report_jsons_breakdowns_and_the_judges_slices(tree, browser)
     runs_root, page, _ = tree
     open_view(browser, page, "#v=slices")
     tables = browser.evaluate("Array.from(document.querySelectorAll('table.slices')).map((t) => [t.dataset.benchmark, "
-                              "t.dataset.grouping])")  # fmt: skip
+                              "t.dataset.grouping])")
     assert ["synthetic", "task_type"] in tables
     assert {tuple(t) for t in tables if t[0] == "agentvidbench"} == {("agentvidbench", g) for g in
-                                                                    ("difficulty", "category", "skill")}  # fmt: skip
+                                                                    ("difficulty", "category", "skill")}
     checked = 0
     for bench, grouping in tables:
         for row in rows_of(browser, f'table.slices[data-benchmark="{bench}"][data-grouping="{grouping}"]'):
@@ -181,14 +181,14 @@ def test_the_question_view_shows_every_runs_answer_route_and_judgment(tree, brow
     # each run's card follows, with the judge's reasons: per-axis rationale, each ground-truth milestone with its
     # status and evidence, the failure tags
     judgment = next(json.loads(line) for line in (runs_root / "judge" / "judgments.jsonl").read_text().splitlines()
-                    if json.loads(line)["question_id"] == 101)  # fmt: skip
+                    if json.loads(line)["question_id"] == 101)
     card = '#question article.card[data-run="eval/full/agentvidbench"] '
     axes = rows_of(browser, card + "table.axes")
     assert [(r["cells"][0]["text"], r["cells"][2]["text"]) for r in axes] == [
         (a, judgment["axis_rationales"][a]) for a in ("P1", "P2", "P3", "P4", "P5")]
     milestones = rows_of(browser, card + "table.milestones")
     record = next(r for r in read_records(runs_root / "eval" / "full" / "agentvidbench" / "predictions.jsonl")
-                  if r["sample_id"] == "agentvidbench-1")  # fmt: skip
+                  if r["sample_id"] == "agentvidbench-1")
     truth = {m["id"]: m["description"] for m in record["meta"]["milestones"]}
     judged = {m["id"]: m for m in judgment["milestones"]}
     assert [r["cells"][0]["text"] for r in milestones] == list(truth)
@@ -201,7 +201,7 @@ def test_the_question_view_shows_every_runs_answer_route_and_judgment(tree, brow
     assert sorted(set(tags)) == sorted(judgment["failure_tags"])
     # the accepted window and the rejected ones as strips of frames, beside the timeline
     strips = browser.evaluate("Array.from(document.querySelectorAll('#question .strip')).map((s) => [s.className, "
-                              "s.querySelectorAll('img').length])")  # fmt: skip
+                              "s.querySelectorAll('img').length])")
     assert ["strip acc", 2] in strips and ["strip rej", 2] in strips
 
 
@@ -226,7 +226,7 @@ def test_filters_and_a_tag_filter_respond_to_clicks(tree, browser):
     # a count is over the cards the other dimensions' choices leave
     correct = sum(c["f"]["route"] == "stage2" and c["f"]["correct"] == "correct" for c in built.cards)
     assert browser.evaluate("document.querySelector('.count[data-dim=\"correct\"][data-value=\"correct\"]')"
-                            ".textContent") == str(correct)  # fmt: skip
+                            ".textContent") == str(correct)
     click('input[data-dim="route"][data-value="stage2"]')
 
 

@@ -22,7 +22,7 @@ def test_twenty_thousand_samples_are_measured(tmp_path):
     variants = result["layouts"]["variants"]
     print(f"20,000 samples in 4 runs: build {variants['build_s']} s, page {variants['page_mb']} MB, usable "
           f"{variants['usable_ms_median']:.0f} ms after navigation, clicks {variants['clicks_ms']} ms (load "
-          f"{result['load_average_before'][0]:.1f})")  # fmt: skip
+          f"{result['load_average_before'][0]:.1f})")
     assert variants["samples"] == 20_000 and variants["runs"] == 4
     assert len(variants["clicks_ms"]) == 2 * len(CLICKS)
     # the page carries every sample but draws only what is on screen (the old page: ~100 nodes per sample)

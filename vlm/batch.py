@@ -28,7 +28,7 @@ def pad_batch(
         return (length - len(row), 0) if side == "left" else (0, length - len(row))
 
     batch = {key: torch.stack([torch.nn.functional.pad(r, widths(r), value=pad_values[key]) for r in parts])
-             for key, parts in rows.items()}  # fmt: skip
+             for key, parts in rows.items()}
     for key in VISION_KEYS:
         parts = [x[key] for x in items if key in x]
         if parts:  # one sample's pixels as they are: a copy of a long video's would double them for nothing

@@ -37,9 +37,9 @@ class VisionShape:
 
 # Qwen3-VL-8B-Instruct's released sizes.
 QWEN3_VL_8B_TEXT = TextShape(hidden=4096, intermediate=12288, layers=36, heads=32, kv_heads=8, head_dim=128,
-                             vocab=151_936)  # fmt: skip
+                             vocab=151_936)
 QWEN3_VL_8B_VISION = VisionShape(hidden=1152, intermediate=4304, depth=27, patch=16, temporal_patch=2, merge=2,
-                                 out_hidden=4096, deepstack=3)  # fmt: skip
+                                 out_hidden=4096, deepstack=3)
 
 
 def text_forward_flops(shape: TextShape, seq_len: int, causal: bool = True) -> float:

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 _DTYPES = {"auto": "auto", "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
-           "float16": torch.float16, "fp32": torch.float32, "float32": torch.float32}  # fmt: skip
+           "float16": torch.float16, "fp32": torch.float32, "float32": torch.float32}
 
 
 # huggingface_hub's form of a repo id: "name" or "namespace/name", of letters, digits and ._- (not starting with them)

@@ -74,7 +74,7 @@ def chance(scene_slots: int, n_options: int = 6) -> dict:
 
 def probe_roles(backend, data_root: str | Path, limit: int | None = None, max_frames: int = 32,
                 max_pixels: int = 2048, min_crop: float = 10.0, n_budget: float = 512.0,
-                max_new_tokens: int = 32, seed: int = 0) -> RoleProbe:  # fmt: skip
+                max_new_tokens: int = 32, seed: int = 0) -> RoleProbe:
     """Probe ``backend`` (an evaluate backend) on ``synthetic_heldout`` under ``data_root``."""
     from cader.evaluate.benchmarks import load_benchmark, video_path
     from cader.vlm.video import VideoReader
@@ -122,7 +122,7 @@ def probe_roles(backend, data_root: str | Path, limit: int | None = None, max_fr
         clips = {}
         for key, start in (("with", s_s), ("without", neg)):
             clips[key] = reader.sample_uniform(rate, start=start, end=start + length, max_frames=max_frames,
-                                               max_pixels=max_pixels)  # fmt: skip
+                                               max_pixels=max_pixels)
             (yes,) = backend.yes_no([Prompt(user, system=system, video=clips[key], enable_thinking=False)])
             (probe.p_yes_with if key == "with" else probe.p_yes_without).append(float(yes.p_yes))
 

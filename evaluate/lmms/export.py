@@ -59,7 +59,7 @@ def sample_line(record: dict, place: int) -> tuple[str, dict]:
     reply = record.get("pred") or ""
     score = 1.0 if record.get("answer") is not None and reply == record.get("answer") else 0.0
     options = "\n".join(f"{letter}. {text}" for letter, text in zip(record.get("letters") or [],
-                                                                   record.get("options") or []))  # fmt: skip
+                                                                   record.get("options") or []))
     real_doc = block.get("doc_id") is not None
     return task, {
         # lmms-eval writes str(doc_to_target(doc)); a record without a gold letter has none to write
@@ -70,7 +70,7 @@ def sample_line(record: dict, place: int) -> tuple[str, dict]:
         "cader": {"sample_id": record.get("sample_id"), "route": record.get("route"), "error": record.get("error"),
                   # a line number is no lmms-eval document index: compare must not pair it with one
                   "doc_id_from": "lmms" if real_doc else "line"},
-    }  # fmt: skip
+    }
 
 
 def export_lmms(run: str, out: str) -> dict:
@@ -108,7 +108,7 @@ def export_lmms(run: str, out: str) -> dict:
     results = {"results": {}, "n-samples": {}, "higher_is_better": {}, "versions": {}, "n-shot": {}}
     for task, lines in sorted(by_task.items()):
         write_atomic(out_dir / f"samples_{task}.jsonl",
-                     "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))  # fmt: skip
+                     "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
         mean = sum(line[METRIC] for line in lines) / len(lines)
         results["results"][task] = {"alias": task, f"{METRIC},none": 100.0 * mean, f"{METRIC}_stderr,none": "N/A"}
         results["n-samples"][task] = {"original": len(lines), "effective": len(lines)}

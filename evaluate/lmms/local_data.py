@@ -200,7 +200,7 @@ def mlvu_row(sample, video: Path) -> tuple[dict, str]:
     video_name = f"{video.parent.name}/{video.name}"  # MLVU/video/<n>_<task>/<video>
     row = {"video_name": video_name, "duration": sample.duration, "question": lettered_question(sample.question,
            sample.options), "answer": sample.answer, "task_type": sample.meta.get("task_type"),
-           "question_type": sample.meta.get("question_type")}  # fmt: skip
+           "question_type": sample.meta.get("question_type")}
     return row, f"mlvu/{video_name}"
 
 
@@ -210,7 +210,7 @@ def lvbench_row(sample, video: Path) -> tuple[dict, str]:
     uid = int(sample.sample_id) if sample.sample_id.isdigit() else sample.sample_id
     row = {"uid": uid, "key": key, "video_path": f"{key}.mp4", "duration": sample.duration,
            "question": lettered_question(sample.question, sample.options), "answer": sample.answer,
-           "question_type": sample.meta.get("question_type"), "time_reference": sample.meta.get("time_reference")}  # fmt: skip
+           "question_type": sample.meta.get("question_type"), "time_reference": sample.meta.get("time_reference")}
     return row, f"lvbench/{key}.mp4"
 
 
@@ -225,7 +225,7 @@ DATASETS = {d.key: d for d in (
                  lambda data_root, root: _from_loader("lvbench", data_root, lvbench_row)),
     LocalDataset("longvideobench", "longvideobench", "longvideobench/LongVideoBench", "validation",
                  "datasets/longvideobench", ("longvideobench_val_v", "longvideobench_val_i"), build_longvideobench),
-)}  # fmt: skip
+)}
 
 
 def _write_parquet(rows: list[dict], path: Path) -> None:
@@ -305,7 +305,7 @@ def write_local_data(data_root: str, out: str, datasets: list[str] | None = None
         rows = write_dataset(spec, built, target)
         manifest[key] = {"dataset_path": spec.dataset_path, "split": spec.split, "rows": rows,
                          "links": len(built.links), "tasks": list(spec.tasks), "source": str(root / spec.folder),
-                         "problems": built.problems}  # fmt: skip
+                         "problems": built.problems}
     (target / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest
 

@@ -60,7 +60,7 @@ def lmms_run(frame=None) -> LmmsRun | None:
                 found = frame.f_locals
                 cli_args = found.get("cli_args")
                 return LmmsRun(getattr(cli_args, "output_path", None) or None, list(found.get("tasks") or []),
-                               found.get("task_manager"))  # fmt: skip
+                               found.get("task_manager"))
             frame = frame.f_back
         return None
     finally:
@@ -103,7 +103,7 @@ def in_datasets_cache(dataset_path: str, environ: Mapping[str, str]) -> bool:
     from datasets.naming import camelcase_to_snakecase
 
     cache = (environ.get("LMMS_EVAL_DATASETS_CACHE", "").strip() or environ.get("HF_DATASETS_CACHE")
-             or str(hf_home(environ) / "datasets"))  # fmt: skip
+             or str(hf_home(environ) / "datasets"))
     namespace, name = dataset_path.split("/")
     return (Path(os.path.expanduser(cache)) / f"{namespace}___{camelcase_to_snakecase(name)}").is_dir()
 

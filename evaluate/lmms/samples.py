@@ -33,7 +33,7 @@ from cader.contracts.jsonl import LineProblem, iter_lines
 
 # what save_results_samples writes besides the metrics (and `cader`, the block `cader export-lmms` adds)
 LOGGED_KEYS = frozenset({"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "token_counts",
-                         "doc_hash", "input", "input_media", "cader"})  # fmt: skip
+                         "doc_hash", "input", "input_media", "cader"})
 FILE_NAME = re.compile(r"(?:^|_)samples_(?P<task>.+)\.jsonl$")
 
 
@@ -106,7 +106,7 @@ FAMILIES: dict[str, Family] = {
                                               "question_id, cader keys MLVU by <task file>-<row>"),
     "lvbench_score": Family(_zero_one, no_key_why="lmms-eval's lvbench_process_results logs a bare bool, no uid"),
     "cader_accuracy": Family(_zero_one, key=lambda row, v: (row.get("cader") or {}).get("sample_id")),
-}  # fmt: skip
+}
 
 
 @dataclass

@@ -271,7 +271,7 @@ def _option_text_letter(text: str, options: dict[str, str]) -> _Reading:
     letters = {
         letter for start, end, letter in spans
         if not any(s <= start and end <= e and (e - s) > (end - start) for s, e, _ in spans)
-    }  # fmt: skip
+    }
     if len(letters) == 1:
         return _Reading(letters.pop(), "option_text", named=True)
     if letters:

@@ -23,7 +23,7 @@ from typing import Self
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--mute-audio", "--hide-scrollbars"]  # fmt: skip
+         "--disable-extensions", "--mute-audio", "--hide-scrollbars"]
 
 
 class BrowserError(RuntimeError):
@@ -62,7 +62,7 @@ class Chromium:
             ["bash", "-c", place, "chromium", binary, *FLAGS, f"--user-data-dir={self.profile}",
              f"--window-size={width},{height}", "--remote-debugging-pipe", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(to_browser_r, from_browser_w))  # fmt: skip
+            pass_fds=(to_browser_r, from_browser_w))
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._next_id = 0
@@ -121,7 +121,7 @@ class Chromium:
     # ---- the page -------------------------------------------------------------------------------------------------
     def resize(self, width: int, height: int) -> None:
         self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
-                                                         "mobile": False}, session=True)  # fmt: skip
+                                                         "mobile": False}, session=True)
 
     def open(self, url: str, timeout: float = 120.0) -> float:
         """Load `url` afresh (a page already open is left first, so that another #fragment loads it anew rather
@@ -147,7 +147,7 @@ class Chromium:
     def evaluate(self, expression: str, timeout: float = 120.0):
         """The value of a JavaScript expression in the page (a promise is awaited); a thrown error is raised."""
         result = self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                                "returnByValue": True}, session=True, timeout=timeout)  # fmt: skip
+                                                "returnByValue": True}, session=True, timeout=timeout)
         if "exceptionDetails" in result:
             details = result["exceptionDetails"]
             text = (details.get("exception") or {}).get("description") or details.get("text")
@@ -169,12 +169,12 @@ class Chromium:
         scrolled into view first."""
         box = self.evaluate(f"""(() => {{ const el = document.querySelector({json.dumps(selector)});
             if (!el) return null; el.scrollIntoView({{block: "center"}}); const r = el.getBoundingClientRect();
-            return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")  # fmt: skip
+            return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")
         if box is None:
             raise BrowserError(f"nothing on the page matches {selector}")
         for kind in ("mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left",
-                                                   "clickCount": 1}, session=True)  # fmt: skip
+                                                   "clickCount": 1}, session=True)
 
     def screenshot(self, path: str | Path, full_height: bool = False, max_height: int = 4000,
                    selector: str | None = None) -> Path:
@@ -184,7 +184,7 @@ class Chromium:
         if selector is not None:
             box = self.evaluate(f"""(() => {{ const el = document.querySelector({json.dumps(selector)});
                 if (!el) return null; const r = el.getBoundingClientRect();
-                return [r.left + scrollX, r.top + scrollY, r.width, r.height]; }})()""")  # fmt: skip
+                return [r.left + scrollX, r.top + scrollY, r.width, r.height]; }})()""")
             if box is None:
                 raise BrowserError(f"nothing on the page matches {selector}")
             params |= {"captureBeyondViewport": True, "clip": {"x": box[0], "y": box[1], "width": box[2],

@@ -120,7 +120,7 @@ def judge_owner(judgments: Path, runs: list[Run], judged_benchmarks: list[str], 
     if inside:
         return max(inside, key=lambda r: len(str(r.predictions.parent))).name  # the innermost run
     named = {p.resolve() for p in predictions_named(((judge_report or {}).get("provenance") or {}).get("command"),
-                                                    judgments.parent)}  # fmt: skip
+                                                    judgments.parent)}
     by_command = [r for r in runs if r.predictions.resolve() in named]
     if len(by_command) == 1:
         return by_command[0].name
@@ -202,7 +202,7 @@ def header_html(title: str, built: ViewerBuild) -> str:
             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC · "
             f"thumbnails {built.thumbs_made} made, {built.thumbs_failed} failed</p>"
             f'<details class="problems" data-count="{len(problems)}"><summary>{len(problems)} problems reading the '
-            f"run</summary><ul>{listed}{more}</ul></details>")  # fmt: skip
+            f"run</summary><ul>{listed}{more}</ul></details>")
 
 
 def default_out(roots: list[Path]) -> Path:
@@ -218,7 +218,7 @@ def default_out(roots: list[Path]) -> Path:
 def write_viewer(root: list[str], out: str | Path | None = None, video_root: str | Path | None = None,
                  thumbs: int = 0, calibration: list[str] = (), judgments: list[str] = (),
                  judged_benchmarks: list[str] = ("agentvidbench",), reference: str | None = None,
-                 ) -> tuple[Path, ViewerBuild]:  # fmt: skip
+                 ) -> tuple[Path, ViewerBuild]:
     """Write the viewer page for one or more run folders or predictions files, the runs side by side.
 
     The page goes to `<root>/viewer.html` by default, or beside the file; it is written atomically.
@@ -250,7 +250,7 @@ def write_viewer(root: list[str], out: str | Path | None = None, video_root: str
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or folder")
     built, views = collect(roots, Path(video_root) if video_root else None, thumbs, [Path(p) for p in calibration],
-                           [Path(p) for p in judgments], list(judged_benchmarks), reference)  # fmt: skip
+                           [Path(p) for p in judgments], list(judged_benchmarks), reference)
     if not built.runs:
         raise FileNotFoundError(f"{', '.join(map(str, roots))}: no predictions.jsonl in it or under it")
     index, card_lines, question_lines = encode(built.cards, built.runs)
@@ -262,5 +262,5 @@ def write_viewer(root: list[str], out: str | Path | None = None, video_root: str
     target = Path(out) if out else default_out(roots)
     write_atomic(target, page)
     log.info("wrote %s (%d samples, %.1f MB) in %.1f s", target, len(built.cards), len(page.encode()) / 1e6,
-             time.perf_counter() - started)  # fmt: skip
+             time.perf_counter() - started)
     return target, built

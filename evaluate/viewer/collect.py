@@ -139,11 +139,11 @@ def iterations(steps: list) -> list[dict]:
             parsed = step.get("parsed") or {}
             entry.update(win=step.get("window"), ctx=step.get("context"), n_ctx=step.get("n_frames"),
                          broad=step.get("too_broad"), tried=step.get("tried") or [], raw=cut(step.get("raw_output")),
-                         how=parsed.get("how"), why=parsed.get("reason"))  # fmt: skip
+                         how=parsed.get("how"), why=parsed.get("reason"))
         else:
             entry.update(win=entry.get("win") or step.get("window"), crop=step.get("crop"), p=step.get("p_yes"),
                          ok=step.get("accepted"), skip=step.get("skipped"), r2=step.get("r2"),
-                         n_crop=step.get("n_frames"), f=step.get("f"))  # fmt: skip
+                         n_crop=step.get("n_frames"), f=step.get("f"))
     return [rounds[k] for k in sorted(rounds)]
 
 
@@ -151,7 +151,7 @@ def resamples(steps: list) -> list[dict]:
     """The RGR contexts built between proposals: mode, fps map rows [start, end, fps], unexplored intervals."""
     return [{"i": s.get("iteration"), "mode": s.get("mode"), "map": s.get("fps_map") or [],
              "unexplored": s.get("unexplored") or [], "n": s.get("n_frames"), "planned": s.get("n_frames_planned")}
-            for s in steps if isinstance(s, dict) and s.get("phase") == "resample"]  # fmt: skip
+            for s in steps if isinstance(s, dict) and s.get("phase") == "resample"]
 
 
 def final_answer(steps: list) -> dict | None:
@@ -160,7 +160,7 @@ def final_answer(steps: list) -> dict | None:
             parsed = step.get("parsed") or {}
             return {"win": step.get("window"), "n": step.get("n_frames"), "raw": cut(step.get("raw_output")),
                     "pred": step.get("pred"), "how": parsed.get("how"), "why": parsed.get("reason"),
-                    "kept_a1": step.get("fallback_to_stage1")}  # fmt: skip
+                    "kept_a1": step.get("fallback_to_stage1")}
     return None
 
 
@@ -228,7 +228,7 @@ def card_of(record: dict, run: str, problem: str | None = None) -> dict:
                "ans": final_answer(steps)} if stage2 else None,
         "cost": record.get("cost") or {},
         "ms": ground_truth_milestones(record),
-    }  # fmt: skip
+    }
 
 
 def filter_counts(cards: list[dict]) -> dict[str, dict[str, int]]:
@@ -249,7 +249,7 @@ def judgment_of(row: dict, source: str) -> dict:
                    for m in milestones],
             "why": {str(k): cut(v, 600) for k, v in rationales.items() if isinstance(v, str)},
             "tags": [str(t) for t in row.get("failure_tags") or []], "summary": cut(row.get("summary"), 600),
-            "model": row.get("judge_model"), "err": row.get("error")}  # fmt: skip
+            "model": row.get("judge_model"), "err": row.get("error")}
 
 
 def read_judgments(path: Path, problems: Problems) -> dict[str, list[dict]]:

@@ -87,7 +87,7 @@ def encode(cards: list[dict], runs: list[str]) -> tuple[dict, list[str], list[st
         card_question.append(question_of[key])
         card_lines.append(json_line({k: v for k, v in card.items() if k not in QUESTION_FIELDS and k != "f"}))
     index = {"dims": dims, "values": values, "columns": columns, "question": card_question,
-             "questions": {"benchmark": question_bench, "id": question_ids}, "runs": runs}  # fmt: skip
+             "questions": {"benchmark": question_bench, "id": question_ids}, "runs": runs}
     return index, card_lines, question_lines
 
 

@@ -51,7 +51,7 @@ def rows_table(rows: list[dict], first: str | None = None, keys: list[str] | Non
     if more > 0:
         body.append(f'<tr><td colspan="{len(head)}">… {more} more rows in the file</td></tr>')
     return ('<div class="scroll"><table><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head)
-            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table></div>")  # fmt: skip
+            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table></div>")
 
 
 def table_html(value) -> str:
@@ -85,7 +85,7 @@ REPORT_SECTIONS = [  # report.json keys in the paper's order (evaluate/report.py
     ("table7_depth", "Table 7: by reflection depth"), ("figure4_net_gain", "Figure 4: net gain (first P_yes >= 0.9)"),
     ("fallbacks", "Stage-2 fallbacks"), ("cycles_histogram", "Crop-and-verify cycles"), ("cost", "Cost"),
     ("failures", "Failures"), ("load_errors", "Benchmark rows not loaded"), ("comparison", "Paired comparison"),
-]  # fmt: skip
+]
 
 
 def ci_cell(value, interval) -> str:
@@ -99,7 +99,7 @@ def ci_cell(value, interval) -> str:
 def benchmarks_table(benchmarks: dict) -> str:
     """report.json's accuracy per benchmark, the columns one reads first (the rest is in the paper tables)."""
     head = ["benchmark", "n", "accuracy % [95% exact]", "[95% video bootstrap]", "SE clustered", "videos",
-            "Stage-1 accuracy % [95% exact]", "Stage-1 exit %", "failures"]  # fmt: skip
+            "Stage-1 accuracy % [95% exact]", "Stage-1 exit %", "failures"]
     rows = []
     for name, b in benchmarks.items():
         b = b if isinstance(b, dict) else {}
@@ -108,10 +108,10 @@ def benchmarks_table(benchmarks: dict) -> str:
                  "-" if boot[0] is None else f"[{scalar(boot[0])}, {scalar(boot[1])}]",
                  scalar(b.get("accuracy_se_clustered")), scalar(b.get("n_videos")),
                  ci_cell(b.get("stage1_accuracy"), b.get("stage1_accuracy_ci95_exact")),
-                 scalar(b.get("stage1_exit_rate")), scalar(b.get("failures"))]  # fmt: skip
+                 scalar(b.get("stage1_exit_rate")), scalar(b.get("failures"))]
         rows.append(f'<tr data-benchmark="{esc(name)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return ('<div class="scroll"><table class="sortable"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head)
-            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")  # fmt: skip
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
 def report_html(name: str, report: dict | None, open_: bool) -> str:
@@ -120,11 +120,11 @@ def report_html(name: str, report: dict | None, open_: bool) -> str:
         return f'<details class="report"><summary>{esc(name)}: no report.json</summary></details>'
     overall = report.get("overall") or {}
     title = (f"{esc(name)}: n = {scalar(report.get('n'))}, accuracy {scalar(overall.get('accuracy'))} %, "
-             f"Stage-2 trigger {scalar(overall.get('stage2_trigger_rate'))} %")  # fmt: skip
+             f"Stage-2 trigger {scalar(overall.get('stage2_trigger_rate'))} %")
     config = report.get("config") or {}
     parts = [f"<p class=config>variant <b>{esc(config.get('variant'))}</b>, T = {scalar(config.get('temperature'))}, "
              f"tau = {scalar(config.get('tau'))}, delta = {scalar(config.get('delta'))}, "
-             f"calibration {esc(config.get('calibration'))}</p>" if config else ""]  # fmt: skip
+             f"calibration {esc(config.get('calibration'))}</p>" if config else ""]
     sections = [f"<h4>{esc(heading)}</h4>" + (benchmarks_table(report[key]) if key == "benchmarks" and
                                                isinstance(report[key], dict) else table_html(report[key]))
                 for key, heading in REPORT_SECTIONS if report.get(key) not in (None, {}, [])]
@@ -148,13 +148,13 @@ def calibration_html(path: Path, calibration: dict, figures: list[Path]) -> str:
         if isinstance(calibration.get(key), dict):
             parts.append(f"<h5>{key}</h5>{table_html(calibration[key])}")
     images = "".join(f'<figure><img alt="{esc(f.name)}" src="{png_data_uri(f)}"><figcaption>{esc(f.name)}'
-                     "</figcaption></figure>" for f in figures)  # fmt: skip
+                     "</figcaption></figure>" for f in figures)
     return (f'<details class="calibration" open><summary>Calibration: {esc(path)}</summary>{"".join(parts)}'
-            f'<div class="figures">{images}</div></details>')  # fmt: skip
+            f'<div class="figures">{images}</div></details>')
 
 
 JUDGE_HEADLINE = ("protocol", "system", "judge_model", "real_judge", "n", "accuracy", "n_correct", "n_judged",
-                  "traj", "mc_rate", "P1", "P2", "P3", "P4", "P5", "traj_unjudged_as_zero")  # fmt: skip
+                  "traj", "mc_rate", "P1", "P2", "P3", "P4", "P5", "traj_unjudged_as_zero")
 JUDGE_SLICE_COLUMNS = ("n", "accuracy", "n_judged", "traj", "mc_rate", "P1", "P2", "P3", "P4", "P5")
 
 
@@ -190,13 +190,13 @@ def inline_json(payload) -> str:
 
 SCRIPTS = ("viewer_util.js", "viewer_cards.js", "viewer_list.js", "viewer_views.js")  # one scope, in this order
 VIEWS = (("runs", "Runs"), ("slices", "Slices"), ("samples", "Samples"), ("question", "Question"),
-         ("reports", "Reports"))  # fmt: skip
+         ("reports", "Reports"))
 
 
 def nav_html(counts: dict[str, str]) -> str:
     """The view switcher; viewer.js keeps the other words of the address (filters) when it switches."""
     links = "".join(f'<a href="#v={key}" data-view="{key}">{esc(title)}{esc(counts.get(key, ""))}</a>'
-                    for key, title in VIEWS)  # fmt: skip
+                    for key, title in VIEWS)
     return f'<nav id="views">{links}</nav>'
 
 

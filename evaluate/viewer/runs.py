@@ -17,7 +17,7 @@ from cader.evaluate.report_stats import exact_ci, pct
 
 AXES = ("P1", "P2", "P3", "P4", "P5")
 COST_COLUMNS = (("seconds", "s / sample", 1.0, 3), ("forwards", "forwards / sample", 1.0, 3),
-                ("frames_decoded", "frames / sample", 1.0, 1), ("flops_total", "TFLOPs / sample", 1e-12, 3))  # fmt: skip
+                ("frames_decoded", "frames / sample", 1.0, 1), ("flops_total", "TFLOPs / sample", 1e-12, 3))
 
 
 @dataclass
@@ -40,7 +40,7 @@ def records_headline(records: list[dict]) -> dict:
     stage2 = sum(r.get("route") == "stage2" for r in ok)
     return {"n": len(records), "n_scored": len(scored), "accuracy": pct(k / len(scored)) if scored else None,
             "accuracy_ci95_exact": exact_ci(k, len(scored)),
-            "stage1_exit_rate": pct((len(ok) - stage2) / len(ok)) if ok else None}  # fmt: skip
+            "stage1_exit_rate": pct((len(ok) - stage2) / len(ok)) if ok else None}
 
 
 def records_cost(records: list[dict]) -> dict:
@@ -164,7 +164,7 @@ def paired_cells(pair: dict | None, is_reference: bool) -> str:
             f'data-n="{pair["n"]}">{diff:+.2f} <small>[{low:+.2f}, {high:+.2f}]<br>n={pair["n"]}, '
             f'{pair.get("n_videos", "-")} videos</small></td>'
             f'<td data-v="{mcnemar["p_value"]:.6g}" data-p="{mcnemar["p_value"]:.6g}">{mcnemar["p_value"]:.3g}<br>'
-            f'<small>{mcnemar["only_a"]} vs {mcnemar["only_b"]}</small></td>')  # fmt: skip
+            f'<small>{mcnemar["only_a"]} vs {mcnemar["only_b"]}</small></td>')
 
 
 def question_keys(run: Run) -> set[tuple[str, str]]:
@@ -200,7 +200,7 @@ def summary_table(rows: list[dict], pairs: list[dict | None], bases: list[dict |
         is_ref = row is reference
         ci = row["ci"]
         accuracy = (f'{_number(row["accuracy"])}<br><small>[{_number(ci[0])}, {_number(ci[1])}]</small>'
-                    if row["accuracy"] is not None else "-")  # fmt: skip
+                    if row["accuracy"] is not None else "-")
         versus = "" if base is None or base is reference else f'<br><small>vs {_esc(base["run"])}</small>'
         cells = [f'<td class="name">{_esc(row["run"])}{" ★" if is_ref else ""}{versus}</td>',
                  f'<td class="benchmarks">{_esc(", ".join(row["benchmarks"]))}</td>', _cell(row["n"], str(row["n"])),
@@ -223,12 +223,12 @@ def summary_table(rows: list[dict], pairs: list[dict | None], bases: list[dict |
     note = ('<p class="note">★ reference. Under each number: its change from the reference, or, for a run that shares '
             "no question with it, from the first run on the same questions (named under the run). Δ acc is paired on "
             "the questions both runs scored (videos resampled, 10,000 draws; evaluate/report.py's --compare test). "
-            "Click a column to sort.</p>")  # fmt: skip
+            "Click a column to sort.</p>")
     if any(r["judged"] and not r["real_judge"] for r in rows):
         note += ('<p class="bad">Some judge numbers come from the loopback test double, not a real judge: '
                  "they measure nothing.</p>")
     return (f'{note}<div class="scroll"><table class="sortable summary" id="summary"><thead><tr>{heads}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table></div>")  # fmt: skip
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 RADAR_SIZE, RADAR_R = 220, 72
@@ -250,14 +250,14 @@ def radar_svg(row: dict, reference: dict | None) -> str:
     """A P1-P5 radar (each axis 0-2) of one run's judge means, the compared run's dashed beneath it."""
     centre = RADAR_SIZE / 2
     grid = "".join(f'<polygon class="grid" points="{_points(dict.fromkeys(AXES, level))}"/>'
-                   for level in (0.5, 1.0, 1.5, 2.0))  # fmt: skip
+                   for level in (0.5, 1.0, 1.5, 2.0))
     spokes, labels = "", ""
     for k, axis in enumerate(AXES):
         x, y = radar_point(k, 2.0)
         spokes += f'<line class="grid" x1="{centre}" y1="{centre}" x2="{x:.2f}" y2="{y:.2f}"/>'
         lx, ly = radar_point(k, 2.42)
         labels += (f'<text x="{lx:.1f}" y="{ly + 4:.1f}" text-anchor="middle">{axis} '
-                   f'{_number(row.get(axis))}</text>')  # fmt: skip
+                   f'{_number(row.get(axis))}</text>')
     under = ""
     if reference is not None and reference is not row and reference["judged"]:
         under = f'<polygon class="radar-ref" points="{_points(reference)}"/>'
@@ -267,7 +267,7 @@ def radar_svg(row: dict, reference: dict | None) -> str:
             f'data-r="{RADAR_R}">{grid}{spokes}{under}<polygon class="radar-run" {values} points="{_points(row)}"/>'
             f"{labels}</svg><figcaption>{_esc(row['run'])}: Traj {_number(row['traj'], 3)}, MC "
             f"{_number(row['mc'], 3)}, {row.get('n_judged') or 0} judged"
-            f"{' (made-up judge)' if not row['real_judge'] else ''}</figcaption></figure>")  # fmt: skip
+            f"{' (made-up judge)' if not row['real_judge'] else ''}</figcaption></figure>")
 
 
 def runs_html(runs: list[Run], reference_name: str) -> str:
@@ -282,5 +282,5 @@ def runs_html(runs: list[Run], reference_name: str) -> str:
     part = summary_table(rows, pairs, base_rows, row_of[reference_name])
     if radars:
         part += ('<h3>Judge axes, P1-P5 (0-2), per run; dashed: the run it is compared with</h3><div class="radars">'
-                 + "".join(radars) + "</div>")  # fmt: skip
+                 + "".join(radars) + "</div>")
     return part

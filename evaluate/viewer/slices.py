@@ -19,7 +19,7 @@ from cader.evaluate.viewer.runs import Run
 JUDGED_SLICES = {
     "agentvidbench": (("difficulty", "difficulty", False), ("category", "categories", True),
                       ("skill", "skills", True)),
-}  # fmt: skip
+}
 
 
 def run_slices(run: Run) -> dict[str, dict[str, dict[str, dict]]]:
@@ -68,7 +68,7 @@ def _cell(run: Run, row: dict | None, grouping: str, group: str, n_shown) -> str
     if traj is not None:
         text += f' <small class="traj">Traj {traj:.3f}</small>'
     data = (f'data-run="{_esc(run.name)}" data-n="{row["n"]}" data-acc="{"" if accuracy is None else accuracy}" '
-            f'data-low="{"" if low is None else low}" data-high="{"" if high is None else high}"')  # fmt: skip
+            f'data-low="{"" if low is None else low}" data-high="{"" if high is None else high}"')
     sort = "" if accuracy is None else f' data-v="{accuracy}"'
     return f"<td{sort} {data}>{text}</td>"
 
@@ -84,10 +84,10 @@ def slice_table(bench: str, grouping: str, per_run: dict[str, dict[str, dict]], 
         first = next(per_run[run.name][group] for run in shown if group in per_run[run.name])
         cells = [_cell(run, per_run[run.name].get(group), grouping, group, first["n"]) for run in shown]
         body.append(f'<tr data-group="{_esc(group)}"><td>{_esc(group)}</td><td data-v="{first["n"]}">{first["n"]}'
-                    f"</td>{''.join(cells)}</tr>")  # fmt: skip
+                    f"</td>{''.join(cells)}</tr>")
     return (f'<div class="slice"><h4>{_esc(bench)}: by {_esc(grouping)}</h4><div class="scroll">'
             f'<table class="sortable slices" data-benchmark="{_esc(bench)}" data-grouping="{_esc(grouping)}">'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div></div>")  # fmt: skip
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div></div>")
 
 
 def slices_html(runs: list[Run]) -> str:
@@ -97,10 +97,10 @@ def slices_html(runs: list[Run]) -> str:
         return "<p>No benchmark here is broken down (no grouping field in its records).</p>"
     note = ("<p class=note>Accuracy % with its exact 95 % interval; n is the first run's, a run with another n "
             "says so. AgentVidBench counts a question under each category and skill it lists. Click a column to "
-            "sort.</p>")  # fmt: skip
+            "sort.</p>")
     sections = []
     for bench, groupings in grid.items():
         tables = "".join(slice_table(bench, name, per_run, runs) for name, per_run in groupings.items())
         sections.append(f'<section class="bench" data-benchmark="{_esc(bench)}"><h3>{_esc(bench)}</h3>'
-                        f'<div class="slice-grid">{tables}</div></section>')  # fmt: skip
+                        f'<div class="slice-grid">{tables}</div></section>')
     return note + "".join(sections)

@@ -71,7 +71,7 @@ def window_strips(path: Path, windows: list[tuple[float | None, float | None]],
         for start, end in windows:
             frames = reader.sample_count(count, start, end, max_pixels=DECODE_PIXELS)
             strips.append([{"t": round(float(t), 2), "src": jpeg_data_uri(f)}
-                           for f, t in zip(frames.frames, frames.timestamps)])  # fmt: skip
+                           for f, t in zip(frames.frames, frames.timestamps)])
     except (VideoReadError, OSError, ValueError, RuntimeError) as exc:
         return [], f"{type(exc).__name__}: {exc}"
     return strips, None

@@ -46,7 +46,7 @@ from jsonargparse import CLI
 
 TINY_TEXT = TextShape(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, head_dim=32, vocab=1024)
 TINY_VISION = VisionShape(hidden=32, intermediate=64, depth=2, patch=16, temporal_patch=2, merge=2, out_hidden=64,
-                          deepstack=1)  # fmt: skip
+                          deepstack=1)
 # Dense bf16 peak of the accelerators we quote MFU against (FLOP/s).
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "cpu": None}
 # ZeRO-3 model states per parameter on one GPU without offload, as DeepSpeed's estimator counts them
@@ -109,7 +109,7 @@ def build_model(text: TextShape, vision: VisionShape, device: str, dtype: torch.
             "deepstack_visual_indexes": list(range(vision.depth - vision.deepstack, vision.depth)),
         },
         **special,
-    )  # fmt: skip
+    )
     with torch.device(device):
         model = Qwen3VLForConditionalGeneration(config).to(dtype)
     return model, special
@@ -180,7 +180,7 @@ def deepspeed_engine(model, stage: str, lr: float):
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
               "zero_optimization": zero, "gradient_clipping": 1.0, "zero_allow_untested_optimizer": True,
-              "zero_force_ds_cpu_optimizer": False}  # fmt: skip
+              "zero_force_ds_cpu_optimizer": False}
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
     return engine
@@ -247,7 +247,7 @@ def run_depth(shape: str = "tiny", layers: int | None = None, seq_len: int = 10_
         "tflops_lm": lm / seconds / 1e12, "tflops_vit": vit / seconds / 1e12, "peak_flops": peak_flops,
         "mfu_lm": lm / seconds / peak_flops if peak_flops else None,
         "mfu_lm_plus_vit": (lm + vit) / seconds / peak_flops if peak_flops else None,
-    }  # fmt: skip
+    }
 
 
 def in_fresh_process(kwargs: dict) -> dict:

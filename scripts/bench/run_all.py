@@ -96,7 +96,7 @@ CHECKS = [
     Check("P19", "decode choice per video: CPU-s of the chosen path / best of planned and sequential (720p30 H.264, "
           "Constrained Baseline and High with B-frames, 2-s and 10-s keyframes; Stage-1 30-min density and 1-fps grid)",
           "decode_choice.py", "<= 1.05", _ratio, lambda v: v <= 1.05, {"minutes": 3, "repeats": 2}),
-]  # fmt: skip
+]
 
 
 def load_main(script: str):
@@ -118,7 +118,7 @@ def run_check(check: Check) -> dict:
         traceback.print_exc()
         row = {"value": None, "status": f"error: {type(err).__name__}: {str(err)[:120]}"}
     return {"key": check.key, "title": check.title, "goal": check.goal, **row,
-            "seconds": round(time.perf_counter() - start, 1)}  # fmt: skip
+            "seconds": round(time.perf_counter() - start, 1)}
 
 
 def format_table(rows: list[dict]) -> str:

@@ -56,7 +56,7 @@ def measure_page(page: Path, repeats: int, width: int = 1280, height: int = 900)
             load_s = browser.open(page.as_uri())
             ready = browser.wait_for("document.body && document.body.dataset.usableMs && [+document.body.dataset."
                                      "usableMs, +document.body.dataset.readyMs, document.getElementsByTagName('*')."
-                                     "length]")  # fmt: skip
+                                     "length]")
             opens.append({"usable_ms": ready[0], "script_done_ms": ready[1], "dom_nodes": ready[2],
                           "load_event_s": round(load_s, 3)})
         browser.open(page.as_uri() + "#v=samples")
@@ -70,7 +70,7 @@ def measure_page(page: Path, repeats: int, width: int = 1280, height: int = 900)
         nodes = browser.evaluate("document.getElementsByTagName('*').length")
     return {"opens": opens, "usable_ms_median": statistics.median(o["usable_ms"] for o in opens),
             "clicks_ms": clicks, "click_ms_median": statistics.median(clicks), "click_ms_max": max(clicks),
-            "dom_nodes_after_clicks": nodes}  # fmt: skip
+            "dom_nodes_after_clicks": nodes}
 
 
 def measure_layout(folder: Path, n: int, runs: int, repeats: int) -> dict:
