@@ -62,6 +62,7 @@ def _assert_png(path: Path):
     assert data[:8] == PNG_MAGIC and len(data) > 10_000, path
 
 
+@pytest.mark.slow
 def test_fit_writes_calibration_figures_and_summary(prediction_files, tmp_path):
     out = tmp_path / "calib"
     rc = _load_fit_main().main(
@@ -168,6 +169,7 @@ def test_fixed_temperature_uses_every_sample_for_tau(prediction_files, tmp_path)
     assert p["temperature"] == 2.0 and p["select"]["n"] == 700 and p["fit"]["fixed"] is True
 
 
+@pytest.mark.slow
 def test_cli_subprocess_with_shipped_config(prediction_files, tmp_path):
     config = REPO / "configs" / "calibrate" / "default.yaml"
     assert yaml.safe_load(config.read_text())["mode"] == "precision"
@@ -248,6 +250,7 @@ def test_load_calibration_validates(tmp_path):
     assert json.loads((tmp_path / "nan.json").read_text())["fit"]["ece_after"] is None
 
 
+@pytest.mark.slow
 def test_plots_render_headless_with_paper_bins(tmp_path):
     rng = np.random.default_rng(0)
     m = np.r_[rng.random(300), 1 - rng.random(60) * 0.01, [0.9, 0.97, 0.99, 0.995]]

@@ -9,6 +9,7 @@ check has teeth.
 """
 
 import numpy as np
+import pytest
 from cader.calibrate.margin import margins
 from cader.calibrate.tau import NO_EXIT_TAU, exit_curve, select_tau_precision
 from cader.calibrate.temperature import fit_temperature
@@ -35,6 +36,7 @@ def _naive_tau(m, correct, alpha):
     return curve.thresholds[ok[-1]] if ok.size else NO_EXIT_TAU
 
 
+@pytest.mark.slow
 def test_exit_error_exceeds_alpha_in_at_most_about_delta_of_splits():
     rng = np.random.default_rng(2024)
     pool_z, _ = synthetic_logits(N_POOL, K, TRUE_T, rng)

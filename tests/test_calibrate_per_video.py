@@ -92,6 +92,7 @@ def test_per_video_mode_selects_on_one_question_per_selection_video(tmp_path):
     assert out["cluster_bound"] is False and "design_effect" not in out["select"]
 
 
+@pytest.mark.slow
 def test_per_video_mode_holds_where_the_question_level_bound_breaks():
     rng = np.random.default_rng(1)
     n_videos, per_video, sigma, reps = 200, 50, 2.0, 120

@@ -45,6 +45,7 @@ def test_the_test_sees_a_shift_and_not_a_resample():
     assert approx["n_calibration"] == 20_000
 
 
+@pytest.mark.slow
 def test_check_transfer_warns_on_a_different_model_and_passes_the_same_one(tmp_path):
     rows = synthetic_prediction_rows("a", 800, 4, 1.5, seed=0)
     path = tmp_path / "a.jsonl"
@@ -63,6 +64,7 @@ def test_check_transfer_warns_on_a_different_model_and_passes_the_same_one(tmp_p
     assert none.p_value is None and not none.warn and "no select_margins" in none.message
 
 
+@pytest.mark.slow
 def test_transfer_command_line(tmp_path, capsys):
     for name, seed, scale in (("held", 0, 1.0), ("target", 1, 4.0)):
         rows = synthetic_prediction_rows(name, 300, 4, 1.5, seed=seed)

@@ -44,6 +44,7 @@ def runs(data, n_splits, **kw):
                          clusters=videos, **kw)
 
 
+@pytest.mark.slow
 def test_video_splits_keep_each_video_on_one_side_and_the_bound_sees_the_select_videos(monkeypatch):
     z, gold, videos, s1 = data = shared_difficulty(60, 20, sigma=2.0, seed=0)
     drawn, seen = [], []

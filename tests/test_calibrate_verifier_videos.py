@@ -92,6 +92,7 @@ def violation_rates(seed=0):
     return {name: (v / DRAWS, found / DRAWS) for name, (v, found) in counts.items()}
 
 
+@pytest.mark.slow
 def test_a_shared_video_difficulty_breaks_the_crop_counting_bound_and_the_video_bound_holds():
     rates = violation_rates()
     slack = 3 * np.sqrt(DELTA * (1 - DELTA) / DRAWS)

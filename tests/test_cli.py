@@ -177,9 +177,9 @@ def test_documented_command_parses(command, capsys, monkeypatch):
             assert value.lower() in [str(item).lower() for item in parsed], key
 
 
-# train/sft.py builds the Lightning CLI in a fresh interpreter (~14 s measured on 2 shared cores): slow
-@pytest.mark.parametrize("script", [pytest.param("train/sft.py", marks=pytest.mark.slow), "evaluate/run.py",
-                                    "calibrate/fit.py", "evaluate/judge.py"])
+# each builds its CLI in a fresh interpreter (7-14 s measured on 2 shared cores): slow
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["train/sft.py", "evaluate/run.py", "calibrate/fit.py", "evaluate/judge.py"])
 def test_script_paths_still_run(script):
     command = next(shlex.split(c) for c in DOCUMENTED if c.startswith(script))
     proc = subprocess.run([sys.executable, *command, "--print_config"], cwd=REPO, capture_output=True, text=True,
@@ -188,6 +188,7 @@ def test_script_paths_still_run(script):
     assert yaml.safe_load(proc.stdout)
 
 
+@pytest.mark.slow
 def test_judge_help_lists_compare():
     proc = subprocess.run([sys.executable, "evaluate/judge.py", "--help"], cwd=REPO, capture_output=True, text=True,
                           timeout=120, check=True)
@@ -201,6 +202,7 @@ def test_plan_and_merge_add_their_switch(capsys, monkeypatch):
     assert printed_config(["merge", "--out", "runs/x"], capsys)["merge"] is True
 
 
+@pytest.mark.slow
 def test_cader_calibrate_writes_what_fit_py_writes(tmp_path, capsys):
     from cader.dev.calibration_rows import synthetic_prediction_rows
 
@@ -220,6 +222,7 @@ def test_cader_calibrate_writes_what_fit_py_writes(tmp_path, capsys):
     assert (tmp_path / "script" / "summary.md").read_text() == (tmp_path / "cader" / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_cader_compare_computes_what_judge_py_compare_computes(tmp_path, capsys):
     files = []
     for name, every in (("cader", 3), ("single", 2)):

@@ -145,6 +145,7 @@ def test_in_flight_the_next_videos_stage1_frames_are_decoded_ahead_and_paid_as_w
     assert [r["cost"]["frames_shared"] for r in runs[2]][::2] == [0, 0, 0, 0]
 
 
+@pytest.mark.slow
 def test_the_cache_holds_one_video_group_at_a_time(tmp_path, barcode_video):
     root = barcode_video.parent
     samples = _samples(root, barcode_video, "aaabbbccc")

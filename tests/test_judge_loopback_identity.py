@@ -78,6 +78,7 @@ def test_a_real_judge_report_carries_no_warning(tmp_path):
     assert NOT_A_REAL_JUDGE in lines[0] and "Traj" in lines[1]  # the warning comes before the numbers
 
 
+@pytest.mark.slow
 def test_quickstart_judge_step_never_labels_loopback_scores_with_judge_model(tmp_path):
     predictions, questions = write_inputs(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "JUDGE_BASE_URL"}

@@ -419,6 +419,7 @@ def test_synthetic_benchmark_uses_the_fixed_option_order(data):
             assert row["options"]["ABCDEF".index(row["answer"])] == row["colour"]
 
 
+@pytest.mark.slow
 def test_cli_is_deterministic_by_seed(data, tmp_path):
     args = [f"--{k}={v}" for k, v in SMALL.items()]
     subprocess.run(

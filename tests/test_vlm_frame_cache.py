@@ -183,6 +183,7 @@ def test_the_sample_encoder_gives_the_model_the_same_inputs_through_the_cache(h2
     assert direct.frame_cache is None
 
 
+@pytest.mark.slow
 def test_the_fill_script_decodes_each_planned_video_once_and_training_then_only_reads(tiny_model_dir, tmp_path,
                                                                                       monkeypatch):
     import importlib
