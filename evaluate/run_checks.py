@@ -38,7 +38,31 @@ def argument_problems(args) -> list[str]:
         problems.append(f"--temperature must be a finite number > 0, got {args.temperature!r}")
     if not _finite(args.delta) or not 0.0 <= args.delta <= 1.0:  # compared with P_yes, a probability
         problems.append(f"--delta must be in [0, 1], got {args.delta!r}")
+    if getattr(args, "backend", "hf") == "hf" and not getattr(args, "merge", False):
+        problems += device_problems(getattr(args, "device", "cpu"), cuda_devices())
     return problems
+
+
+def cuda_devices() -> int:
+    """CUDA devices this process can use (0 without a driver or a CUDA build of torch)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def device_problems(device: str, cuda_count: int) -> list[str]:
+    """--device naming a CUDA GPU this machine does not have (a paper config, `device: cuda`, on a CPU machine): one
+    line naming the flag that gives the CPU route, instead of the driver's traceback at model load."""
+    if not str(device).startswith("cuda"):
+        return []
+    index = str(device).partition(":")[2]
+    wanted = int(index) if index.isdigit() else 0
+    if cuda_count == 0:
+        return [(f"--device {device}: this machine has no CUDA GPU; pass --device cpu for a CPU dry run "
+                 "(docs/walkthrough.md)")]
+    if wanted >= cuda_count:
+        return [f"--device {device}: this machine has {cuda_count} CUDA GPU(s) (cuda:0..cuda:{cuda_count - 1})"]
+    return []
 
 
 def path_problems(args) -> list[str]:

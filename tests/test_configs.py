@@ -26,8 +26,12 @@ def _entry(relpath: str):
 def parse(config: Path):
     stage = config.relative_to(REPO / "configs").parts[0]
     if stage == "train":
+        import yaml
         from cader.train.cli import parse_sft_args
 
+        if "model_path" not in (yaml.safe_load(config.read_text()).get("model") or {}):
+            # an overlay (cpu.yaml: the CPU route) is stacked after a recipe, as documented
+            return parse_sft_args(["--config", str(REPO / "configs" / "train" / "cot_mix.yaml"), "--config", str(config)])
         return parse_sft_args(["--config", str(config)])
     if stage == "eval":
         return _entry("evaluate/run.py").build_parser().parse_args(["--config", str(config), "--out", "x"])
@@ -71,3 +75,18 @@ def test_paper_recipe_reads_the_five_tool_free_longvt_files_under_one_release_ro
     assert {s["format"] for s in sources} == {"longvt"} and not any(s["media_root"] for s in sources)
     assert cfg.data.release_root and cfg.data.media_root
     assert cfg.model.lr_scheduler_type == "cosine"
+
+
+def test_the_cpu_route_keeps_the_recipes_zero_settings_and_changes_only_the_device():
+    """configs/train/cpu.yaml after cot_mix.yaml: the recipe's ZeRO config through CPUDeepSpeedStrategy, one fp32
+    process; the data, model and schedule stay the recipe's."""
+    from cader.train.cli import parse_sft_args
+
+    recipe = parse_sft_args(["--config", "cot_mix.yaml"])
+    cpu = parse_sft_args(["--config", "cot_mix.yaml", "--config", "cpu.yaml"])
+    assert cpu.trainer.strategy.class_path == "cader.train.strategies.CPUDeepSpeedStrategy"
+    assert cpu.trainer.strategy.init_args.zero_config == recipe.trainer.strategy.init_args.zero_config == "zero3"
+    assert (cpu.trainer.accelerator, cpu.trainer.devices, cpu.trainer.precision, cpu.model.dtype) == (
+        "cpu", 1, "32-true", "float32")
+    assert cpu.data == recipe.data and cpu.model.lr == recipe.model.lr
+    assert cpu.trainer.accumulate_grad_batches == recipe.trainer.accumulate_grad_batches

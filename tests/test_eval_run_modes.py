@@ -2,6 +2,7 @@
 a merge with no shard files writes an empty report."""
 
 import json
+from pathlib import Path
 
 import pytest
 from cader.evaluate import run
@@ -62,3 +63,29 @@ def test_a_merge_of_no_shards_writes_an_empty_report(tmp_path, nothing_loads):
     assert run.main(["--merge", "true", "--out", str(out)]) == 0
     assert (out / "predictions.jsonl").read_text() == ""
     assert json.loads((out / "report.json").read_text())["n"] == 0
+
+
+@pytest.mark.parametrize("device, count, expected", [
+    ("cpu", 0, []),
+    ("cuda", 0, [("--device cuda: this machine has no CUDA GPU; pass --device cpu for a CPU dry run "
+                  "(docs/walkthrough.md)")]),
+    ("cuda:1", 1, ["--device cuda:1: this machine has 1 CUDA GPU(s) (cuda:0..cuda:0)"]),
+    ("cuda:1", 2, []),
+    ("cuda", 8, []),
+])
+def test_a_cuda_device_the_machine_lacks_is_one_line_naming_the_cpu_route(device, count, expected):
+    from cader.evaluate.run_checks import device_problems
+
+    assert device_problems(device, count) == expected
+
+
+def test_the_paper_eval_config_on_a_machine_without_cuda_is_refused_before_any_load(tmp_path, capsys, monkeypatch):
+    from cader.evaluate import run_checks
+
+    monkeypatch.setattr(run_checks, "cuda_devices", lambda: 0)   # what this CPU machine has, on any machine
+    config = Path(__file__).resolve().parents[1] / "configs" / "eval" / "cader.yaml"
+    code = run.main(["--config", str(config), "--model", str(tmp_path), "--benchmark", "synthetic",
+                     "--data_root", str(tmp_path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--device cuda: this machine has no CUDA GPU; pass --device cpu" in err
+    assert "Traceback" not in err

@@ -5,7 +5,16 @@ import math
 from pathlib import Path
 
 import pytest
-from cader.train.guards import LossGuard, TrainingStopped, explosion_threshold
+from cader.train.guards import (
+    GuardRule,
+    GuardState,
+    LossGuard,
+    TrainingStopped,
+    explosion_threshold,
+    first_stop,
+    judge_loss,
+    reference_loss,
+)
 from test_train_threads import run_sft, tiny_fit_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,7 +66,56 @@ def test_the_miniatures_healthy_start_runs_on_and_its_lr_1000_divergence_stops()
     assert any(unfloored.verdict(x) for x in healthy_start)
     divergent = LossGuard(baseline_steps=3, loss_floor=floor)
     verdicts = [divergent.verdict(x) for x in (0.0618, 10.93, 9.1e5, 4.9e6, 1.7e7, 3.4e7, 4.3e6)]
-    assert verdicts[:5] == [None] * 5 and "exploded" in verdicts[5] and "uniform-guess loss 6.951" in verdicts[5]
+    assert verdicts[:2] == [None] * 2 and "exploded" in verdicts[2] and "uniform-guess loss 6.951" in verdicts[2]
+
+
+# hand-made loss sequences: (losses, rule, index of the loss that stops training or None)
+FLOOR = math.log(1044)
+SEQUENCES = [
+    # the --model.lr 1000 run that exported: the explosion starts inside the 3-step baseline window and lasts fewer
+    # steps than the patience, then the model collapses to a constant loss
+    ((6.56, 3.1e6, 2.0e7, 6.52, 6.52, 6.52), GuardRule(loss_floor=FLOOR), 1),
+    # the same at the very first step (no loss yet, only the floor to compare with)
+    ((5e5, 6.5, 6.5), GuardRule(loss_floor=FLOOR), 0),
+    # measured on the tiny random model, lr 1000, max_steps 4: warm-up gives two equal losses, then divergence
+    ((6.5583, 6.5588, 1.8438e7, 1.1632e7), GuardRule(loss_floor=FLOOR), 2),
+    # a moderate explosion (between 10x and 100x) inside the baseline window: it never joins the baseline, so the
+    # patience counts it and stops the third
+    ((6.5, 80.0, 90.0, 95.0), GuardRule(loss_floor=FLOOR), 3),
+    # one bad batch between healthy ones: patience, no stop
+    ((6.5, 6.4, 80.0, 6.3, 6.2, 6.1), GuardRule(loss_floor=FLOOR), None),
+    # without a floor the first loss is the baseline, checked from the second on
+    ((2.0, 1000.0), GuardRule(loss_floor=0.0), 1),
+    ((2.0, 19.0, 21.0, 2.5), GuardRule(loss_floor=0.0), None),
+    # null explosion_factor: only the finite check
+    ((6.5, 1e9, 1e9, 1e9), GuardRule(explosion_factor=None, loss_floor=FLOOR), None),
+    ((6.5, 1e9, float("nan")), GuardRule(explosion_factor=None, loss_floor=FLOOR), 2),
+    # runaway_factor null: only the patient check (the old rule without its baseline hole)
+    ((6.56, 3.1e6, 2.0e7, 6.52), GuardRule(runaway_factor=None, loss_floor=FLOOR), None),
+    ((6.56, 3.1e6, 2.0e7, 2.1e7), GuardRule(runaway_factor=None, loss_floor=FLOOR), 3),
+]
+
+
+@pytest.mark.parametrize("losses,rule,stop", SEQUENCES)
+def test_hand_made_loss_sequences_stop_where_they_must(losses, rule, stop):
+    found = first_stop(list(losses), rule)
+    assert (found[0] if found else None) == stop, found
+
+
+def test_an_exploded_loss_never_joins_the_baseline():
+    state = GuardState()
+    for loss in (6.5, 80.0, 6.4):
+        state, _ = judge_loss(state, loss, GuardRule(loss_floor=FLOOR))
+    assert state.baseline == (6.5, 6.4) and state.exploded == 0
+    assert reference_loss((), FLOOR) == FLOOR and reference_loss((), 0.0) is None
+    assert reference_loss((20.0, 30.0), FLOOR) == 25.0
+
+
+def test_the_runaway_message_names_the_loss_and_the_reference():
+    _, reason = judge_loss(GuardState((6.56,), 0), 3.1e6, GuardRule(loss_floor=FLOOR))
+    assert "exploded" in reason and "3.1e+06" in reason and "100 x" in reason and "6.951" in reason
+    with pytest.raises(ValueError, match="runaway_factor"):
+        LossGuard(explosion_factor=10, runaway_factor=5)
 
 
 def test_the_floor_is_ln_vocab_of_the_model_being_trained(tiny_model_dir):
@@ -97,7 +155,7 @@ def test_print_config_shows_the_guard_and_progress_settings(capsys):
         make_cli(["--config", "cot_mix_tiny.yaml", "--loss_guard.explosion_factor", "null", "--print_config"])
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["loss_guard"] == {"explosion_factor": None, "baseline_steps": 3, "explosion_patience": 3,
-                                     "loss_floor": None}
+                                     "loss_floor": None, "runaway_factor": 100.0}
     assert printed["progress_log"]["when"] == "auto" and "num_threads" in printed
 
 
@@ -138,10 +196,13 @@ def test_a_video_failing_in_a_worker_is_counted_and_not_replaced_by_a_neighbour(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lr,why", [("1e30", "not finite"), ("1000", "exploded")])
+@pytest.mark.parametrize("lr,max_steps,why", [("1e30", 9, "not finite"),
+                                              # 6.56, 6.56, 1.8e7, 1.2e7: the explosion starts inside the first rule's
+                                              # 3-step baseline and the run ends before its patience: it exported
+                                              ("1000", 4, "at step 3 (epoch 0, batch 2): the loss exploded")])
 def test_a_nan_or_divergent_run_stops_naming_the_step_and_exports_nothing(tiny_model_dir, train_dir, tmp_path,
-                                                                           lr, why):
-    config = tiny_fit_config(tmp_path, tiny_model_dir, train_dir, max_steps=9, epochs=3)
+                                                                           lr, max_steps, why):
+    config = tiny_fit_config(tmp_path, tiny_model_dir, train_dir, max_steps=max_steps, epochs=3)
     done = run_sft(config, "--model.lr", lr)
     assert done.returncode == 3, done.stderr[-2000:]
     message = [line for line in done.stderr.splitlines() if line.startswith("sft: ")]

@@ -1,9 +1,8 @@
 """The SFT loss at the labelled positions only (cader.train.loss, SFTModule.sft_loss): the same number as
 transformers' loss over all positions (golden: today's `model(**batch).loss`, computed here), with LoRA too, and a
 tail whose size follows the labelled positions, not the sequence."""
-from types import SimpleNamespace
-
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch

@@ -243,7 +243,8 @@ def test_a_model_neither_local_nor_cached_stops_sft_in_one_line(tmp_path, monkey
     # an empty cache, read at call time, so the test holds on a machine that did download the 8B
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_cache"))
     code = sft.main(["--config", "cot_mix_tiny", "--make_missing", "null",
-                     "--model.model_path", "Qwen/Qwen3-VL-8B-Instruct"])  # fmt: skip
+                     "--model.model_path", "Qwen/Qwen3-VL-8B-Instruct"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
-    assert "Qwen/Qwen3-VL-8B-Instruct" in err[0] and "huggingface-cli download" in err[0]
+    # the pinned huggingface-hub installs the `hf` command only (no `huggingface-cli`)
+    assert "Qwen/Qwen3-VL-8B-Instruct" in err[0] and "(hf download Qwen/Qwen3-VL-8B-Instruct)" in err[0]

@@ -172,6 +172,29 @@ def test_zero3_configure_model_partitions_and_the_export_equals_the_consolidated
     assert any(not torch.equal(exported[k], base[k]) for k in base)  # the two steps changed the weights
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_zero3_bf16_partitions_hold_the_f32_checkpoints_weights(tiny_model_dir, tmp_path):
+    """The paper recipe's case: bf16 training weights read from a checkpoint stored in another dtype. Inside
+    zero.Init every new floating tensor is cast to the training dtype, so the F32 staging buffer came back bf16 (half
+    the bytes) and the partitions held NaN: the first loss was NaN."""
+    pytest.importorskip("deepspeed")
+    from cader.train.strategies import CPUDeepSpeedStrategy
+
+    probe, losses = PartitionProbe(), StepLosses()
+    trainer = L.Trainer(default_root_dir=str(tmp_path), accelerator="cpu", devices=1, max_steps=1, max_epochs=1,
+                        strategy=CPUDeepSpeedStrategy("zero3"), precision="bf16-true", logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        use_distributed_sampler=False, callbacks=[probe, losses])
+    trainer.fit(SFTModule(str(tiny_model_dir), lr=1e-3, dtype="bfloat16"),
+                train_dataloaders=_loader(_text_batches(tiny_model_dir)[:1]))
+    base = _checkpoint_tensors(tiny_model_dir)
+    assert {v.dtype for v in base.values() if v.is_floating_point()} == {torch.float32}
+    for name, value in base.items():
+        assert torch.equal(probe.gathered[name], value.to(probe.gathered[name].dtype)), name
+    assert all(math.isfinite(x) for x in losses.losses.values()) and losses.losses
+
+
 class StepLosses(L.Callback):
     def __init__(self):
         self.losses = {}

@@ -85,3 +85,33 @@ def test_the_shipped_jsons_leave_lightnings_fields_to_the_trainer():
         config = load_deepspeed_config(name)
         assert not {"gradient_accumulation_steps", "train_micro_batch_size_per_gpu", "gradient_clipping",
                     "bf16", "fp16"} & set(config)
+
+
+def test_deepspeeds_deprecated_collectives_are_silenced_and_no_other_warning():
+    """DeepSpeed's calls of torch's deprecated all_gather_into_tensor / reduce_scatter_tensor printed two
+    FutureWarnings every ZeRO-3 step; a strategy silences exactly those two messages."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        SFTDeepSpeedStrategy("zero3")
+        for name, new in (("reduce_scatter_tensor", "reduce_scatter_single"),
+                          ("all_gather_into_tensor", "all_gather_single"), ("barrier", "other")):
+            warnings.warn(f"`torch.distributed.{name}` is deprecated. Please use `torch.distributed.{new}` instead.",
+                          FutureWarning, stacklevel=1)
+    passed = [str(w.message) for w in seen if "torch.distributed." in str(w.message)]
+    assert passed == ["`torch.distributed.barrier` is deprecated. Please use `torch.distributed.other` instead."]
+
+
+def test_activation_checkpointing_is_enabled_without_a_deprecation_warning(tiny_model_dir):
+    import warnings
+
+    from cader.train.module import enable_checkpointing
+    from transformers import AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(tiny_model_dir)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        enable_checkpointing(model, {"use_reentrant": False})
+    assert not [w for w in seen if issubclass(w.category, FutureWarning)]
+    assert any(getattr(m, "gradient_checkpointing", False) for m in model.modules())

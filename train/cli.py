@@ -1,6 +1,7 @@
 """The command line of train/sft.py: one LightningCLI with sft.py's own arguments, the plan-only run, the export."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -10,6 +11,7 @@ import lightning as L
 from cader.train.datamodule import SFTDataModule, SourceError
 from cader.train.guards import LossGuard
 from cader.train.module import SFTModule
+from cader.train.preflight import outside_run_dir
 from cader.train.progress import ProgressLog, stdout_is_terminal, terminal_bar
 from jsonargparse import ActionConfigFile
 from lightning.pytorch.cli import LightningCLI
@@ -96,7 +98,8 @@ class SFTCLI(LightningCLI):
     def _instantiate_trainer(self, config: dict, callbacks: list) -> L.Trainer:
         """The Trainer, with the progress bar fit for where stdout goes: in a terminal Lightning's bar minus its
         meaningless `v_num`; in a file (nohup, SLURM, CI) no bar, whose redraws print nothing until the fit ends:
-        ProgressLog's lines take its place (unless `--progress_log.when never`)."""
+        ProgressLog's lines take its place (unless `--progress_log.when never`). Logs and checkpoints the config
+        leaves unplaced go under `default_root_dir` (`place_run_files`)."""
         from lightning.pytorch.callbacks import ProgressBar
 
         configured = config.get("callbacks") or []
@@ -108,7 +111,38 @@ class SFTCLI(LightningCLI):
                 config["enable_progress_bar"] = False
             else:
                 callbacks = [*callbacks, terminal_bar()]
-        return super()._instantiate_trainer(config, callbacks)
+        return place_run_files(config, lambda: super(SFTCLI, self)._instantiate_trainer(config, callbacks))
+
+
+def place_run_files(config: dict, make_trainer) -> L.Trainer:
+    """Build the Trainer (`make_trainer()`) so that every file the run writes lands under `default_root_dir`.
+
+    The configs name no log or checkpoint folder of their own: an unset logger becomes a CSVLogger writing
+    `<root>/logs/version_N/`, and a ModelCheckpoint without a dirpath (Lightning's default one too) writes
+    `<root>/checkpoints/`, not a versioned log folder, so `--ckpt_path last` finds it from the next run. With the
+    export (`<root>/export/`) and data_report.json, one `--trainer.default_root_dir` moves the whole run. A
+    folder set explicitly elsewhere is kept, with a warning that it does not move with the root.
+    """
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.loggers import CSVLogger
+
+    root = config.get("default_root_dir") or os.getcwd()
+    if config.get("logger") in (None, True):
+        config["logger"] = CSVLogger(save_dir=root, name="logs")
+    trainer = make_trainer()
+    placed = {}
+    for callback in trainer.checkpoint_callbacks:
+        if isinstance(callback, ModelCheckpoint):
+            if callback.dirpath is None:
+                callback.dirpath = os.path.realpath(os.path.join(root, "checkpoints"))
+            placed["ModelCheckpoint dirpath"] = callback.dirpath
+    for logger in trainer.loggers:
+        placed[f"{type(logger).__name__} save_dir"] = getattr(logger, "save_dir", None)
+    elsewhere = outside_run_dir(placed, root)
+    if elsewhere:
+        logging.getLogger("cader.train.sft").warning(
+            "outside trainer.default_root_dir %s, so not moved by it: %s", root, "; ".join(elsewhere))
+    return trainer
 
 
 def make_cli(argv: list[str] | None = None, prog: str | None = None, cli_class: type[SFTCLI] = SFTCLI) -> SFTCLI:
@@ -180,7 +214,7 @@ def local_processor_problem(path: str) -> str | None:
     except (ImportError, ValueError) as err:  # an id the hub client rejects is reported like a missing one
         return f"processor {path!r}: {err}; pass --model.model_path <local folder>"
     return (f"processor {path!r} is neither a local folder nor in the Hugging Face cache; download it first "
-            f"(huggingface-cli download {path}) or pass --model.model_path <local folder>")
+            f"(hf download {path}) or pass --model.model_path <local folder>")
 
 
 def plan_data(config) -> int:

@@ -22,7 +22,6 @@ from cader.vlm.messages import encode
 from torch.utils.data import Sampler
 
 
-
 class SkipSample(Exception):
     """A sample that cannot be trained on; `reason` is a short counter key (missing_media, over_budget, ...)."""
 

@@ -427,7 +427,7 @@ class SFTDataModule(L.LightningDataModule):
             # at the batch's start, after this hook)
             loader = getattr(self, "_loader", None)
             place = ((loader.batch_sampler.epoch, loader.consumed) if isinstance(loader, ResumableLoader)
-                     else (None, None))  # fmt: skip
+                     else (None, None))
             self.decode_failures.add(failed, *place)
             out_dir = self._out_dir()
             if out_dir is not None:

@@ -5,18 +5,27 @@ write them with exit 0; a divergent run (e.g. `--model.lr 1000`) keeps finite bu
 collapsed model. `LossGuard` looks at every loss before its backward pass, so the step that would corrupt the
 weights is never applied, and raises `TrainingStopped` (sft.py prints its one line and exits 3 with no export).
 
-Explosion rule: the baseline is the median of the first `baseline_steps` losses, but never less than the loss of a
-uniform guess over the vocabulary, ln(vocab) (`loss_floor`; 11.9 nats for Qwen3-VL's 151,936 tokens, 6.95 for the
-tiny model); a loss above `explosion_factor` x baseline for `explosion_patience` consecutive steps afterwards stops
-the run. The floor is there because a fine-tune's first batches can be ones the model already knows: the miniature's
-SFT starts at 0.062 then 10.9 nats, and 10x the first losses would stop that healthy run at once. Ten times worse
-than guessing is reached only by divergence: with `--model.lr 1000` the miniature's loss is 0.062, 10.9, then
-9.1e5, 4.9e6, 1.7e7 before the model collapses to one constant loss of 6.52 (and exports that collapsed model).
+The rule (`judge_loss`, a pure function of the guard's state and one loss) holds from the first step:
+- the reference is max(the median of the first `baseline_steps` losses that passed the check, `loss_floor`),
+  where the floor is the loss of a uniform guess over the vocabulary, ln(vocab) (11.9 nats for Qwen3-VL's 151,936
+  tokens, 6.52 for the tiny model). A fine-tune's first batches can be ones the model already knows (the miniature's
+  SFT starts at 0.062 then 10.9 nats), and 10x such a loss is no explosion; ten times worse than guessing is reached
+  only by divergence.
+- a loss above `runaway_factor` x the reference stops the run at once: no healthy step is 100 times worse than
+  guessing, and a divergence can last fewer steps than any patience before the model collapses to a constant,
+  finite loss (a `--model.lr 1000` run of the tiny model: 6.56, 3.1e6, 2.0e7, then a constant 6.52);
+- a loss above `explosion_factor` x the reference for `explosion_patience` consecutive steps stops it (one bad
+  batch does not).
+An exploded loss never joins the baseline, so an explosion that starts inside the baseline window cannot raise its
+own threshold (the first rule took the median of the first 3 losses whatever they were: 6.56, 3.1e6, 2.0e7 made a
+threshold of 3.1e7, and the run above exported its collapsed model with exit 0). Now the miniature
+(cot_mix_tiny.yaml) with `--model.lr 1000` logs 0.062, 10.9 and stops at step 3 on a loss of 3.3e7, exit 3.
 """
 from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 
 import lightning as L
 import torch
@@ -26,9 +35,72 @@ class TrainingStopped(RuntimeError):
     """Training stopped on a fault of the run itself (the message names the step); nothing is exported."""
 
 
+@dataclass(frozen=True)
+class GuardRule:
+    """The settings of the loss check (see the module docstring); `explosion_factor` None turns both explosion
+    checks off (a non-finite loss always stops the run)."""
+
+    explosion_factor: float | None = 10.0
+    runaway_factor: float | None = 100.0
+    baseline_steps: int = 3
+    explosion_patience: int = 3
+    loss_floor: float = 0.0
+
+
+@dataclass(frozen=True)
+class GuardState:
+    """What the check remembers: the baseline losses (those that passed, at most `baseline_steps`) and how many
+    consecutive losses were over the explosion threshold."""
+
+    baseline: tuple[float, ...] = ()
+    exploded: int = 0
+
+
 def explosion_threshold(baseline_losses: list[float], factor: float, floor: float = 0.0) -> float:
     """The loss above which a step counts as exploded: `factor` x max(the median of the baseline losses, `floor`)."""
     return factor * max(statistics.median(baseline_losses), floor)
+
+
+def reference_loss(baseline: tuple[float, ...] | list[float], floor: float) -> float | None:
+    """max(median of `baseline`, `floor`); None when there is neither (no loss yet and no floor to compare with)."""
+    if baseline:
+        return max(statistics.median(baseline), floor)
+    return floor if floor > 0 else None
+
+
+def judge_loss(state: GuardState, loss: float, rule: GuardRule) -> tuple[GuardState, str | None]:
+    """The state after `loss` and why training must stop (None: go on)."""
+    if not math.isfinite(loss):
+        return state, f"the loss is {loss} (not finite)"
+    if rule.explosion_factor is None:
+        return state, None
+    reference = reference_loss(state.baseline, rule.loss_floor)
+    if reference is None:   # the very first loss with no floor: it is the baseline
+        return GuardState((loss,), 0), None
+    basis = (f"max(the baseline median {statistics.median(state.baseline):.4g}, the uniform-guess loss "
+             f"{rule.loss_floor:.4g})" if state.baseline else f"the uniform-guess loss {rule.loss_floor:.4g}")
+    if rule.runaway_factor is not None and loss > rule.runaway_factor * reference:
+        return state, (f"the loss exploded: {loss:.4g} > {rule.runaway_factor:g} x {basis} in one step "
+                       "(turn off with --loss_guard.explosion_factor null)")
+    if loss > rule.explosion_factor * reference:
+        exploded = state.exploded + 1
+        if exploded >= rule.explosion_patience:
+            return GuardState(state.baseline, exploded), (
+                f"the loss exploded: {loss:.4g} > {rule.explosion_factor:g} x {basis} for {exploded} steps "
+                "(turn off with --loss_guard.explosion_factor null)")
+        return GuardState(state.baseline, exploded), None
+    baseline = state.baseline + (loss,) if len(state.baseline) < rule.baseline_steps else state.baseline
+    return GuardState(baseline, 0), None
+
+
+def first_stop(losses: list[float], rule: GuardRule) -> tuple[int, str] | None:
+    """The index of the first loss of `losses` that stops training and why (None: the whole sequence passes)."""
+    state = GuardState()
+    for index, loss in enumerate(losses):
+        state, reason = judge_loss(state, loss, rule)
+        if reason is not None:
+            return index, reason
+    return None
 
 
 def uniform_guess_loss(module) -> float | None:
@@ -43,33 +115,46 @@ def uniform_guess_loss(module) -> float | None:
 
 class LossGuard(L.Callback):
     def __init__(self, explosion_factor: float | None = 10.0, baseline_steps: int = 3, explosion_patience: int = 3,
-                 loss_floor: float | None = None):
+                 loss_floor: float | None = None, runaway_factor: float | None = 100.0):
         """
         Args:
-            explosion_factor: stop when the loss exceeds this many times the median of the first `baseline_steps`
-                losses for `explosion_patience` consecutive steps; null turns the explosion check off (a
-                non-finite loss always stops the run).
-            baseline_steps: how many first losses (micro-batches) make the baseline median.
+            explosion_factor: stop when the loss exceeds this many times the reference (max(the median of the first
+                `baseline_steps` losses that passed, `loss_floor`)) for `explosion_patience` consecutive steps;
+                null turns both explosion checks off (a non-finite loss always stops the run).
+            baseline_steps: how many first passing losses (micro-batches) make the baseline median.
             explosion_patience: consecutive exploded losses that stop the run (one bad batch does not).
-            loss_floor: the least baseline, in nats; null takes ln(vocab size) of the model being trained (the
+            loss_floor: the least reference, in nats; null takes ln(vocab size) of the model being trained (the
                 loss of a uniform guess) when training starts.
+            runaway_factor: stop at once, from the first step, when one loss exceeds this many times the reference
+                (a divergence can collapse to a finite constant loss before the patience runs out); null leaves
+                only the patient check.
         """
         if explosion_factor is not None and not explosion_factor > 1:
             raise ValueError(f"explosion_factor must be > 1 or null, got {explosion_factor}")
+        if runaway_factor is not None and explosion_factor is not None and not runaway_factor >= explosion_factor:
+            raise ValueError(f"runaway_factor must be >= explosion_factor ({explosion_factor}) or null, "
+                             f"got {runaway_factor}")
         if baseline_steps < 1 or explosion_patience < 1:
             raise ValueError("baseline_steps and explosion_patience must be at least 1")
         self.explosion_factor, self.baseline_steps = explosion_factor, baseline_steps
-        self.explosion_patience = explosion_patience
+        self.explosion_patience, self.runaway_factor = explosion_patience, runaway_factor
         self.loss_floor = loss_floor
-        self.baseline: list[float] = []
-        self.exploded = 0
+        self.state = GuardState()
         self._batch = (0, 0)
 
+    @property
+    def baseline(self) -> list[float]:
+        return list(self.state.baseline)
+
+    def rule(self) -> GuardRule:
+        return GuardRule(self.explosion_factor, self.runaway_factor, self.baseline_steps, self.explosion_patience,
+                         self.loss_floor or 0.0)
+
     def state_dict(self) -> dict:
-        return {"baseline": self.baseline, "exploded": self.exploded}
+        return {"baseline": list(self.state.baseline), "exploded": self.state.exploded}
 
     def load_state_dict(self, state_dict: dict) -> None:   # a resumed run keeps the first steps' baseline
-        self.baseline, self.exploded = list(state_dict["baseline"]), int(state_dict["exploded"])
+        self.state = GuardState(tuple(float(x) for x in state_dict["baseline"]), int(state_dict["exploded"]))
 
     def on_train_start(self, trainer, pl_module):
         if self.loss_floor is None:
@@ -80,21 +165,8 @@ class LossGuard(L.Callback):
 
     def verdict(self, loss: float) -> str | None:
         """Why training must stop after `loss` (None: go on); updates the baseline and the explosion count."""
-        if not math.isfinite(loss):
-            return f"the loss is {loss} (not finite)"
-        if len(self.baseline) < self.baseline_steps:
-            self.baseline.append(loss)
-            return None
-        if self.explosion_factor is None:
-            return None
-        floor = self.loss_floor or 0.0
-        limit = explosion_threshold(self.baseline, self.explosion_factor, floor)
-        self.exploded = self.exploded + 1 if loss > limit else 0
-        if self.exploded >= self.explosion_patience:
-            return (f"the loss exploded: {loss:.4g} > {self.explosion_factor:g} x max(the first {len(self.baseline)} "
-                    f"losses' median {statistics.median(self.baseline):.4g}, the uniform-guess loss {floor:.4g}) "
-                    f"for {self.exploded} steps (turn off with --loss_guard.explosion_factor null)")
-        return None
+        self.state, reason = judge_loss(self.state, loss, self.rule())
+        return reason
 
     def on_before_backward(self, trainer, pl_module, loss):
         # accumulated micro-batches see loss / accumulate_grad_batches: scale back, so the baseline means the same

@@ -86,7 +86,7 @@ class SFTModule(L.LightningModule):
         if hp.lora_r > 0:
             self.model = self._with_lora(self.model)
         if hp.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            enable_checkpointing(self.model, {"use_reentrant": False})
             if hp.lora_r > 0 or hp.freeze_language_model:
                 self.model.enable_input_require_grads()
         numel = [getattr(p, "ds_numel", p.numel()) for p in self.model.parameters()]   # ZeRO-3: the full size
@@ -297,3 +297,12 @@ class SFTModule(L.LightningModule):
         log.info("optimizer steps %d, warmup %d, %s decay", total, warm, kind)
         scheduler = make_scheduler(optimizer, kind, total, warm)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def enable_checkpointing(model, kwargs: dict) -> None:
+    """Activation checkpointing under the name the installed transformers gives it: 5.x renamed
+    `gradient_checkpointing_enable` to `activation_checkpointing_enable` and warns (FutureWarning) on the old name."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)

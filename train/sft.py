@@ -10,11 +10,16 @@ The export lands in `<trainer.default_root_dir>/export/` (with cader_export.json
 `--plan_only true` stops after planning the data (counts per source, data_report.json, plan cache): check a mix and
 fill its cache on a CPU node before a GPU job. With stdout in a file, progress comes as lines (`--progress_log.*`).
 
-Exit status: 0 trained and exported; 2 bad input or configuration (missing inputs, an unreadable or empty mix, no
-optimizer step taken); 3 training stopped by a fault (a non-finite or exploding loss, `--loss_guard.*`): no export.
+Every file a run writes (logs/, checkpoints/, export/, data_report.json) lands under `--trainer.default_root_dir`.
+On a machine without CUDA a GPU recipe runs through `--config configs/train/cpu.yaml` stacked after it.
+
+Exit status: 0 trained and exported; 2 bad input or configuration (missing inputs, an unreadable or empty mix, a GPU
+config without a GPU, a missing, empty, cut-short or foreign checkpoint to resume, no optimizer step taken); 3
+training stopped by a fault (a non-finite or exploding loss, `--loss_guard.*`): no export.
 """
 import logging
 import sys
+from pathlib import Path
 
 from cader.train.cli import (
     apply_num_threads,
@@ -26,6 +31,7 @@ from cader.train.cli import (
 )
 from cader.train.datamodule import SourceError
 from cader.train.guards import TrainingStopped, finite_state
+from cader.train.preflight import device_problem, machine_cuda_devices, resume_problem, state_dict_mismatch
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -49,15 +55,33 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if problem:
         print(f"sft: {problem}", file=sys.stderr)
         return 2
+    # a GPU recipe on a machine without CUDA fails deep in Lightning or DeepSpeed: say so, and name the CPU route
+    trainer_config = cli.config.trainer
+    problem = device_problem(trainer_config.accelerator, trainer_config.strategy, trainer_config.devices,
+                             machine_cuda_devices())
+    if problem:
+        print(f"sft: {problem}", file=sys.stderr)
+        return 2
     cli.build()
+    folders = [Path(cb.dirpath) for cb in cli.trainer.checkpoint_callbacks if getattr(cb, "dirpath", None)]
+    ckpt_path, problem = resume_problem(cli.config.ckpt_path, folders)
+    if problem:   # an empty or cut-short checkpoint fails in torch's unpickler with a traceback
+        print(f"sft: {problem}", file=sys.stderr)
+        return 2
     try:
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
     except SourceError as err:   # a source of the mix with nothing trainable: say why, exit non-zero
         print(f"sft: {err}", file=sys.stderr)
         return 2
     except TrainingStopped as err:   # a non-finite or exploding loss: the weights are not worth exporting
         print(f"sft: {err}", file=sys.stderr)
         return 3
+    except RuntimeError as err:   # a checkpoint of another run (LoRA vs full SFT): one line, not the key lists
+        mismatch = state_dict_mismatch(err, ckpt_path)
+        if mismatch is None:
+            raise
+        print(f"sft: {mismatch}", file=sys.stderr)
+        return 2
     if cli.trainer.global_step == 0:   # e.g. max_steps 0: the "fine-tuned" export would be the base model
         print("sft: no optimizer step was taken; nothing exported (the export would be the untouched base model)",
               file=sys.stderr)

@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import sys
+import warnings
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -91,6 +92,18 @@ def resolve_zero_config(zero_config: str | None, stage: int | None = None, offlo
     return config
 
 
+# DeepSpeed (0.19) gathers and scatters ZeRO partitions through torch.distributed.all_gather_into_tensor and
+# reduce_scatter_tensor, which torch 2.14 deprecates in favour of *_single. The call sits in DeepSpeed, not here, and
+# nothing a user sets avoids it; and although Python shows a warning once per code location, libraries that enter
+# `warnings.catch_warnings()` during a step (subprocess's os.get_exec_path, pandas' dtype checks) reset that memory,
+# so the two FutureWarnings printed again every ZeRO-3 step. Only these two messages are silenced.
+DEEPSPEED_COLLECTIVE_DEPRECATIONS = r"`torch\.distributed\.(all_gather_into_tensor|reduce_scatter_tensor)` is deprecated"
+
+
+def silence_deepspeed_collective_deprecations() -> None:
+    warnings.filterwarnings("ignore", message=DEEPSPEED_COLLECTIVE_DEPRECATIONS, category=FutureWarning)
+
+
 class SFTDeepSpeedStrategy(DeepSpeedStrategy):
     """DeepSpeedStrategy whose ZeRO settings come from one place, so that what `--print_config` shows is what runs.
 
@@ -124,6 +137,7 @@ class SFTDeepSpeedStrategy(DeepSpeedStrategy):
             accelerator, parallel_devices, cluster_environment, precision_plugin: set by the Trainer.
         """
         self.zero_config = zero_config
+        silence_deepspeed_collective_deprecations()
         config = resolve_zero_config(zero_config, stage, offload_optimizer, offload_parameters)
         kwargs = {}
         if pg_timeout_minutes is not None:
@@ -240,7 +254,7 @@ class SafetensorsFile:
         entry = self.entries[name]
         dtype = _SAFETENSORS_DTYPES[entry["dtype"]]
         direct = out is not None and out.dtype == dtype and out.is_contiguous() and out.device.type == "cpu"
-        buffer = out if direct else torch.empty(stop - start, dtype=dtype)
+        buffer = out if direct else torch.empty(stop - start, dtype=dtype, device="cpu")
         itemsize = buffer.element_size()
         self._read_into(self._data_start + entry["data_offsets"][0] + start * itemsize, buffer.view(torch.uint8))
         if out is None or direct:
@@ -347,7 +361,10 @@ def load_partitioned_model(model_path: str, dtype: str | torch.dtype = "auto"):
     with no_init_weights(), prevent_arange_dtype_change():
         model = AutoModelForImageTextToText.from_config(config, dtype=torch_dtype)
     model.tie_weights()          # skipped with the initialisation
-    fill_partitions(model, folder)
+    # outside zero.Init: it turns every floating tensor made inside it into the training dtype on the accelerator,
+    # so the staging buffer for an F32 checkpoint's bytes would come back bf16 (half the bytes: NaN weights)
+    with outside_zero_init():
+        fill_partitions(model, folder)
     if (folder / "generation_config.json").is_file():
         model.generation_config = GenerationConfig.from_pretrained(folder)
     return model
