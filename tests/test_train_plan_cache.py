@@ -276,3 +276,13 @@ def test_shipped_config_names_the_options():
 
     cfg = parse_sft_args(["--config", "cot_mix"])
     assert cfg.data.plan_cache_dir == "auto" and cfg.data.plan_workers == 8
+
+
+def test_the_cache_line_says_what_this_run_planned_whichever_pass_reports_it():
+    """One process runs prepare_data (plans: misses) then setup (reads back: hits); both lines report the planning."""
+    from cader.train.plan_cache import cache_line
+
+    planned = {"hits": 0, "misses": 16}
+    assert cache_line({"hits": 16, "misses": 0, "prepare_data": planned}) == cache_line(planned) == (
+        "plan cache: 16 rows planned by this run, 0 reused from an earlier run")
+    assert cache_line({"hits": 16, "misses": 0}) == "plan cache: 0 rows planned by this run, 16 reused from an earlier run"

@@ -224,6 +224,7 @@ def plan_data(config) -> int:
     cache filled on any machine that sees the data (the ranks' setup then only reads it). The data is read and
     checked before any processor is loaded; a source with nothing trainable exits 2 with the reason.
     """
+    from cader.train.plan_cache import cache_line
     from cader.train.source_report import group_totals, loss_warnings, summary_line
 
     data = config.data.as_dict()
@@ -243,10 +244,7 @@ def plan_data(config) -> int:
         print(f"plan_only: {err}", file=sys.stderr)
         return 2
     for name, source in module.report.items():
-        cache = source.get("plan_cache", {})
-        filled = cache.get("prepare_data", cache)  # what filling the cache did; setup then only reads it
-        print(f"{summary_line(name, source)}; plan cache: {filled.get('hits', 0)} hits, "
-              f"{filled.get('misses', 0)} misses")
+        print(f"{summary_line(name, source)}; {cache_line(source.get('plan_cache', {}))}")
     for group, tot in group_totals(module.report).items():
         print(f"group {group}: {tot['rows']} rows, {tot['tool_calls_dropped']} tool-call rows dropped, "
               f"{tot['trainable']} trainable, {tot['train_samples']} to train")

@@ -40,7 +40,13 @@ from cader.train.decode_failures import (
 from cader.train.formats import FORMATS
 from cader.train.mix_index import PlannedRows, plan_skips, ratio_rows, reduction_counts, trainable_rows
 from cader.train.mix_rows import parse_rows, quiet_datasets, raw_rows, row_errors, tool_count, tool_free_rows
-from cader.train.plan_cache import default_plan_workers, plan_key, plan_source, processor_fingerprint
+from cader.train.plan_cache import (
+    cache_line,
+    default_plan_workers,
+    plan_key,
+    plan_source,
+    processor_fingerprint,
+)
 from cader.train.source_report import errors_by_kind, failed_sources, loss_warnings, read_report
 from cader.vlm.files import write_atomic
 from datasets import Dataset as ArrowDataset
@@ -386,9 +392,9 @@ class SFTDataModule(L.LightningDataModule):
             report[src.name] = {**read_report(read.n_rows, read.tool_dropped, skipped), "group": src.group,
                                 "budget_reductions": budget_steps, "trainable": len(trainable),
                                 "train_samples": len(rows), "plan_cache": cache}
-            log.info("source %s: %d rows, %d tool-call samples dropped, skipped %s, %d to train (budget: %s; "
-                     "plan cache: %d hits, %d misses)", src.name, read.n_rows, read.tool_dropped,
-                     report[src.name]["skipped"], len(rows), budget_steps, stats.hits, stats.misses)
+            log.info("source %s: %d rows, %d tool-call samples dropped, skipped %s, %d to train (budget: %s; %s)",
+                     src.name, read.n_rows, read.tool_dropped, report[src.name]["skipped"], len(rows), budget_steps,
+                     cache_line(cache))
             samples.append(read.rows)
             plans.append(plan)
             chosen.append(rows)

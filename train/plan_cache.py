@@ -74,6 +74,14 @@ class CacheStats:
         return {k: v for k, v in asdict(self).items() if v is not None or k == "file"}
 
 
+def cache_line(report: dict) -> str:
+    """One source's planning in this run, as every line that reports it says it: prepare_data's pass when it ran in
+    this process (it planned; setup then only read back what it wrote, all hits), else setup's own pass."""
+    planned = report.get("prepare_data", report)
+    return (f"plan cache: {planned.get('misses', 0)} rows planned by this run, {planned.get('hits', 0)} reused "
+            "from an earlier run")
+
+
 # ---- identities -------------------------------------------------------------------------------------------------
 
 def processor_fingerprint(encoder: SampleEncoder) -> dict:
