@@ -4,7 +4,7 @@ With `--concurrency N` the runner processes N samples at once, each on its own t
 by `BatchingBackend` into batches of up to N. On its own that pipeline runs in lockstep: the N threads decode their
 videos, all N wait on one batched call, all N get their results back at once and decode the next N videos, while
 the model waits. Decode and model take turns instead of overlapping: the run takes about
-waves x (decode of N + one call), not waves x max(decode of N, one call) (`scripts/bench/overlap.py`, P9: 16
+waves x (decode of N + one call), not waves x max(decode of N, one call) (`scripts/bench/overlap.py`, B9: 16
 samples, 4 in flight, 2 s calls, wall / max(decode alone, model alone) 1.28-1.42 in lockstep, 1.08 with the decode
 ahead, on 2 cores at load average 1-2).
 

@@ -267,7 +267,7 @@ def table2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
                      f"{_p(smallest)}): the run does not show what any component adds")
     lines += safeguard_reading(accuracies, facts)
     full, uniform = (_records(_variant_dir(root, v) / "predictions.jsonl") for v in ("full", "uniform_stage2"))
-    if full and uniform:   # Table 3's point: the early exit saves Stage-2 cost at the same accuracy (P4)
+    if full and uniform:   # Table 3's point: the early exit saves Stage-2 cost at the same accuracy (B4)
         cost = cost_comparison(full, uniform)
         facts["cost_vs_uniform"] = cost
         ratio = cost["ratio_full_over_uniform"]

@@ -92,7 +92,7 @@ def render_quickstart(facts: dict) -> str:
     cost = facts.get("cost_vs_uniform")
     if cost and cost.get("n"):
         ratio = cost["ratio_full_over_uniform"]
-        lines.append(f"- cost of `full` / `uniform_stage2` per sample (P4, goal ≤ {cost['goal']}): forwards "
+        lines.append(f"- cost of `full` / `uniform_stage2` per sample (B4, goal ≤ {cost['goal']}): forwards "
                      f"{_ratio(ratio.get('forwards'))}, decoded frames {_ratio(ratio.get('frames_decoded'))}; accuracy "
                      f"{_ci(cost['full']['accuracy'])} vs {_ci(cost['uniform_stage2']['accuracy'])}")
     layouts = facts.get("other_layouts")
@@ -175,8 +175,8 @@ def render_seeds(result: dict) -> str:
              f"| routed samples: Stage-1 accuracy | {_spread(spread['routed_stage1_accuracy'])} |",
              f"| routed samples: final accuracy | {_spread(spread['routed_final_accuracy'])} |"]
     lines += [f"| Table 2 `{v}` accuracy | {_spread(d)} |" for v, d in spread["table2"].items()]
-    lines += [f"| P4 cost `full` / `uniform_stage2`: forwards | {_spread(spread['cost_forwards'], _ratio)} |",
-              f"| P4 cost `full` / `uniform_stage2`: decoded frames | {_spread(spread['cost_frames'], _ratio)} |",
+    lines += [f"| B4 cost `full` / `uniform_stage2`: forwards | {_spread(spread['cost_forwards'], _ratio)} |",
+              f"| B4 cost `full` / `uniform_stage2`: decoded frames | {_spread(spread['cost_frames'], _ratio)} |",
               "", "Bars held (seeds of " + str(n) + "):", ""]
     lines += [f"- {result['bars'][bar]}: {held}/{n}" for bar, held in spread["bars_held"].items()]
     flagged = {s: v["red_flags"] for s, v in result["per_seed"].items() if v["red_flags"]}

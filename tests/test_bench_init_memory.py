@@ -1,4 +1,4 @@
-"""P10 (scripts/bench/init_memory.py): the memory probe, the random checkpoint, and a small run of both ways."""
+"""B10 (scripts/bench/init_memory.py): the memory probe, the random checkpoint, and a small run of both ways."""
 import importlib.util
 from pathlib import Path
 

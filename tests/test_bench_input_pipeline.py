@@ -1,4 +1,4 @@
-"""P6 (scripts/bench/input_pipeline.py): the clips are encoded as web video is, and a short run reports every path."""
+"""B6 (scripts/bench/input_pipeline.py): the clips are encoded as web video is, and a short run reports every path."""
 import importlib.util
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""P15 (scripts/bench/loss_tail.py): both paths give the same loss; a small run reports the ratio against its goal."""
+"""B15 (scripts/bench/loss_tail.py): both paths give the same loss; a small run reports the ratio against its goal."""
 import importlib
 
 import pytest

@@ -11,8 +11,8 @@ def load(name):
 
 def test_every_check_points_at_a_bench_script_with_a_main():
     run_all = load("run_all")
-    assert [c.key for c in run_all.CHECKS] == ["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10",
-                                                   "P11", "P12", "P13", "P14", "P15", "P16", "P17", "P18", "P19"]
+    assert [c.key for c in run_all.CHECKS] == ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9", "B10",
+                                                   "B11", "B12", "B13", "B14", "B15", "B16", "B17", "B18", "B19"]
     for check in run_all.CHECKS:
         assert callable(run_all.load_main(check.script)), check.script
 
@@ -22,7 +22,13 @@ def test_a_failing_check_becomes_an_error_row_and_goals_are_applied(monkeypatch)
     broken = run_all.Check("PX", "broken", "does_not_exist.py", ">= 1", lambda r: r, lambda v: v >= 1)
     row = run_all.run_check(broken)
     assert row["value"] is None and row["status"].startswith("error: FileNotFoundError")
-    p3 = next(c for c in run_all.CHECKS if c.key == "P3")
+    p3 = next(c for c in run_all.CHECKS if c.key == "B3")
     assert abs(p3.value({"grouped_padding_fraction": 0.011}) - 1.1) < 1e-9 and p3.passes(1.1) and not p3.passes(6.0)
     table = run_all.format_table([row])
     assert "| PX | broken | – | >= 1 |" in table
+
+
+def test_only_takes_the_keys_in_any_case_and_the_old_p_names():
+    run_all = load("run_all")
+    assert run_all.wanted_keys("B1, b5,P18") == {"B1", "B5", "B18"}
+    assert run_all.wanted_keys("p4") == {"B4"} and run_all.wanted_keys("") == set()

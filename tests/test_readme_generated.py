@@ -38,29 +38,29 @@ def test_the_check_fails_on_a_stale_page_and_names_it(tmp_path, capsys):
 
 
 def test_blocks_are_rendered_from_their_files(tmp_path):
-    (tmp_path / "bench.json").write_text('[{"key": "P9", "title": "t", "goal": ">= 2x", "value": 2.5, "status": "pass"}]')
+    (tmp_path / "bench.json").write_text('[{"key": "B9", "title": "t", "goal": ">= 2x", "value": 2.5, "status": "pass"}]')
     (tmp_path / "quickstart.json").write_text(
         '{"stage1_heldout": {"k": 30, "n": 48, "rate": 0.625, "ci95": [0.474, 0.76], "chance": 0.1667},'
         ' "red_flags": ["the AgentVidBench judge is the loopback test double, not a real judge"]}')
     text = ("a\n<!-- BEGIN generated: bench -->\nold\n<!-- END generated: bench -->\nb\n"
             "<!-- BEGIN generated: quickstart -->\n<!-- END generated: quickstart -->\n")
     out = update_readme.render_readme(text, measured=tmp_path)
-    assert "| P9 | t | 2.5 | >= 2x | pass |" in out and "old" not in out
+    assert "| B9 | t | 2.5 | >= 2x | pass |" in out and "old" not in out
     assert "held-out Stage-1 accuracy 30/48 = 62.5 % (95 % CI 47.4 %–76.0 %), chance 16.7 %" in out
     assert "red flags: the AgentVidBench judge is the loopback test double" in out
     assert out.startswith("a\n") and "\nb\n" in out
 
 
 def test_bench_summary_counts_the_passes_and_names_every_miss():
-    rows = [{"key": "P1", "title": "video decode: loader vs pyav", "goal": ">= 3x", "value": 3.1, "status": "pass"},
-            {"key": "P7", "title": "samples in flight: 8 vs 1", "goal": ">= 5x", "value": 4.42,
+    rows = [{"key": "B1", "title": "video decode: loader vs pyav", "goal": ">= 3x", "value": 3.1, "status": "pass"},
+            {"key": "B7", "title": "samples in flight: 8 vs 1", "goal": ">= 5x", "value": 4.42,
              "status": "below goal"},
-            {"key": "P9", "title": "overlap", "goal": "<= 1.15", "value": None, "status": "error: OSError: disk"}]
+            {"key": "B9", "title": "overlap", "goal": "<= 1.15", "value": None, "status": "error: OSError: disk"}]
     line = update_readme.render_bench_summary(rows)
     assert "1 of 3 meet their goal" in line
-    assert "P7 samples in flight 4.42 (goal >= 5x)" in line
-    assert "P9 overlap – (goal <= 1.15; error: OSError: disk)" in line
-    assert "P1" not in line
+    assert "B7 samples in flight 4.42 (goal >= 5x)" in line
+    assert "B9 overlap – (goal <= 1.15; error: OSError: disk)" in line
+    assert "B1" not in line
     assert update_readme.render_bench_summary(rows[:1]).endswith("1 of 1 meet their goal.\n")
 
 

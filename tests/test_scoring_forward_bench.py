@@ -1,4 +1,4 @@
-"""scripts/bench/scoring_memory.py (P16): its arithmetic by hand, and both ways answering one call on the tiny model."""
+"""scripts/bench/scoring_memory.py (B16): its arithmetic by hand, and both ways answering one call on the tiny model."""
 
 import importlib
 

@@ -1,4 +1,4 @@
-"""P18 in the test suite: the viewer page for 20,000 samples (four runs of 5,000 shared questions) built and opened in
+"""B18 in the test suite: the viewer page for 20,000 samples (four runs of 5,000 shared questions) built and opened in
 headless Chromium, real clicks on its filters. The numbers (build time, time to a usable page, time per click) are
 measured and printed, not asserted: they depend on the machine and its load (scripts/bench/viewer_scale.py records
 them in docs/measured/viewer_scale.json, run_all holds the goals). Asserted: the page holds every sample while its

@@ -9,7 +9,7 @@ cross-entropy see only those rows; the loss is the same number (the mean over la
 
 Why not a fused kernel (liger-kernel's fused linear cross-entropy): it is Triton, so it does not run on the CPU
 where this project's tests and the tiny recipe run, and it would be a second code path; the gather is exact, plain
-torch, and already takes the tail from growing with the sequence to growing with the target (P15).
+torch, and already takes the tail from growing with the sequence to growing with the target (B15).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A sample's whole-video frames: F1 (Stage 1) and every RGR context (Stage 2) from one decode, F1's.
 
 Without it, a Stage-2 sample with two reflections decodes its whole video three times (F1, then each RGR context),
-and at 720p each time costs nearly a full decode of the stream (scripts/bench/decode_once.py, P14). Every one of
+and at 720p each time costs nearly a full decode of the stream (scripts/bench/decode_once.py, B14). Every one of
 those samplings is at most as dense as F1 once capped at the frame budget, so the RGR contexts are taken from F1's
 decode, the video's r1 grid capped at `max_frames` (`cader.vlm.frame_grid`: the grid, how an RGR segment's times
 move onto it, and why). In a grouped run F1 is decoded once per video (`cader.evaluate.video_groups`), so the whole

@@ -3,4 +3,4 @@ CDN), tested in headless Chromium. `build.write_viewer` is the entry point; `col
 `runs` summarises and compares the runs, `slices` breaks them down per benchmark, `encode` packs the cards into
 columns and lazily parsed lines, `page` writes the HTML, `thumbs` decodes frames of the answer's and the verified
 windows, viewer_*.js/viewer.css are inlined into the page; `browser` drives headless Chromium for the tests, the
-P18 benchmark and the screenshots."""
+B18 benchmark and the screenshots."""

@@ -2,7 +2,7 @@
 
 The browser is Debian's `chromium` (scripts/install_browser.sh). It is spoken to over `--remote-debugging-pipe`:
 commands go in on its file descriptor 3 and replies come out on 4, each a JSON object ended by a NUL byte, so no
-port is opened and no client library is needed. Used by the viewer's browser tests, the P18 benchmark
+port is opened and no client library is needed. Used by the viewer's browser tests, the B18 benchmark
 (scripts/bench/viewer_scale.py) and scripts/make_viewer_screenshots.py; the page itself never needs it.
 """
 

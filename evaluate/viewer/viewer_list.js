@@ -97,7 +97,7 @@ function drawFilters() {
   });
 }
 
-// How long an input took until the browser painted its result, from the event's own time (P18 reads these).
+// How long an input took until the browser painted its result, from the event's own time (B18 reads these).
 let inputs = 0;
 function timed(event, work) {
   const from = event.timeStamp;

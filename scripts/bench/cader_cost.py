@@ -1,4 +1,4 @@
-"""P4: the cost of CADER `full` against `uniform_stage2` (every sample through Stage 2), on the quickstart's outputs.
+"""B4: the cost of CADER `full` against `uniform_stage2` (every sample through Stage 2), on the quickstart's outputs.
 
 `bash scripts/quickstart.sh` runs both variants on the same synthetic test samples with the trained export and the
 calibrated T and tau; this reads their predictions and reports, per sample, model calls ("forwards") and decoded

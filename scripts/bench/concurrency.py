@@ -1,4 +1,4 @@
-"""P7: samples in flight. `--concurrency 8` against 1 on the same samples, the tiny Qwen3-VL behind a wrapper that adds
+"""B7: samples in flight. `--concurrency 8` against 1 on the same samples, the tiny Qwen3-VL behind a wrapper that adds
 a fixed latency to every model call (standing in for a GPU forward, whose cost barely grows with the batch).
 
     python scripts/bench/concurrency.py [--n 16] [--latency 0.2] [--concurrency 8] [--num_threads 1]

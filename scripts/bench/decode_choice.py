@@ -1,4 +1,4 @@
-"""P19: decode choice per video. The planned decode, a sequential threaded decode and torchcodec on 720p H.264.
+"""B19: decode choice per video. The planned decode, a sequential threaded decode and torchcodec on 720p H.264.
 
     python scripts/bench/decode_choice.py [--minutes 3] [--profiles constrained_baseline,...] [--repeats 2]
 
@@ -61,7 +61,7 @@ def write_video(path: Path, minutes: float, settings: dict) -> Path:
     import av
 
     margin = 256
-    world = scene(HEIGHT, WIDTH, margin)  # P6's textured scene, so both benches encode alike
+    world = scene(HEIGHT, WIDTH, margin)  # B6's textured scene, so both benches encode alike
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.mp4")
     with av.open(str(tmp), "w") as container:
         stream = container.add_stream("libx264", rate=FPS)

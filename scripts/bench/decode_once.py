@@ -1,9 +1,9 @@
-"""P14: decode CPU-seconds of one Stage-2 sample with two reflections, one decode per video / today's path.
+"""B14: decode CPU-seconds of one Stage-2 sample with two reflections, one decode per video / today's path.
 
     python scripts/bench/decode_once.py [--minutes 30] [--media_dir /tmp/cader_bench_media]
 
 The video is H.264 High 1280x720 30 fps with a keyframe every 2 s and B-frames (`input_pipeline.CLIP`, web video as
-P6 encodes it), `minutes` long, written once into `media_dir` under a name holding its parameters and reused (30
+B6 encodes it), `minutes` long, written once into `media_dir` under a name holding its parameters and reused (30
 minutes take long to encode on 2 cores: `--minutes 5` for a quick run). The sample runs through the runner's own
 `process_sample` at the paper's settings (`CaderConfig()` = configs/eval/cader.yaml: r1 1 fps, 768 frames, 65,536
 px, K = 2) with scripted models: Stage 1 unsure, three proposals (20, 45 and 90 s windows on 30 minutes, crops at
@@ -32,7 +32,7 @@ TEXT_TOKENS = 200  # the Stage-1 prompt around the video
 
 
 def bench_video(media_dir: Path, minutes: float) -> Path:
-    """The bench's video (written once, reused): P6's 720p30 H.264 High clip of `minutes` minutes."""
+    """The bench's video (written once, reused): B6's 720p30 H.264 High clip of `minutes` minutes."""
     from cader.scripts.bench.input_pipeline import clip
 
     media_dir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +137,7 @@ def main(minutes: float = 30.0, media_dir: str = "/tmp/cader_bench_media", repea
                "stage1_gpu_s": round(gpu_s, 3), "decode_cpu_s_per_gpu_s": round(f1_cpu / gpu_s, 1)},
         "ratio": round(ratio, 3), "goal": f"<= {GOAL}", "meets_goal": ratio <= GOAL,
     }
-    print(f"P14 decode CPU-s of one Stage-2 sample, two reflections, {minutes:g} min 720p: new {best['new']:.1f}, "
+    print(f"B14 decode CPU-s of one Stage-2 sample, two reflections, {minutes:g} min 720p: new {best['new']:.1f}, "
           f"today {best['today']:.1f}, ratio {ratio:.3f} (goal <= {GOAL}); F1 {f1_cpu:.1f} CPU-s per "
           f"{gpu_s:.2f} GPU-s of Stage 1 ({f1_cpu / gpu_s:.0f} cores per GPU)")
     return result

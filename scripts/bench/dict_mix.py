@@ -1,4 +1,4 @@
-"""The SFT mix as SFTDataModule built it before the mix moved into Arrow tables: the baseline of P11
+"""The SFT mix as SFTDataModule built it before the mix moved into Arrow tables: the baseline of B11
 (scripts/bench/mix_memory.py) and of the equality test (tests/test_train_mix_arrow.py).
 
 Every row of every source becomes Python objects on every rank (a `Sample` of turns and part dicts, then a

@@ -1,4 +1,4 @@
-"""P10: peak resident memory per rank while the model's weights are materialised, 2-process ZeRO-3 on the CPU.
+"""B10: peak resident memory per rank while the model's weights are materialised, 2-process ZeRO-3 on the CPU.
 
 Two ways of creating the same SFTModule under `CPUDeepSpeedStrategy("zero3")` with two ranks over gloo:
 - `full_load`: the whole model loaded in `__init__` on every rank (the module before weights moved into
@@ -237,7 +237,7 @@ def main(hidden_size: int = 1024, intermediate_size: int = 2816, layers: int = 8
     result["full_load_peak_over_model"] = result["full_load"]["peak_over_model"]
     result["sharded_peak_over_model"] = result["sharded"]["peak_over_model"]
     result["seconds"] = round(time.perf_counter() - begin, 1)
-    print(f"P10 init memory, {WORLD_SIZE}-process CPU ZeRO-3, model {result['model_mb']} MB: peak RSS growth per "
+    print(f"B10 init memory, {WORLD_SIZE}-process CPU ZeRO-3, model {result['model_mb']} MB: peak RSS growth per "
           f"rank while the weights are materialised: full load in __init__ "
           f"{result['full_load']['peak_over_start_mb']} MB ({result['full_load_peak_over_model']}x the model), "
           f"sharded configure_model {result['sharded']['peak_over_start_mb']} MB "

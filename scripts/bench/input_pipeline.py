@@ -1,4 +1,4 @@
-"""P6: can the video input pipeline keep a GPU fed? CPU cores per GPU for Qwen3-VL-8B SFT at the paper's settings.
+"""B6: can the video input pipeline keep a GPU fed? CPU cores per GPU for Qwen3-VL-8B SFT at the paper's settings.
 
     python scripts/bench/input_pipeline.py [--durations 30,60,120] [--minutes 10,30] [--mfu 0.4] [--clip_dir D]
 

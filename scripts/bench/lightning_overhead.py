@@ -1,4 +1,4 @@
-"""P2: throughput of the Lightning training loop (SFTModule + Trainer.fit) vs a bare PyTorch loop, same run.
+"""B2: throughput of the Lightning training loop (SFTModule + Trainer.fit) vs a bare PyTorch loop, same run.
 
 Both loops start from the same weights (the same HF folder loaded with the same seed), train on the same batches
 (built once by the project's datamodule: budget, encode, label mask, collate) with the same optimizer and schedule
@@ -158,7 +158,7 @@ def main(
         "seconds": round(time.perf_counter() - begin, 1),
     }
     print(
-        f"P2 training loop, {steps} timed steps after {warmup} warm-up: Lightning "
+        f"B2 training loop, {steps} timed steps after {warmup} warm-up: Lightning "
         f"{result['lightning_tokens_per_s']:.0f} tok/s, bare PyTorch {result['bare_tokens_per_s']:.0f} tok/s, "
         f"ratio {result['ratio']:.3f} (goal >= 0.95)"
     )

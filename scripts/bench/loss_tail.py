@@ -1,4 +1,4 @@
-"""P15: peak memory of the SFT loss tail at Qwen3-VL-8B's widths, logits at the labelled positions / at all positions.
+"""B15: peak memory of the SFT loss tail at Qwen3-VL-8B's widths, logits at the labelled positions / at all positions.
 
 The tail is what follows the language model's last layer: `lm_head` (hidden 4096 x vocabulary 151,936, the 8B's
 sizes from `cader.vlm.flops`; the model's depth is cut to nothing, only the head is built) and the cross-entropy,

@@ -1,4 +1,4 @@
-"""P11: the SFT mix as Arrow tables (SFTDataModule) vs as Python objects (the mix before, scripts/bench/dict_mix.py):
+"""B11: the SFT mix as Arrow tables (SFTDataModule) vs as Python objects (the mix before, scripts/bench/dict_mix.py):
 resident memory per rank once the mix is ready, and cold / warm planning time.
 
 The mix: `rows` rows (default 200,000) in the LongVT-Parquet layout, the five tool-free files at the release's

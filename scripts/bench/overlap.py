@@ -1,4 +1,4 @@
-"""P9: decode overlaps the model. Stage 1 on decode-heavy videos (4 minutes, 30 fps), `--concurrency` samples in
+"""B9: decode overlaps the model. Stage 1 on decode-heavy videos (4 minutes, 30 fps), `--concurrency` samples in
 flight, the tiny model behind a fixed per-call latency (a GPU forward's stand-in).
 
     python scripts/bench/overlap.py [--n 16] [--latency 2.0] [--concurrency 4] [--repeats 2] [--num_threads 1]

@@ -1,4 +1,4 @@
-"""P3: padded-token fraction of the SFT batches, length-grouped (the project's sampler) vs random batching.
+"""B3: padded-token fraction of the SFT batches, length-grouped (the project's sampler) vs random batching.
 
 Both batchings see the same samples, the same batch size and the same seeds; the padded fraction of an epoch is
 (padding slots) / (batch slots) = 1 - real tokens / sum(batch size x longest sequence in the batch), summed over all
@@ -93,7 +93,7 @@ def main(
         "seconds": round(time.perf_counter() - start, 1),
     }
     print(
-        f"P3 padded-token fraction over {len(lengths)} samples (lengths {min(lengths)}..{max(lengths)}), "
+        f"B3 padded-token fraction over {len(lengths)} samples (lengths {min(lengths)}..{max(lengths)}), "
         f"batch {batch_size}: length-grouped {100 * result['grouped_padding_fraction']:.2f} %, "
         f"random {100 * result['random_padding_fraction']:.2f} % (goal: grouped <= 5 %)"
     )

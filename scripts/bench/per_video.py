@@ -1,4 +1,4 @@
-"""P12: per video, not per question. An LVBench-like set (a few long videos, many questions each) run per question
+"""B12: per video, not per question. An LVBench-like set (a few long videos, many questions each) run per question
 and grouped by video in one run: frames decoded per question and wall time, grouped / per question.
 
     python scripts/bench/per_video.py [--videos 3] [--questions 8] [--minutes 10] [--model PATH]

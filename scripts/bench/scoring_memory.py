@@ -1,4 +1,4 @@
-"""P16: peak memory of a Stage-1 scoring forward at the 8B's widths, 8k-token prompts: the HF backend's scoring path
+"""B16: peak memory of a Stage-1 scoring forward at the 8B's widths, 8k-token prompts: the HF backend's scoring path
 (no KV cache, right padding without a mask, a token budget per forward) against today's (left-padded prompts in one
 forward with a dense attention mask, the KV cache built and thrown away).
 
@@ -70,7 +70,7 @@ def stage1_prompts(n_prompts: int, tokens: int) -> list:
 
 
 def today_last_logits(backend, prompts) -> list:
-    """The scoring path before P16 (evaluate/backends/hf.py at the parent commit): `batch_size` prompts per forward,
+    """The scoring path before B16 (evaluate/backends/hf.py at the parent commit): `batch_size` prompts per forward,
     left-padded with an attention mask (transformers builds a dense (B, 1, L, L) one), `use_cache` left on."""
     import torch
 
@@ -158,7 +158,7 @@ def cache_bytes_per_token(layers: int, kv_heads: int = 8, head_dim: int = 128, b
 
 
 def main(tokens: int = 8192, prompts: int = 2, layers: int = 1, json_out: str | None = None) -> dict:
-    """Measure P16 and return {"ratio": new / today peak growth, ...}.
+    """Measure B16 and return {"ratio": new / today peak growth, ...}.
 
     Args:
         tokens: About how many tokens each Stage-1 prompt has.

@@ -1,4 +1,4 @@
-"""P17: the server backend on two vLLM replicas against one, same machine, same samples, same records.
+"""B17: the server backend on two vLLM replicas against one, same machine, same samples, same records.
 
     python scripts/bench/server_replicas.py [--run runs/tiny] [--limit 32] [--per_replica 4]
 

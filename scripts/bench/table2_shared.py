@@ -1,4 +1,4 @@
-"""P8: a six-variant Table 2 run in one pass against six separate runs — model forwards and decoded frames.
+"""B8: a six-variant Table 2 run in one pass against six separate runs — model forwards and decoded frames.
 
     python scripts/bench/table2_shared.py [--n 8]
 

@@ -1,4 +1,4 @@
-"""P1: 1-fps sampling of a 10-minute 24 fps 320x240 video, project loader vs transformers' PyAV loader.
+"""B1: 1-fps sampling of a 10-minute 24 fps 320x240 video, project loader vs transformers' PyAV loader.
 
 Both sides return 600 frames as uint8 arrays at native size. The baseline is
 `transformers.video_utils.load_video(path, backend="pyav", fps=1)`, which decodes the stream sequentially up to its
@@ -133,7 +133,7 @@ def main(seconds: int = 600, fps: int = 24, width: int = 320, height: int = 240,
           f"{reader.decode_workers} decoders)")
     print(f"project loader (planned parallel decode): {t_ours:.3f} s")
     print(f"transformers load_video pyav:  {t_base:.3f} s")
-    print(f"P1 ratio: {ratio:.2f}x (goal >= 3x; median of {len(ratios)} paired runs, "
+    print(f"B1 ratio: {ratio:.2f}x (goal >= 3x; median of {len(ratios)} paired runs, "
           f"range {min(ratios):.2f}-{max(ratios):.2f}x)")
     if ideal is not None:
         print(f"exact-decode ceiling on {reader.decode_workers} cores: {t_base / ideal:.2f}x "

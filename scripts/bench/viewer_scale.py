@@ -1,4 +1,4 @@
-"""P18: `cader view` at 20,000 samples: build time, time to a usable page, time per filter click.
+"""B18: `cader view` at 20,000 samples: build time, time to a usable page, time per filter click.
 
 Two layouts of 20,000 synthetic records (`cader.dev.viewer_records`: every route and Stage-2 ending):
   one_run   one run of 20,000 samples (no question shared: the largest page);

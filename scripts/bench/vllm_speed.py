@@ -1,4 +1,4 @@
-"""P13: evaluation samples/s with the vLLM backend against the HF backend, same CPU, same records.
+"""B13: evaluation samples/s with the vLLM backend against the HF backend, same CPU, same records.
 
     python scripts/bench/vllm_speed.py [--run runs/tiny] [--limit 32] [--concurrency 4]
 
