@@ -19,7 +19,6 @@ import os
 import random
 import shutil
 import tempfile
-from collections import Counter
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -28,16 +27,16 @@ import lightning as L
 import numpy as np
 import torch
 from cader.train.budget import BudgetConfig
-from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder, SkipSample, pad_batch
+from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder
 from cader.train.dataset_info import DatasetInfoError, SharegptAttr, load_entry
 from cader.train.decode_failures import (
     DECODE_FAILURES,
-    DecodeFailure,
     DecodeFailureLog,
     failure_report,
     read_rank_files,
 )
 from cader.train.formats import FORMATS
+from cader.train.loading import BatchCollator, PlannedDataset, ResumableLoader
 from cader.train.mix_index import PlannedRows, plan_skips, ratio_rows, reduction_counts, trainable_rows
 from cader.train.mix_rows import parse_rows, quiet_datasets, raw_rows, row_errors, tool_count, tool_free_rows
 from cader.train.plan_cache import (
@@ -50,7 +49,6 @@ from cader.train.plan_cache import (
 from cader.train.source_report import errors_by_kind, failed_sources, loss_warnings, read_report
 from cader.vlm.files import write_atomic
 from datasets import Dataset as ArrowDataset
-from torch.utils.data import DataLoader, Dataset
 
 log = logging.getLogger(__name__)
 
@@ -82,75 +80,6 @@ class ReadSource:
     errors: list                     # FormatError per bad row (schema, audio, media outside the root)
     tool_dropped: int
     n_rows: int
-
-
-class PlannedDataset(Dataset):
-    """Encodes planned samples lazily. A sample that fails at decode time becomes a `DecodeFailure` (the collator
-    drops it from the batch and hands it to the main process to count; see cader.train.decode_failures): never
-    replaced by a neighbour, which would train that one twice."""
-
-    def __init__(self, items: PlannedRows | list[PlannedSample], encoder: SampleEncoder,
-                 source_names: list[str] | None = None, uncached_sources: frozenset[int] = frozenset()):
-        """`uncached_sources`: indices of the sources whose videos bypass the encoder's frame cache."""
-        self.items, self.encoder, self.source_names = items, encoder, source_names
-        self.uncached_sources = uncached_sources
-        self.failures: Counter = Counter()   # this process's count (a worker's dies with it; the batch reports)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def _source(self, index: int) -> str:
-        sources = getattr(self.items, "sources", None)
-        if self.source_names is None or sources is None:
-            return "?"
-        return self.source_names[int(sources[index])]
-
-    def __getitem__(self, index: int):
-        item = self.items[index]
-        sources = getattr(self.items, "sources", None)
-        cached = sources is None or int(sources[index]) not in self.uncached_sources
-        try:
-            return self.encoder.encode(item, frame_cache=cached)
-        except SkipSample as err:
-            self.failures[err.reason] += 1
-            log.warning("sample %s failed at decode time and is left out of its batch: %s",
-                        item.sample.sample_id, err)
-            return DecodeFailure(self._source(index), item.sample.sample_id, err.reason, err.detail)
-
-
-class BatchCollator:
-    """Pads the encoded samples of a batch; failed ones are left out and listed under DECODE_FAILURES."""
-
-    def __init__(self, pad_id: int):
-        self.pad_id = pad_id
-
-    def __call__(self, items):
-        failed = [asdict(i) for i in items if isinstance(i, DecodeFailure)]
-        good = [i for i in items if not isinstance(i, DecodeFailure)]
-        batch = pad_batch(good, self.pad_id) if good else {}
-        if failed:
-            batch[DECODE_FAILURES] = failed
-        return batch
-
-
-class ResumableLoader(DataLoader):
-    """DataLoader whose state (epoch, batches consumed) Lightning saves in checkpoints, for exact mid-epoch resume.
-
-    `consumed` is set by the LightningModule at the start of each training batch; on load the batch sampler skips
-    that many batches of the same epoch.
-    """
-
-    consumed = 0
-    on_resume = None   # called with (epoch, consumed) when a checkpoint's position is loaded
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.batch_sampler.epoch, "consumed": self.consumed}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.batch_sampler.set_epoch(state["epoch"])
-        self.batch_sampler.skip = self.consumed = state["consumed"]
-        if self.on_resume is not None:
-            self.on_resume(state["epoch"], state["consumed"])
 
 
 class SFTDataModule(L.LightningDataModule):
