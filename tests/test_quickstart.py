@@ -36,7 +36,8 @@ def test_quickstart_runs_the_whole_pipeline(shipped_tiny_run, tmp_path):
     for predictions in root.glob("eval/*/*/predictions.jsonl"):
         assert all("seconds" not in json.loads(line)["cost"] for line in predictions.read_text().splitlines())
         assert (predictions.parent / "timings.jsonl").stat().st_size > 0
-    assert sorted(root.rglob("*.lock")) == []
+    # (the plan cache's `datasets` folder keeps the lock files of `datasets`' own cache, as every HF cache does)
+    assert sorted(p for p in root.rglob("*.lock") if ".cader_plan_cache" not in p.parts) == []
 
     from transformers import AutoModelForImageTextToText
 
