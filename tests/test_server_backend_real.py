@@ -178,19 +178,43 @@ def test_run_py_with_stage2_on_two_servers_writes_the_hf_records(tiny_model_dir,
     assert any(sum(replicas.values()) >= 4 for replicas in routing["keys"].values())  # 2 questions x (stage 1, ...)
 
 
+def _metric(url: str, name: str) -> float:
+    """The sum of a Prometheus metric's samples on a vLLM server's /metrics (0 when absent)."""
+    from urllib.request import urlopen
+
+    with urlopen(f"{url}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and (line[len(name)] in "{ "))
+
+
+def _served(url: str) -> float:
+    return _metric(url, "vllm:request_success_total")
+
+
+def _running(url: str) -> float:
+    return _metric(url, "vllm:num_requests_running")
+
+
 def test_a_replica_killed_mid_run_loses_and_doubles_no_record(tiny_model_dir, data_root, fleet, hf_records, tmp_path):
     out = tmp_path / "killed_run"
     codes = []
     run = threading.Thread(target=lambda: codes.append(_run(
         tiny_model_dir, data_root, out, "--backend", "server", "--model_urls", ",".join(fleet.urls),
         "--concurrency", "4", "--server.concurrency", "2", "--server.backoff_s", "0.5")))
+    served_before = _served(fleet.urls[1])
     run.start()
-    predictions = out / "predictions.jsonl"
+    # mid-run, by the replica's own counters: it is answering this run's first request (or has answered it) and
+    # more of its video's requests are to come; a record file is written too late to tell (its first line can
+    # appear after the last request was sent)
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and not (predictions.exists() and predictions.read_text().strip()):
-        time.sleep(0.1)
-    fleet.stop(1, sig=signal.SIGKILL)  # mid-run: the first record is written, the others are in flight
+    while time.monotonic() < deadline and run.is_alive() and _running(fleet.urls[1]) == 0 \
+            and _served(fleet.urls[1]) == served_before:
+        time.sleep(0.02)
+    assert run.is_alive(), "the run ended before replica 1 served it: nothing was killed mid-run"
+    fleet.stop(1, sig=signal.SIGKILL)
     run.join(timeout=900)
+    predictions = out / "predictions.jsonl"
     assert codes == [0]
     lines = predictions.read_text().splitlines()
     records = [json.loads(line) for line in lines]

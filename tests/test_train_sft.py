@@ -221,11 +221,11 @@ def test_plan_only_budgets_the_mix_without_a_trainer(tiny_model_dir, train_dir, 
             "--plan_only", "true"]
     assert sft.main(argv) == 0
     out = capsys.readouterr().out
-    assert "video_r1:" in out and "0 hits" in out and "to train" in out
+    assert "video_r1:" in out and "0 reused from an earlier run" in out and "to train" in out
     report = (tmp_path / "run" / "data_report.json").read_text()
     assert '"tool_calls_dropped": 1' in report and list((tmp_path / "cache").glob("video_r1_cot.json.*.plan.arrow"))
     assert sft.main(argv) == 0  # a second run reads the cache
-    assert " 0 misses" in capsys.readouterr().out
+    assert "plan cache: 0 rows planned by this run" in capsys.readouterr().out
 
     missing = argv[:5] + [f"[{dict(source, path=str(tmp_path / 'absent.json'))}]"] + argv[6:]
     assert sft.main(missing) == 2
