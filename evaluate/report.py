@@ -62,7 +62,7 @@ def _stage1_correct(r: dict) -> bool | None:
     return s1.get("pred") == r["answer"]
 
 
-def _benchmark_summary(records: Sequence[dict]) -> dict:
+def benchmark_summary(records: Sequence[dict]) -> dict:
     n = len(records)
     scored = [r for r in records if r.get("answer") is not None]
     failed = [r for r in records if r.get("error")]
@@ -105,7 +105,7 @@ def _benchmark_summary(records: Sequence[dict]) -> dict:
 def _trigger_row(records: Sequence[dict]) -> dict:
     """Table 3: total, S2 trigger and S1 exit rates, and the benchmark's headline accuracy. The paper's Table 3
     accuracies are its Table 1 numbers (CADER (Qwen3-VL): 60.1, 75.9, 65.7, 50.1, 54.0), so MLVU's is M-Avg."""
-    summary = _benchmark_summary(records)
+    summary = benchmark_summary(records)
     # the benchmark's registration names its macro metric (MLVU: "M-Avg", the macro mean over task types)
     macro = macro_metric(records[0].get("benchmark")) if records else None
     return {
@@ -238,7 +238,7 @@ def _round_cost(key: str, value: float) -> float:
     return float(f"{value:.4g}") if key.startswith("flops") else round(value, 3)
 
 
-def _cost_summary(records: Sequence[dict]) -> dict:
+def cost_summary(records: Sequence[dict]) -> dict:
     """What the samples cost in work (calls, frames, tokens, FLOPs): the same on every machine. Wall-clock time is
     `_timing_summary`'s."""
     costs = Counter()
@@ -328,11 +328,11 @@ def build_report(
     by_bench = _per_benchmark(records)
     report = {
         "n": len(records),
-        "overall": _benchmark_summary(records),
-        "benchmarks": {b: _benchmark_summary(rs) for b, rs in by_bench.items()},
+        "overall": benchmark_summary(records),
+        "benchmarks": {b: benchmark_summary(rs) for b, rs in by_bench.items()},
         **_paper_tables(by_bench),
         **_stage2_summary(records),
-        "cost": _cost_summary(records),
+        "cost": cost_summary(records),
         "timing": _timing_summary(records, timings),
         "failures": _failure_summary(records),
         "flags": _flag_summary(records),

@@ -630,16 +630,16 @@ def test_a_run_whose_margins_differ_from_the_calibrations_is_warned_in_the_repor
 
 
 def test_the_cost_summary_says_what_the_run_decoded_apart_from_what_each_sample_costs_alone():
-    from cader.evaluate.report import _cost_summary
+    from cader.evaluate.report import cost_summary
 
     alone = {"forwards": 2, "frames_decoded": 10, "prompt_tokens": 5, "completion_tokens": 1, "seconds": 1.0}
     # the second question of the video took its 8 Stage-1 frames from the first's decode
     records = [{"cost": dict(alone)}, {"cost": {**alone, "frames_shared": 8}}]
-    summary = _cost_summary(records)
+    summary = cost_summary(records)
     assert summary["total"]["frames_decoded"] == 20 and summary["total"]["frames_run"] == 12
     assert summary["per_sample"]["frames_run"] == 6
     assert "forwards_run" not in summary["total"]   # nothing shared: no second figure
-    assert "frames_run" not in _cost_summary([{"cost": dict(alone)}])["total"]
+    assert "frames_run" not in cost_summary([{"cost": dict(alone)}])["total"]
 
 
 def test_a_uniform_stage2_report_shows_the_accuracy_compute_frontier(tmp_path):

@@ -13,8 +13,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cader.evaluate.report_stats import exact_ci, pct
-
 AXES = ("P1", "P2", "P3", "P4", "P5")
 COST_COLUMNS = (("seconds", "s / sample", 1.0, 3), ("forwards", "forwards / sample", 1.0, 3),
                 ("frames_decoded", "frames / sample", 1.0, 1), ("flops_total", "TFLOPs / sample", 1e-12, 3))
@@ -33,28 +31,17 @@ class Run:
 
 
 def records_headline(records: list[dict]) -> dict:
-    """What report.json's `overall` says, from the records (a folder without report.json)."""
-    scored = [r for r in records if r.get("answer") is not None]
-    ok = [r for r in records if not r.get("error")]
-    k = sum(bool(r.get("correct")) for r in scored)
-    stage2 = sum(r.get("route") == "stage2" for r in ok)
-    return {"n": len(records), "n_scored": len(scored), "accuracy": pct(k / len(scored)) if scored else None,
-            "accuracy_ci95_exact": exact_ci(k, len(scored)),
-            "stage1_exit_rate": pct((len(ok) - stage2) / len(ok)) if ok else None}
+    """What report.json's `overall` says, from the records (a folder without report.json): the report's own summary."""
+    from cader.evaluate.report import benchmark_summary
+
+    return benchmark_summary(records) if records else {"n": 0}
 
 
 def records_cost(records: list[dict]) -> dict:
-    """Cost per sample from the records' `cost` (what report.json's cost.per_sample holds)."""
-    totals: dict[str, float] = {}
-    for record in records:
-        for key, value in (record.get("cost") or {}).items():
-            if isinstance(value, dict):
-                for role, amount in value.items():
-                    if isinstance(amount, (int, float)):
-                        totals[f"{key}_{role}"] = totals.get(f"{key}_{role}", 0.0) + amount
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                totals[key] = totals.get(key, 0.0) + value
-    return {k: v / len(records) for k, v in totals.items()} if records else {}
+    """Cost per sample from the records' `cost`: what report.json's cost.per_sample holds, computed by the report."""
+    from cader.evaluate.report import cost_summary
+
+    return cost_summary(records)["per_sample"]
 
 
 def wall_clock(report: dict, predictions: Path) -> dict:
