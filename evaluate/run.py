@@ -29,6 +29,7 @@ from cader.cli.function_cli import extend_help, function_parser
 from cader.contracts.jsonl import FileInUse, exclusive_writer
 from cader.evaluate.backends.base import BackendError
 from cader.evaluate.backends.server import ServerOptions
+from cader.evaluate.backends.server_build import MissingServers, server_roles, split_urls
 from cader.evaluate.backends.vllm import VLLMEngineConfig
 from cader.evaluate.benchmarks import available as available_benchmarks
 from cader.evaluate.launch import done_marker, launch, launched_rank, rank_device, wait_for_shards
@@ -164,14 +165,6 @@ def parse_arguments(argv: list[str], prog: str | None = None):
     if not isinstance(args.server, ServerOptions):
         args.server = ServerOptions(**dict(vars(args.server)))
     return args
-
-
-def url_list(value: str | None) -> list[str]:
-    """`--model_urls a,b` (commas or spaces) -> ["a", "b"].
-
-    value: the flag's value.
-    """
-    return [u for u in (value or "").replace(",", " ").split() if u]
 
 
 def refuse(*problems: str) -> int:
@@ -368,19 +361,25 @@ def load_backends(args, cfgs: list[CaderConfig]):
     args: the checked flags.
     cfgs: the configurations the run runs.
     """
-    model_urls, verifier_urls = url_list(args.model_urls), url_list(args.verifier_urls)
     verifier_path = args.verifier or args.model
     needs_verifier = any(c.uses_verifier and c.runs_stage2 for c in cfgs)
-    if args.backend == "server":
-        if not model_urls:
-            raise RunError("--backend server needs --model_urls (the main model's servers, comma separated)")
-        if needs_verifier and verifier_path != args.model and not verifier_urls:
-            raise RunError(f"--verifier {verifier_path} is another model: give its servers with --verifier_urls")
-    main_backend = _load_backend(args, "model", args.model, args.vllm_main, model_urls)
-    own_verifier_servers = bool(verifier_urls) and verifier_urls != model_urls
-    if not needs_verifier or (verifier_path == args.model and not own_verifier_servers):
+    if args.backend == "server":  # which servers serve which role: the rule the lmms-eval model shares
+        try:
+            roles = server_roles(args.model, args.verifier, split_urls(args.model_urls), split_urls(args.verifier_urls),
+                                 needs_verifier)
+        except MissingServers as err:
+            if err.role == "model":
+                raise RunError("--backend server needs --model_urls (the main model's servers, comma separated)") from None
+            raise RunError(f"--verifier {err.path} is another model: give its servers with --verifier_urls") from None
+        main_backend = _load_backend(args, "model", args.model, args.vllm_main, list(roles.model_urls))
+        if roles.verifier is None:
+            return main_backend, main_backend
+        return main_backend, _load_backend(args, "verifier", roles.verifier, args.vllm_verifier,
+                                           list(roles.verifier_urls))
+    main_backend = _load_backend(args, "model", args.model, args.vllm_main)
+    if not needs_verifier or verifier_path == args.model:
         return main_backend, main_backend
-    return main_backend, _load_backend(args, "verifier", verifier_path, args.vllm_verifier, verifier_urls)
+    return main_backend, _load_backend(args, "verifier", verifier_path, args.vllm_verifier)
 
 
 def write_server_accounting(out: Path, shard, main_backend, verifier_backend) -> None:

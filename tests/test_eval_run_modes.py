@@ -89,3 +89,39 @@ def test_the_paper_eval_config_on_a_machine_without_cuda_is_refused_before_any_l
     err = capsys.readouterr().err
     assert code == 2 and "--device cuda: this machine has no CUDA GPU; pass --device cpu" in err
     assert "Traceback" not in err
+
+
+def _server_args(**flags):
+    from types import SimpleNamespace
+
+    base = dict(backend="server", model="main", verifier=None, model_urls="http://a:1", verifier_urls=None,
+                vllm_main=None, vllm_verifier=None, device="cpu", dtype="float32", attn_implementation=None,
+                server=None, hf_max_batch_tokens=None)
+    return SimpleNamespace(**{**base, **flags})
+
+
+@pytest.mark.parametrize(("flags", "built", "shared"), [
+    ({}, [("main", ["http://a:1"])], True),  # the verifier is the main model: its servers serve both roles
+    ({"model_urls": "http://a:1|http://b:2"}, [("main", ["http://a:1", "http://b:2"])], True),  # lmms-eval's "|"
+    ({"verifier": "small", "verifier_urls": "http://c:3"}, [("main", ["http://a:1"]), ("small", ["http://c:3"])], False),
+    ({"verifier_urls": "http://c:3"}, [("main", ["http://a:1"]), ("main", ["http://c:3"])], False),  # own replicas
+])
+def test_server_roles_decide_which_backends_a_run_builds(monkeypatch, flags, built, shared):
+    from cader.evaluate.method.config import CaderConfig
+
+    made = []
+    monkeypatch.setattr(run, "make_backend", lambda kind, path, *a, urls=None, **k: made.append((path, urls)) or object())
+    main, verifier = run.load_backends(_server_args(**flags), [CaderConfig()])
+    assert made == built and (main is verifier) == shared
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ({"model_urls": None}, "--backend server needs --model_urls"),
+    ({"verifier": "small"}, "--verifier small is another model: give its servers with --verifier_urls"),
+])
+def test_a_server_run_without_the_servers_it_needs_is_refused_by_flag(monkeypatch, flags, message):
+    from cader.evaluate.method.config import CaderConfig
+
+    monkeypatch.setattr(run, "make_backend", lambda *a, **k: pytest.fail("a refused run built a backend"))
+    with pytest.raises(run.RunError, match=message):
+        run.load_backends(_server_args(**flags), [CaderConfig()])

@@ -72,7 +72,7 @@ def test_refusals_come_before_any_model_loads(tmp_path):
     assert why() is None
     assert why({"taus": 0.5}).startswith("model_args: unknown taus (CADER settings:")
     assert why(concurrency=0) == "model_args: concurrency must be a whole number >= 1, got 0"
-    assert why(backend="sglang") == "model_args: backend='sglang'; choose one of hf, vllm"
+    assert why(backend="sglang") == "model_args: backend='sglang'; choose one of hf, vllm, server"
     assert "WORLD_SIZE=2" in why(environ={"WORLD_SIZE": "2"})
     mmmu = {"task": "mmmu_val", "dataset_path": "lmms-lab/MMMU"}
     assert "'mmmu_val' is not supported" in why(run=LmmsRun("out", [VIDEOMME, mmmu]))

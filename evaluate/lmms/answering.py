@@ -36,7 +36,7 @@ from cader.evaluate.video_groups import group_by_video
 from tqdm import tqdm
 
 log = logging.getLogger(__name__)
-BACKENDS = ("hf", "vllm")
+BACKENDS = ("hf", "vllm", "server")  # server: cader.evaluate.lmms.server_args
 
 
 def single_process_problem(environ: Mapping[str, str]) -> str | None:
@@ -53,7 +53,8 @@ def single_process_problem(environ: Mapping[str, str]) -> str | None:
             f"{world_size}: it would deal every {world_size}th document to each process, splitting a video's "
             "questions between them. Start `python -m lmms_eval` as one process (no accelerate launch/torchrun) and "
             "parallelise inside it with the model_args concurrency=N (samples in flight, batched model calls), "
-            "device=/verifier_device= (main model and verifier on their own GPUs) or backend=vllm; or run "
+            "device=/verifier_device= (main model and verifier on their own GPUs), backend=vllm, or backend=server "
+            "(vLLM servers, docs/lmms_eval.md); or run "
             "`cader eval --devices N`, which shards by video, and `cader export-lmms` its predictions")
 
 
@@ -206,8 +207,8 @@ def load_backends(backend: str, model: str, verifier: str | None, *, device: str
         attn_implementation: HF attention kernel (None: transformers' choice)
         engines: vLLM engine settings per role ("vllm_main", "vllm_verifier"), as in an evaluate/run.py config file
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"cader model_args: backend={backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend not in BACKENDS or backend == "server":  # the server's backends: server_build.load_server_backends
+        raise ValueError(f"cader model_args: backend={backend!r}; choose one of hf, vllm")
 
     def load(path: str, role: str, on: str):
         if backend == "vllm":

@@ -19,6 +19,13 @@ traceback and exit status 0): a multi-process launch, an unknown or bad model_ar
 when HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set, a task whose rows or videos are not where lmms-eval will look
 (`cader.evaluate.lmms.run_context`).
 
+With `backend=server` the model calls go to vLLM OpenAI servers (`cader.evaluate.backends.server`, docs/serving.md):
+`model_urls=` (and `verifier_urls=`) list the replicas, joined with `|` because lmms-eval splits model_args on
+commas, and `server.<field>=` sets what evaluate/run.py's `--server.<field>` sets (`cader.evaluate.lmms.server_args`).
+`model=` still names the model: its processor renders the prompts here. A server that cannot give exact scores is
+refused at start, naming the server flag it lacks (the backend's probe); requests sent and failed per replica go to
+`<side file stem>.server_routing.json` beside the side file.
+
 `generate_until` runs all of the requests it is given (lmms-eval gives it every request of the run at once) as one
 CADER run, grouped by video, `concurrency=` samples in flight (`cader.evaluate.lmms.answering`). lmms-eval's
 multi-process launch is refused: it would split a video's questions over processes.
@@ -32,7 +39,9 @@ from pathlib import Path
 import yaml
 from cader.evaluate.lmms.answering import DocRequest, SideFile, answer_requests, load_backends, run_grouped
 from cader.evaluate.lmms.run_context import CONFIG_FIELDS, lmms_run, refusal, side_file
+from cader.evaluate.lmms.server_args import ServerRefusal, load_servers, split_server_args
 from cader.evaluate.method.config import CaderConfig
+from cader.vlm.files import write_json_atomic
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
@@ -48,6 +57,16 @@ class Refused(SystemExit):
 def read_config(config: str | None) -> dict:
     """An evaluate/run.py config file's keys ({} without one)."""
     return (yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}) if config else {}
+
+
+def write_server_routing(side: Path, main, verifier) -> Path | None:
+    """Requests sent and failed per replica, and per frame set the replica(s) that answered, of each server backend
+    (evaluate/run.py's server_routing.json), beside the side file; None without server backends."""
+    roles = {"model": main} | ({} if verifier is main else {"verifier": verifier})
+    accounting = {role: b.accounting() for role, b in roles.items() if hasattr(b, "accounting")}
+    if not accounting:
+        return None
+    return write_json_atomic(side.with_name(f"{side.stem}.server_routing.json"), accounting)
 
 
 def cader_config(config: str | None, calibration: str | None, overrides: dict) -> CaderConfig:
@@ -70,13 +89,15 @@ class Cader(lmms):
     def __init__(self, model: str, verifier: str | None = None, config: str | None = None,
                  calibration: str | None = None, records: str | None = None, device: str = "cpu",
                  verifier_device: str | None = None, dtype: str = "float32", attn_implementation: str | None = None,
-                 backend: str = "hf", concurrency: int = 1, batch_size=1, **overrides) -> None:
+                 backend: str = "hf", model_urls: str | None = None, verifier_urls: str | None = None,
+                 concurrency: int = 1, batch_size=1, **overrides) -> None:
         """
         Args:
-            model: the main model: an HF folder (cader's SFT export) or hub id
+            model: the main model: an HF folder (cader's SFT export) or hub id; with backend=server, the model the
+                servers serve (its processor renders the prompts here)
             verifier: the verifier model (default: the main model)
-            config: an evaluate/run.py config file (configs/eval/cader.yaml): its CADER settings are used, and its
-                vllm_main/vllm_verifier engine settings with backend=vllm
+            config: an evaluate/run.py config file (configs/eval/cader.yaml): its CADER settings are used, its
+                vllm_main/vllm_verifier engine settings with backend=vllm, its `server:` block with backend=server
             calibration: calibration.json from calibrate/fit.py: its T and tau override the config's
             records: the side file of cader records (predictions.jsonl format), appended and resumed (default:
                 cader_lmms_records.jsonl in lmms-eval's --output_path)
@@ -84,21 +105,39 @@ class Cader(lmms):
             verifier_device: torch device of the HF verifier when it is another model (default: device)
             dtype: torch dtype of the HF backends
             attn_implementation: passed to transformers (None: its default)
-            backend: hf (transformers) or vllm
-            concurrency: documents in flight; their model calls are merged into batched calls
+            backend: hf (transformers), vllm (in this process) or server (vLLM OpenAI servers: model_urls)
+            model_urls: backend=server: the main model's replicas, joined with | (http://a:8000|http://b:8000)
+            verifier_urls: backend=server: the verifier's replicas (default: model_urls, when it is the main model)
+            concurrency: documents in flight; their model calls are merged into batched calls (backend=server:
+                about replicas x server.concurrency)
             batch_size: lmms-eval's batch size, unused: cader batches across the documents in flight (concurrency)
-            overrides: any CaderConfig field (tau=0.9, variant=no_stage2, ...); other keys are refused
+            overrides: any CaderConfig field (tau=0.9, variant=no_stage2, ...); with backend=server, any
+                `server.<field>` of evaluate/run.py's --server.<field> (server.concurrency=4, server.timeout_s=600,
+                server.retries=4, ...); other keys are refused
         """
         super().__init__()
         run = lmms_run()
-        why = refusal(overrides, concurrency, backend, run, os.environ, Path.cwd())  # before any model loads: seconds
-        if why:
+        if config and not Path(config).is_file():
+            raise Refused(f"model_args: config={config}: no such file")
+        settings = read_config(config)
+        why = refusal(overrides, concurrency, backend, run, os.environ, Path.cwd(), model_urls=model_urls,
+                      verifier_urls=verifier_urls, config_server=settings.get("server"))
+        if why:  # before any model loads: seconds
             raise Refused(why)
+        server_values, overrides = split_server_args(overrides)
         self.cfg = cader_config(config, calibration, overrides)
         self.concurrency = concurrency
-        self.main, self.verifier = load_backends(
-            backend, model, verifier, device=device, verifier_device=verifier_device, dtype=dtype,
-            attn_implementation=attn_implementation, engines=read_config(config))
+        if backend == "server":
+            try:
+                self.main, self.verifier = load_servers(
+                    model, verifier, model_urls, verifier_urls, self.cfg.uses_verifier and self.cfg.runs_stage2,
+                    server_values, settings.get("server"))
+            except ServerRefusal as err:
+                raise Refused(str(err)) from None
+        else:
+            self.main, self.verifier = load_backends(
+                backend, model, verifier, device=device, verifier_device=verifier_device, dtype=dtype,
+                attn_implementation=attn_implementation, engines=settings)
         self.side = SideFile(side_file(records, run))
         self.records_path = self.side.path
 
@@ -118,7 +157,9 @@ class Cader(lmms):
         for request in requests:
             _context, _gen_kwargs, doc_to_visual, doc_id, task, split = request.args
             asked.append(DocRequest(task, split, doc_id, self.task_dict[task][split][doc_id], doc_to_visual))
-        return [record.get("pred") or "" for record in answer_requests(asked, self.side, self.run)]
+        records = answer_requests(asked, self.side, self.run)
+        write_server_routing(self.side.path, self.main, self.verifier)
+        return [record.get("pred") or "" for record in records]
 
     def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
         raise NotImplementedError("cader answers multiple-choice video tasks through generate_until only "

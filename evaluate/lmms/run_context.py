@@ -31,6 +31,7 @@ from pathlib import Path
 
 from cader.evaluate.lmms.answering import BACKENDS, single_process_problem
 from cader.evaluate.lmms.docs import UnsupportedTask, family_of
+from cader.evaluate.lmms.server_args import secret_problem, server_problem, split_server_args
 from cader.evaluate.method.config import CaderConfig
 
 CONFIG_FIELDS = {f.name for f in dataclasses.fields(CaderConfig)}
@@ -150,13 +151,33 @@ def side_file(records: str | None, run: LmmsRun | None) -> Path:
     return Path(SIDE_FILE)
 
 
-def refusal(overrides: dict, concurrency, backend: str, run: LmmsRun | None, environ, cwd: Path) -> str | None:
-    """Why this run cannot go ahead (checked before any model loads), or None."""
+def refusal(overrides: dict, concurrency, backend: str, run: LmmsRun | None, environ, cwd: Path, *,
+            model_urls=None, verifier_urls=None, config_server: dict | None = None) -> str | None:
+    """Why this run cannot go ahead (checked before any model loads), or None.
+
+    Args:
+        overrides: the model_args beyond the named ones (CaderConfig fields, `server.<field>`)
+        concurrency: the concurrency= model_arg
+        backend: the backend= model_arg
+        run: the lmms-eval run (None outside one)
+        environ: the environment (WORLD_SIZE, the offline switches)
+        cwd: the working directory (where lmms-eval looks for a task's rows)
+        model_urls: the model_urls= model_arg (backend=server)
+        verifier_urls: the verifier_urls= model_arg
+        config_server: the `server:` block of the config= file
+    """
     problem = single_process_problem(environ)
     if problem:
         return problem
     if backend not in BACKENDS:
         return f"model_args: backend={backend!r}; choose one of {', '.join(BACKENDS)}"
+    problem = secret_problem(overrides)
+    if problem:
+        return problem
+    server_values, overrides = split_server_args(overrides)
+    problem = server_problem(backend, model_urls, verifier_urls, server_values, config_server)
+    if problem:
+        return problem
     unknown = sorted(set(overrides) - CONFIG_FIELDS)
     if unknown:
         return f"model_args: unknown {', '.join(unknown)} (CADER settings: {', '.join(sorted(CONFIG_FIELDS))})"
