@@ -279,3 +279,16 @@ def test_the_grid_keeps_f1s_times_when_a_later_decode_trims_the_video(barcode_vi
     grid = whole.grid()
     assert np.array_equal(grid.times, grid_times(60.0, cfg.r1, cfg.max_frames)) and len(grid) == len(f1) == 60
     assert np.array_equal(grid.rows, np.arange(60))   # each grid time is its own F1 frame
+
+
+def test_b14_floor_decodes_the_reference_pictures_of_each_window_only(tmp_path):
+    """The crops' floor: a window of H.264 with B-frames keeps its I/P pictures (and referenced B's), not the
+    unreferenced B-frames, so it decodes fewer pictures than the window holds, and more than none."""
+    from cader.scripts.bench.decode_once import reference_pictures_cpu_s
+    from conftest import write_coded_video
+
+    path = tmp_path / "b.mp4"
+    write_coded_video(path, "libx264", {"bf": "3", "g": "48", "b_strategy": "0"}, n_frames=240, rate=24)
+    seconds, pictures = reference_pictures_cpu_s(path, [(2.0, 4.0), (6.0, 8.0)])
+    window_pictures = 2 * 2 * 24
+    assert seconds >= 0.0 and 0 < pictures < window_pictures
