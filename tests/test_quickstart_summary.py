@@ -8,6 +8,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 summary = importlib.import_module("cader.scripts.quickstart_summary")
+quickstart_time = importlib.import_module("cader.scripts.quickstart_time")
 
 LETTERS = list("ABCDEF")
 
@@ -253,15 +254,15 @@ def test_the_calibration_section_explains_the_ece_of_a_fit_and_flags_a_fit_that_
 
 def test_run_time_keeps_the_steps_that_ran_and_the_machine_and_only_a_complete_run_is_a_reference(tmp_path):
     settings = "LIMIT=8 TABLE2_LIMIT=96 HELDOUT_LIMIT=240 BACKEND=hf"
-    lines = [{"load_average": [3.5, 2.0, 1.0]}] + [{"key": k, "seconds": 10, "ran": True} for k in summary.STEP_NAMES]
+    lines = [{"load_average": [3.5, 2.0, 1.0]}] + [{"key": k, "seconds": 10, "ran": True} for k in quickstart_time.STEP_NAMES]
     lines.append({"key": "full", "seconds": 5, "ran": True})   # a key of several commands adds up
-    timed = summary.run_time_of(lines, settings, {"cores": 2})
+    timed = quickstart_time.run_time_of(lines, settings, {"cores": 2})
     assert timed["complete"] and timed["steps"]["full"] == 15 and timed["main_job_seconds"] == 30
     assert timed["total_seconds"] == 105 and timed["machine"] == {"cores": 2, "load_average_at_start": [3.5, 2.0, 1.0]}
     (tmp_path / "run_time.json").write_text(json.dumps(timed))
-    assert summary.reference_step_lines(tmp_path / "run_time.json", settings)[:2] == ["model 10", "data 10"]
-    assert summary.reference_step_lines(tmp_path / "run_time.json", "LIMIT=2") == []   # other settings, other times
-    resumed = summary.run_time_of([{"key": "model", "seconds": 0, "ran": False}, *lines[2:]], settings, {})
+    assert quickstart_time.reference_step_lines(tmp_path / "run_time.json", settings)[:2] == ["model 10", "data 10"]
+    assert quickstart_time.reference_step_lines(tmp_path / "run_time.json", "LIMIT=2") == []   # other settings, other times
+    resumed = quickstart_time.run_time_of([{"key": "model", "seconds": 0, "ran": False}, *lines[2:]], settings, {})
     assert not resumed["complete"] and resumed["skipped"] == ["model"] and resumed["main_job_seconds"] is None
     assert resumed["total_seconds"] is None
 
@@ -279,8 +280,8 @@ def test_summary_json_holds_no_wall_clock_time(tmp_path):
 
 def test_the_docs_render_the_measured_time_with_its_machine_and_refuse_an_incomplete_run():
     update_readme = importlib.import_module("cader.scripts.update_readme")
-    timed = summary.run_time_of([{"load_average": [3.5, 2.0, 1.0]}]
-                                + [{"key": k, "seconds": 120, "ran": True} for k in summary.STEP_NAMES],
+    timed = quickstart_time.run_time_of([{"load_average": [3.5, 2.0, 1.0]}]
+                                + [{"key": k, "seconds": 120, "ran": True} for k in quickstart_time.STEP_NAMES],
                                 "LIMIT=8", {"arch": "x86_64", "cpu": "Some CPU", "cores": 2, "memory_gib": 7.8,
                                             "load_average_at_end": [1.5, 1.0, 1.0]})
     table = update_readme.render_quickstart_time(timed)
