@@ -7,12 +7,15 @@ tests/test_x.py` (what it needs that CI lacks, and the test that covers it inste
 
 The run substitutes only what the walkthrough's dry-run table names, each with a flag: the model (the tiny Qwen3-VL
 of tests/conftest.py for both Qwen3-VL models), the data roots (a small synthetic release), the device (the CPU
-route), the judge endpoint (the loopback double) and the size (`--trainer.max_steps 2`, `--limit 4`, 16 new tokens,
-since the random-weight model never stops on its own). Outputs chain as written: what step 1 exports is what step 2
-loads.
+route), the judge endpoint (the loopback double, which speaks the paper judge's Messages API too; a dummy key) and the
+size (`--trainer.max_steps 2`, `--limit 4`, 16 new tokens, since the random-weight model never stops on its own),
+lmms-eval's included (its `--device`, `--limit`, and `--model_args` items). Outputs chain as written: what step 1
+exports is what step 2 and lmms-eval load, step 2's calibration is what steps 3-5 use. The lmms-eval block needs
+.venv-lmms (CI has it); without it every other block runs and the test reports itself skipped.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -87,25 +90,51 @@ def normalized(line: str) -> list[str]:
 
 # ---- the substitutions ----
 
-def substitute(command: str, subs: dict[str, str]) -> str:
-    """One simple command with the paper's placeholders replaced by `subs` (same keys as PLACEHOLDERS plus
-    "model", "cpu_route") and the dry run's flags added for the program it runs."""
-    words = shlex.split(command)
+def with_substitutes(word: str, subs: dict[str, str]) -> str:
+    """`word` with each placeholder that stands as a whole value replaced: the word itself, or a `key=value` item of
+    lmms-eval's `--model_args`, or the start of a path under it."""
     for key, placeholder in PLACEHOLDERS.items():
-        words = [subs[key] + w[len(placeholder):] if w == placeholder or w.startswith(placeholder + "/") else w
-                 for w in words]
-    program = next((w for w in words if w.endswith(".py")), words[0])
+        word = re.sub(rf"(^|[=,]){re.escape(placeholder)}(?=$|[/,])", lambda m, key=key: m.group(1) + subs[key], word)
+    return word
+
+
+def shell_word(word: str) -> str:
+    """A word for bash: as the docs wrote it where bash reads it as meant (a `$VAR`, a glob), else quoted."""
+    return word if re.fullmatch(r"[\w@%+=:,./*$-]+", word) else shlex.quote(word)
+
+
+def dry_run_flags(program: str, words: list[str], subs: dict[str, str]) -> list[str]:
+    """The words of a command running `program` with the dry-run table's flags added for that program."""
     if program in ("train/sft.py", "scripts/fill_frame_cache.py"):
         first_config = words.index("--config") + 2
-        words[first_config:first_config] = ["--config", subs["cpu_route"]]
-        words += ["--model.model_path", subs["model"], "--trainer.max_steps", "2"]
-    elif program == "evaluate/run.py":
-        words += ["--device", "cpu", "--limit", "4", "--max_new_tokens_propose", "16", "--max_new_tokens_answer", "16"]
-    env = [w for w in words if re.match(r"[A-Z_]+=", w)]
-    rest = words[len(env):]
+        return [*words[:first_config], "--config", subs["cpu_route"], *words[first_config:],
+                "--model.model_path", subs["model"], "--trainer.max_steps", "2"]
+    if program == "evaluate/run.py":
+        return [*words, "--device", "cpu", "--limit", "4", "--max_new_tokens_propose", "16",
+                "--max_new_tokens_answer", "16"]
+    if program == "evaluate/judge.py" and "compare" not in words and "--base_url" not in words:
+        return [*words, "--base_url", subs["judge_url"], "--model", subs["judge_model"]]   # the paper's judge
+    if program == "lmms-eval":
+        model_args = words.index("--model_args") + 1
+        words = [*words]
+        words[model_args] += ",max_new_tokens_propose=16,max_new_tokens_answer=16"
+        return [*words, "--device", "cpu", "--limit", "4"]
+    if program == "export":
+        return [re.sub(r"^(\w+_API_KEY)=\.\.\.$", lambda m: f"{m.group(1)}={subs['api_key']}", w) for w in words]
+    return words
+
+
+def substitute(command: str, subs: dict[str, str]) -> str:
+    """One simple command with the paper's placeholders replaced by `subs` (same keys as PLACEHOLDERS plus
+    "model", "cpu_route", "api_key") and the dry run's flags added for the program it runs."""
+    words = [with_substitutes(w, subs) for w in shlex.split(command)]
+    n_env = next((i for i, w in enumerate(words) if not re.match(r"[A-Za-z_]\w*=", w)), len(words))
+    env, rest = words[:n_env], words[n_env:]
+    program = next((w for w in rest if w.endswith(".py")), Path(rest[0]).name if rest else "")
+    rest = dry_run_flags(program, rest, subs)
     if rest and rest[0] == "python":   # this interpreter
         rest[0] = sys.executable
-    return shlex.join(env + rest)
+    return " ".join(shell_word(w) for w in env + rest)
 
 
 def dry_run_script(blocks: list[tuple[str, str]], subs: dict[str, str]) -> str:
@@ -134,7 +163,7 @@ def test_every_block_is_marked_and_every_skip_names_its_need_and_its_test():
                 assert tests and all((REPO / t).is_file() for t in tests), f"{name}: {marker!r} names no test"
             else:
                 assert marker in ("run", "same as docs/walkthrough.md"), f"{name}: unknown marker {marker!r}"
-    assert sum(m == "run" for m, _ in marked_blocks(walkthrough)) >= 4
+    assert sum(m == "run" for m, _ in marked_blocks(walkthrough)) >= 6
 
 
 def test_the_readme_paper_scale_commands_are_walkthrough_commands_in_the_same_order():
@@ -156,7 +185,9 @@ def test_the_substitutions_are_the_flags_the_dry_run_table_names():
     subs = {**{key: f"<{key}>" for key in PLACEHOLDERS}, "model": "<model>", "cpu_route": "configs/train/cpu.yaml"}
     for flag in ("--config configs/train/cpu.yaml", "--model.model_path", "--trainer.max_steps 2", "--device cpu",
                  "--limit 4", "--max_new_tokens_propose 16", "--max_new_tokens_answer 16", *PLACEHOLDERS.values(),
-                 "--model loopback-judge", "cader.dev.judge_double"):
+                 "--model loopback-judge", "cader.dev.judge_double", "--device cuda", "verifier=DIR",
+                 "max_new_tokens_propose=16,max_new_tokens_answer=16", "--base_url URL --model loopback-judge",
+                 "export ANTHROPIC_API_KEY=..."):
         assert flag in table, f"the dry-run table does not name {flag!r}"
     train = substitute("python train/sft.py --config configs/train/cot_mix.yaml --data.release_root "
                        "/data/LongVT-Parquet --model.lora_r 64", subs)
@@ -168,6 +199,17 @@ def test_the_substitutions_are_the_flags_the_dry_run_table_names():
                        "--base_url http://HOST:8000/v1 --model NAME", subs)
     assert shlex.split(judge)[2:] == ["--questions", "<data_root>/agentvidbench/questions.jsonl",
                                       "--base_url", "<judge_url>", "--model", "<judge_model>"]
+    paper_judge = substitute("python evaluate/judge.py --config configs/judge/default.yaml --out runs/judge", subs)
+    assert shlex.split(paper_judge)[-4:] == ["--base_url", "<judge_url>", "--model", "<judge_model>"]
+    assert substitute("export ANTHROPIC_API_KEY=...", {**subs, "api_key": "dummy"}) == "export ANTHROPIC_API_KEY=dummy"
+    lmms = substitute("HF_HOME=$PWD ../../.venv-lmms/bin/lmms-eval eval --model cader --device cuda --model_args "
+                      "model=../sft/export,verifier=Qwen/Qwen3-VL-4B-Instruct,dtype=bf16", subs)
+    # $PWD as written, for bash to expand; the last --device wins in lmms-eval's parser
+    assert shlex.split(lmms) == [
+        "HF_HOME=$PWD", "../../.venv-lmms/bin/lmms-eval", "eval", "--model", "cader", "--device", "cuda",
+        "--model_args", ("model=../sft/export,verifier=<verifier>,dtype=bf16,max_new_tokens_propose=16,"
+                         "max_new_tokens_answer=16"), "--device", "cpu", "--limit", "4"]
+    assert lmms.startswith("HF_HOME=$PWD ")   # unquoted: bash expands it
 
 
 def test_an_ellipsis_takes_the_flags_of_the_blocks_first_command_of_that_program():
@@ -191,6 +233,10 @@ def start_judge_double(folder: Path) -> tuple[subprocess.Popen, str]:
     return server, url_file.read_text().strip()
 
 
+def needs_lmms_eval(body: str) -> bool:
+    return ".venv-lmms/" in body
+
+
 @pytest.mark.slow
 def test_the_walkthrough_runs_as_written_on_a_cpu(tiny_model_dir, tmp_path):
     from cader.dev.synthetic.dataset import make_synthetic_data
@@ -200,19 +246,26 @@ def test_the_walkthrough_runs_as_written_on_a_cpu(tiny_model_dir, tmp_path):
     make_synthetic_data(data, n_train=8, n_images=4, n_tool=1, n_eval=4, n_heldout=4, n_test=4)
     work = tmp_path / "work"
     work.mkdir()
-    for folder in ("configs", "train", "evaluate", "calibrate", "scripts"):   # the docs' paths, from the repo root
+    # the docs' paths, from the repo root; lmms-eval's side environment where scripts/install.sh puts it (CI has it)
+    lmms_eval = (REPO / ".venv-lmms" / "bin" / "lmms-eval").is_file()
+    linked = ("configs", "train", "evaluate", "calibrate", "scripts") + ((".venv-lmms",) if lmms_eval else ())
+    for folder in linked:
         (work / folder).symlink_to(REPO / folder)
     model = str(tiny_model_dir)
     server, url = start_judge_double(tmp_path)
     subs = {"release_root": str(data / "train"), "media_root": str(data / "train"), "data_root": str(data / "eval"),
             "verifier": model, "model": model, "judge_url": url, "judge_model": LOOPBACK_MODEL,
-            "cpu_route": "configs/train/cpu.yaml"}
-    script = dry_run_script(marked_blocks(WALKTHROUGH.read_text(encoding="utf-8")), subs)
+            "cpu_route": "configs/train/cpu.yaml", "api_key": "sk-ant-dry-run"}
+    blocks = [(marker, body) for marker, body in marked_blocks(WALKTHROUGH.read_text(encoding="utf-8"))
+              if lmms_eval or not needs_lmms_eval(body)]
+    script = dry_run_script(blocks, subs)
     (tmp_path / "walkthrough.sh").write_text(script)
     # as a user's shell would be: without the rank variables an earlier in-process Lightning run of this session
-    # left in os.environ (its MASTER_PORT may still be bound)
+    # left in os.environ (its MASTER_PORT may still be bound), and without a real key of the environment
     env = {**_clean_environ(), "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "HF_HOME"):
+        env.pop(name, None)
     try:
         done = subprocess.run(["bash", str(tmp_path / "walkthrough.sh")], cwd=work, env=env, capture_output=True,
                               text=True, timeout=3600, check=False)
@@ -233,11 +286,27 @@ def test_the_walkthrough_runs_as_written_on_a_cpu(tiny_model_dir, tmp_path):
     lora_config = next((runs / "sft_lora" / "logs").glob("version_*/config.yaml")).read_text()
     assert "lora_r: 64" in lora_config
     assert all("lora_r: 0" in p.read_text() for p in (runs / "sft" / "logs").glob("version_*/config.yaml"))
-    assert sorted(p.name for p in work.iterdir()) == ["calibrate", "configs", "data", "evaluate", "runs", "scripts",
-                                                      "train"]   # data/: the recipe's frame cache, shared
+    assert sorted(p.name for p in work.iterdir()) == sorted(
+        ("data", "runs") + linked)   # data/: the recipe's frame cache, shared
     for out in ("heldout", "lvbench", "lvbench_no_rgr", "agentvidbench"):
         assert (runs / out / "predictions.jsonl").is_file() and (runs / out / "report.md").is_file()
     assert (runs / "calibration" / "calibration.json").is_file()
     assert "does not transfer" in (runs / "lvbench" / "report.md").read_text()
-    assert (runs / "judge" / "judge_report.json").is_file() and (runs / "view.html").is_file()
+    # the paper's judge through the Messages API, the OpenAI-compatible one into its own folder
+    for out, provider in (("judge", "anthropic"), ("judge_openai", "openai")):
+        rows = [json.loads(line) for line in (runs / out / "judgments.jsonl").read_text().splitlines()]
+        assert rows and all(r["error"] is None and r["judge_config"]["provider"] == provider for r in rows), out
+        assert (runs / out / "judge_report.json").is_file()
+    assert (runs / "view.html").is_file()
     assert any((runs / "lvbench_lmms").rglob("*.jsonl"))
+    if not lmms_eval:
+        pytest.skip(f"every block but lmms-eval's ran: {REPO / '.venv-lmms'} is missing "
+                    "(bash scripts/install_lmms_eval.sh)")
+    # lmms-eval ran CADER with step 1's export and step 2's calibration; compare paired it with step 2's Stage 1
+    side = [json.loads(line) for line in (runs / "lmms" / "cader_lmms_records.jsonl").read_text().splitlines()]
+    calibration = json.loads((runs / "calibration" / "calibration.json").read_text())
+    assert len(side) == 4 and all(r["lmms"]["task"] == "videomme_long" and r["error"] is None for r in side)
+    assert {(r["stage1"]["temperature"], r["stage1"]["tau"]) for r in side} == {
+        (calibration["temperature"], calibration["tau"])}
+    (samples,) = (runs / "lmms").glob("*/*_samples_videomme_long.jsonl")
+    assert f"{samples.parent.name}: lmms-eval samples of videomme_long" in log
