@@ -46,12 +46,17 @@ def _ci(r: dict | None) -> str:
 
 
 def render_bench(rows: list[dict]) -> str:
-    lines = [("Measured by `python scripts/bench/run_all.py --json_out docs/measured/bench.json` (one run, this project's "
-             "2-core CPU machine; each value is a ratio against a baseline measured in the same run):"), "",
-             "| check | what | value | goal | status |", "|---|---|---|---|---|"]
+    runs = {(r["measured"]["date"], r["measured"]["commit"]) for r in rows if r.get("measured")}
+    lines = [("Measured by `python scripts/bench/run_all.py --json_out docs/measured/bench.json` (this project's 2-core "
+              "CPU machine; each value is a ratio against a baseline measured in the same run"
+              + ("; rows re-measured with `--only KEYS --update true` name their own date, commit and load average"
+                 if len(runs) > 1 else "") + "):"), "",
+             "| check | what | value | goal | status | measured |", "|---|---|---|---|---|---|"]
     for r in rows:
         value = "–" if r.get("value") is None else f"{r['value']:g}"
-        lines.append(f"| {r['key']} | {r['title']} | {value} | {r['goal']} | {r['status']} |")
+        m = r.get("measured")
+        when = f"{m['date']} `{m['commit']}`, load {m['load_average']:g}" if m else "–"
+        lines.append(f"| {r['key']} | {r['title']} | {value} | {r['goal']} | {r['status']} | {when} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,5 @@
 import importlib.util
+import json
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench"
@@ -32,3 +33,19 @@ def test_only_takes_the_keys_in_any_case_and_the_old_p_names():
     run_all = load("run_all")
     assert run_all.wanted_keys("B1, b5,P18") == {"B1", "B5", "B18"}
     assert run_all.wanted_keys("p4") == {"B4"} and run_all.wanted_keys("") == set()
+
+
+def test_update_replaces_the_measured_rows_and_keeps_the_others_in_check_order(tmp_path, monkeypatch):
+    from cader.scripts.bench import run_all as ra
+
+    out = tmp_path / "bench.json"
+    old = [{"key": "B1", "value": 1.0}, {"key": "B14", "value": 0.5}, {"key": "P99", "value": 9.0}]
+    out.write_text(json.dumps(old))
+    monkeypatch.setattr(ra, "run_check", lambda check: {"key": check.key, "title": "t", "goal": "g", "value": 0.4, "status": "pass",
+                                                   "seconds": 1.0, "measured": {"date": "d"}})
+    ra.main(only="B14", json_out=str(out), update=True)
+    rows = json.loads(out.read_text())
+    assert [r["key"] for r in rows] == ["B1", "B14"]  # a key CHECKS no longer has is dropped
+    assert rows[0] == old[0] and rows[1]["value"] == 0.4 and rows[1]["measured"] == {"date": "d"}
+    ra.main(only="B14", json_out=str(out))  # without --update the file holds this run's rows only
+    assert [r["key"] for r in json.loads(out.read_text())] == ["B14"]

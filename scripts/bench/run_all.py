@@ -6,6 +6,10 @@ to run is reported as an error row; the others still run.
 
     python scripts/bench/run_all.py                 # all checks (several minutes on 2 cores)
     python scripts/bench/run_all.py --only B1,B5    # a subset
+    python scripts/bench/run_all.py --only B14 --json_out docs/measured/bench.json --update true   # re-measure rows
+
+Every row carries when and on what it was measured (`measured`: date, commit, load average at its start), so rows
+re-measured with `--update` (which keeps the file's other rows) say they come from another run than the rest.
 """
 
 from __future__ import annotations
@@ -106,7 +110,28 @@ def load_main(script: str):
     return importlib.import_module(f"cader.scripts.bench.{path.stem}").main
 
 
+def measured_on() -> dict:
+    """When and on what a row was measured: the date, the code's commit (None outside a git checkout) and how
+    loaded the machine was (a ratio is measured against a baseline in the same run, but contention still moves it)."""
+    import datetime
+    import os
+
+    from cader.contracts.provenance import collect_provenance
+
+    commit = collect_provenance([]).get("git_commit")
+    return {"date": datetime.date.today().isoformat(), "commit": commit and commit[:7],
+            "load_average": round(os.getloadavg()[0], 2)}
+
+
+def merged_rows(old: list[dict], new: list[dict]) -> list[dict]:
+    """`old` with the rows of `new` in place of theirs (by key), in the order of CHECKS; rows of keys CHECKS no
+    longer has are dropped."""
+    by_key = {row["key"]: row for row in old} | {row["key"]: row for row in new}
+    return [by_key[check.key] for check in CHECKS if check.key in by_key]
+
+
 def run_check(check: Check) -> dict:
+    measured = measured_on()
     start = time.perf_counter()
     try:
         kwargs = check.kwargs() if callable(check.kwargs) else check.kwargs
@@ -118,7 +143,7 @@ def run_check(check: Check) -> dict:
         traceback.print_exc()
         row = {"value": None, "status": f"error: {type(err).__name__}: {str(err)[:120]}"}
     return {"key": check.key, "title": check.title, "goal": check.goal, **row,
-            "seconds": round(time.perf_counter() - start, 1)}
+            "seconds": round(time.perf_counter() - start, 1), "measured": measured}
 
 
 def format_table(rows: list[dict]) -> str:
@@ -136,12 +161,13 @@ def wanted_keys(only: str) -> set[str]:
     return {"B" + k[1:] if k.startswith("P") and k[1:].isdigit() else k for k in keys}
 
 
-def main(only: str | None = None, json_out: str | None = None) -> list[dict]:
+def main(only: str | None = None, json_out: str | None = None, update: bool = False) -> list[dict]:
     """Run the checks and print the table.
 
     Args:
         only: Comma-separated check keys (e.g. "B1,B5"); all when unset.
         json_out: Also write the rows here as JSON.
+        update: Keep the rows of `json_out` that this run did not measure (re-measuring some checks).
     """
     wanted = None if only is None else wanted_keys(only)
     rows = []
@@ -151,7 +177,9 @@ def main(only: str | None = None, json_out: str | None = None) -> list[dict]:
             rows.append(run_check(check))
     print(format_table(rows))
     if json_out:
-        Path(json_out).write_text(json.dumps(rows, indent=2) + "\n")
+        out = Path(json_out)
+        written = merged_rows(json.loads(out.read_text()), rows) if update and out.is_file() else rows
+        out.write_text(json.dumps(written, indent=2) + "\n")
     return rows
 
 
