@@ -197,3 +197,15 @@ def test_a_document_whose_doc_to_visual_stops_fails_alone(tmp_path):
     assert records[0]["error"] == ("bad_sample: videomme_long doc 0: its doc_to_visual stopped (video path:"
                                    "/hf/videomme/data/gone.mp4 does not exist, please check)")
     assert records[2]["error"].startswith("bad_sample: lvbench doc 0: its doc_to_visual stopped (")
+
+
+def test_the_weights_dtype_is_the_model_arg_else_the_config_files_else_float32():
+    from pathlib import Path
+
+    import yaml
+    from cader.evaluate.lmms.answering import weights_dtype
+
+    paper = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/eval/cader.yaml").read_text())
+    assert weights_dtype(None, paper) == "bf16"   # the paper's config on a GPU: not an fp32 8B
+    assert weights_dtype("float16", paper) == "float16"
+    assert weights_dtype(None, {}) == "float32"

@@ -138,7 +138,7 @@ for benchmark, data_root, name in zip(sys.argv[4::3], sys.argv[5::3], sys.argv[6
 
 
 def lmms_env(home: Path) -> dict:
-    return {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+    return {**os.environ, "HF_HOME": str(home / "hf_home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false",
             "OMP_NUM_THREADS": "1"}
 
@@ -215,7 +215,7 @@ def test_offline_without_the_rows_lmms_eval_stops_before_the_model_loads(tmp_pat
                 "--tasks", "videomme_long,lvbench", "--output_path", str(tmp_path / "out"), "--batch_size", "1"],
                cwd=home, env=lmms_env(home), timeout=600, expect=1)
     assert "cader: lmms-eval is offline" in said
-    assert f"videomme_long: no video folder {home / 'videomme'}, no rows {home / 'lmms-eval/Video-MME'}" in said
+    assert f"videomme_long: no video folder {home / 'hf_home' / 'videomme'}, no rows {home / 'lmms-eval/Video-MME'}" in said
     assert "lvbench: no video folder" in said and "python -m cader.evaluate.lmms.local_data" in said
 
 

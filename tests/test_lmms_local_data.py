@@ -47,7 +47,7 @@ def test_rows_read_back_as_the_loaders_samples(data_root, tmp_path):
     expected, _ = load_benchmark("videomme_long", data_root)
     assert len(long_rows) == len(expected) > 0
     for i, (row, sample) in enumerate(zip(long_rows, expected)):
-        video = out / "videomme" / "data" / Path(sample.video).name
+        video = out / "hf_home" / "videomme" / "data" / Path(sample.video).name
         assert video.is_symlink() and video.resolve() == (data_root / sample.video).resolve()
         got = sample_from_doc("videomme_long", row, i, str(video))
         same_question(got, sample)
@@ -67,15 +67,15 @@ def test_rows_read_back_as_the_loaders_samples(data_root, tmp_path):
     assert {row["task_type"] for row in mlvu} <= {"anomaly_reco", "count", "ego", "needle", "order", "plotQA",
                                                   "topic_reasoning"}  # mlvu_aggregate_results_dev's task types
     for row in mlvu:  # the video where mlvu_doc_to_visual_dev looks: $HF_HOME/mlvu/<video_name>
-        assert (out / "mlvu" / row["video_name"]).resolve().is_file()
+        assert (out / "hf_home" / "mlvu" / row["video_name"]).resolve().is_file()
     # lvbench_doc_to_visual: $HF_HOME/lvbench/<video_path> (the fixture has one key's video, in a download shard)
-    linked = [row for row in local_rows(out, "lvbench") if (out / "lvbench" / row["video_path"]).is_symlink()]
+    linked = [row for row in local_rows(out, "lvbench") if (out / "hf_home" / "lvbench" / row["video_path"]).is_symlink()]
     assert [row["key"] for row in linked] == ["kQ3nV8yTz1M"] * 2
     lvb = local_rows(out, "longvideobench")
     assert all("candidates" not in row and row["option4"] == "N/A" or len({row[f"option{i}"] for i in range(5)}) == 5
                for row in lvb)
     for row in lvb:  # longvideobench_doc_to_visual_v: $HF_HOME/datasets/longvideobench/videos/<video_path>
-        assert (out / "datasets" / "longvideobench" / "videos" / row["video_path"]).resolve().is_file()
+        assert (out / "hf_home" / "datasets" / "longvideobench" / "videos" / row["video_path"]).resolve().is_file()
 
 
 def test_video_mme_v2_rows_are_the_release_rows_with_eight_lettered_options(data_root, tmp_path):
@@ -89,8 +89,9 @@ def test_video_mme_v2_rows_are_the_release_rows_with_eight_lettered_options(data
         assert sample.options[0] == f"{row['video_id']} choice {row['question_id'][-1]}.0"
         assert sample.answer == row["answer"]
     # videomme_v2_doc_to_visual: $HF_HOME/videomme_v2/<video_id>.mp4; subtitles under subtitle/
-    assert (out / "videomme_v2" / "001.mp4").resolve() == (data_root / "videomme_v2" / "videos" / "001.mp4").resolve()
-    assert (out / "videomme_v2" / "subtitle" / "001.jsonl").is_symlink()
+    assert (out / "hf_home" / "videomme_v2" / "001.mp4").resolve() == (data_root / "videomme_v2" / "videos" / "001.mp4").resolve()
+    assert (out / "hf_home" / "videomme_v2" / "subtitle" / "001.jsonl").is_symlink()
+    assert not (out / "videomme_v2").exists()  # no folder of the working directory is named like a task
 
 
 def test_missing_videos_are_named_and_exit_1_a_rerun_replaces_its_links(data_root, tmp_path, capsys):

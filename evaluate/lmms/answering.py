@@ -193,6 +193,12 @@ def answer_requests(requests: Sequence[DocRequest], side: SideFile,
     return [side.done[key] for key in keys]
 
 
+def weights_dtype(given: str | None, config: Mapping) -> str:
+    """The backends' weights dtype: the dtype= model_arg, else the config file's `dtype` (evaluate/run.py reads the
+    same key: bf16 in configs/eval/cader.yaml, the paper's), else float32 (the CPU default)."""
+    return given or config.get("dtype") or "float32"
+
+
 def load_backends(backend: str, model: str, verifier: str | None, *, device: str, verifier_device: str | None,
                   dtype: str, attn_implementation: str | None, engines: Mapping[str, dict]):
     """(main, verifier) backends; one copy when the verifier is the main model (or not given).

@@ -2,7 +2,7 @@
 runs offline through lmms-eval's unchanged task YAMLs (docs/lmms_eval.md, "Offline data").
 
     python -m cader.evaluate.lmms.local_data --data_root DATA --out LMMS_HOME
-    cd LMMS_HOME && HF_HOME=$PWD HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 lmms-eval --model cader --tasks ...
+    cd LMMS_HOME && HF_HOME=$PWD/hf_home HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 lmms-eval --model cader --tasks ...
 
 How lmms-eval 0.7.3 finds a task's data (lmms_eval/api/task.py, ConfigurableTask.download): for a video task
 (`dataset_kwargs.video: True`) it downloads nothing when `$HF_HOME/<dataset_kwargs.cache_dir>` exists, then calls
@@ -15,7 +15,9 @@ downloaded. Each row has the fields and value types the task's utils read (tests
 PROVENANCE.md); videos (and subtitles) are symbolic links to the files in the cader data root.
 
 Per dataset (`--datasets`, default: every one whose folder is under `--data_root`): its source folder under
-`--data_root` -> its rows at `<out>/<dataset_path>` (split) and its videos at `<out>/<cache_dir>/...`; the built-in
+`--data_root` -> its rows at `<out>/<dataset_path>` (split) and its videos at `<out>/hf_home/<cache_dir>/...`
+(`HF_HOME_DIR`: apart from the rows, because lmms-eval reads a `--tasks` value naming a folder of the working
+directory as a folder of task YAMLs, and the video folders are named like the tasks: `lvbench/`); the built-in
 tasks that read them:
 
 - videomme: `videomme/` -> lmms-eval/Video-MME (test), `videomme/data/<videoID>.mp4`; videomme, videomme_long
@@ -237,6 +239,9 @@ def _write_parquet(rows: list[dict], path: Path) -> None:
     os.replace(tmp, path)
 
 
+HF_HOME_DIR = "hf_home"  # under --out: HF_HOME of the lmms-eval run, holding each task's video folder (cache_dir)
+
+
 def _link(out: Path, relative: str, target: Path) -> None:
     """A symbolic link `out/relative` -> target (replacing an older link; never a file that is not a link)."""
     path = out / relative
@@ -255,7 +260,7 @@ def write_dataset(spec: LocalDataset, built: Built, out: Path) -> int:
     outside = [link for link in built.links if not link.startswith(f"{spec.cache_dir}/")]
     if outside:  # a builder's slip: lmms-eval would never look there
         raise RuntimeError(f"{spec.key}: links outside its cache_dir {spec.cache_dir}: {outside[:3]}")
-    (out / spec.cache_dir).mkdir(parents=True, exist_ok=True)  # lmms-eval downloads when it is missing
+    (out / HF_HOME_DIR / spec.cache_dir).mkdir(parents=True, exist_ok=True)  # lmms-eval downloads when it is missing
 
     data = out / spec.dataset_path / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -270,7 +275,7 @@ def write_dataset(spec: LocalDataset, built: Built, out: Path) -> int:
             shutil.copyfile(source, data / f"{spec.split}-{i:05d}-of-{len(built.copies):05d}.parquet")
             count += pq.read_metadata(source).num_rows
     for relative, target in sorted(built.links.items()):
-        _link(out, relative, target)
+        _link(out / HF_HOME_DIR, relative, target)
     return count
 
 
@@ -281,7 +286,7 @@ def write_local_data(data_root: str, out: str, datasets: list[str] | None = None
     Args:
         data_root: the cader data root holding the benchmark folders (videomme/, mlvu/, lvbench/, longvideobench/,
             videomme_v2/)
-        out: the folder to write into; run lmms-eval from it with HF_HOME set to it
+        out: the folder to write into; run lmms-eval from it with HF_HOME set to its hf_home/ (`run_command`)
         datasets: which datasets (videomme, videomme_v2, mlvu_dev, lvbench, longvideobench); default: every one
             whose folder is under data_root
 
@@ -313,7 +318,9 @@ def write_local_data(data_root: str, out: str, datasets: list[str] | None = None
 def run_command(out: str, manifest: dict) -> str:
     """The offline lmms-eval command line for what was written."""
     tasks = ",".join(spec_task for entry in manifest.values() for spec_task in entry["tasks"][:1])
-    return (f"cd {out} && HF_HOME=$PWD HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 lmms-eval --model cader "
+    # HF_HOME also moves the Hub cache: HF_HUB_CACHE keeps the models' where it was
+    return (f"cd {out} && HF_HOME=$PWD/{HF_HOME_DIR} HF_HUB_CACHE=${{HF_HUB_CACHE:-$HOME/.cache/huggingface/hub}} "
+            f"HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 lmms-eval --model cader "
             f"--model_args model=MODEL,... --tasks {tasks} --output_path runs --log_samples --batch_size 1")
 
 

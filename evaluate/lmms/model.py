@@ -37,7 +37,14 @@ import os
 from pathlib import Path
 
 import yaml
-from cader.evaluate.lmms.answering import DocRequest, SideFile, answer_requests, load_backends, run_grouped
+from cader.evaluate.lmms.answering import (
+    DocRequest,
+    SideFile,
+    answer_requests,
+    load_backends,
+    run_grouped,
+    weights_dtype,
+)
 from cader.evaluate.lmms.run_context import CONFIG_FIELDS, lmms_run, refusal, side_file
 from cader.evaluate.lmms.server_args import ServerRefusal, load_servers, split_server_args
 from cader.evaluate.method.config import CaderConfig
@@ -88,7 +95,7 @@ class Cader(lmms):
 
     def __init__(self, model: str, verifier: str | None = None, config: str | None = None,
                  calibration: str | None = None, records: str | None = None, device: str = "cpu",
-                 verifier_device: str | None = None, dtype: str = "float32", attn_implementation: str | None = None,
+                 verifier_device: str | None = None, dtype: str | None = None, attn_implementation: str | None = None,
                  backend: str = "hf", model_urls: str | None = None, verifier_urls: str | None = None,
                  concurrency: int = 1, batch_size=1, **overrides) -> None:
         """
@@ -103,7 +110,8 @@ class Cader(lmms):
                 cader_lmms_records.jsonl in lmms-eval's --output_path)
             device: torch device of the HF backends
             verifier_device: torch device of the HF verifier when it is another model (default: device)
-            dtype: torch dtype of the HF backends
+            dtype: weights dtype of the HF and vLLM backends (default: the config file's `dtype`, as evaluate/run.py
+                reads it: bf16 in configs/eval/cader.yaml; float32 without a config)
             attn_implementation: passed to transformers (None: its default)
             backend: hf (transformers), vllm (in this process) or server (vLLM OpenAI servers: model_urls)
             model_urls: backend=server: the main model's replicas, joined with | (http://a:8000|http://b:8000)
@@ -136,7 +144,8 @@ class Cader(lmms):
                 raise Refused(str(err)) from None
         else:
             self.main, self.verifier = load_backends(
-                backend, model, verifier, device=device, verifier_device=verifier_device, dtype=dtype,
+                backend, model, verifier, device=device, verifier_device=verifier_device,
+                dtype=weights_dtype(dtype, settings),
                 attn_implementation=attn_implementation, engines=settings)
         self.side = SideFile(side_file(records, run))
         self.records_path = self.side.path

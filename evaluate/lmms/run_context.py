@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 TRUE = {"1", "ON", "YES", "TRUE"}  # huggingface_hub's and datasets' reading of their offline switches
 OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 RECIPE = ("write them with `python -m cader.evaluate.lmms.local_data --data_root DATA --out DIR` and run lmms-eval "
-          "from DIR with HF_HOME=DIR (docs/lmms_eval.md, 'Offline data')")
+          "from DIR with HF_HOME=DIR/hf_home (docs/lmms_eval.md, 'Offline data')")
 
 
 @dataclass(frozen=True)
