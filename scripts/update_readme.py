@@ -55,7 +55,7 @@ def render_bench(rows: list[dict]) -> str:
     for r in rows:
         value = "–" if r.get("value") is None else f"{r['value']:g}"
         m = r.get("measured")
-        when = f"{m['date']} `{m['commit']}`, load {m['load_average']:g}" if m else "–"
+        when = f"{m['date']} `{m['commit']}`, load {m['load_average']:g}" if m else "an earlier run"
         lines.append(f"| {r['key']} | {r['title']} | {value} | {r['goal']} | {r['status']} | {when} |")
     return "\n".join(lines) + "\n"
 
@@ -200,7 +200,9 @@ def render_bench_summary(rows: list[dict]) -> str:
         value = "–" if r.get("value") is None else format(r["value"], "g")
         why = "" if r.get("status") == "below goal" else f"; {r.get('status')}"
         missed.append(f"{r['key']} {r['title'].split(':')[0]} {value} (goal {r['goal']}{why})")
-    line = (f"Performance checks (`python scripts/bench/run_all.py`, one run on this project's 2-core CPU machine): "
+    runs = len({(r.get("measured") or {}).get("commit") for r in rows})
+    how = "one run" if runs == 1 else f"{runs} runs, each row dated in the table"
+    line = (f"Performance checks (`python scripts/bench/run_all.py`, {how} on this project's 2-core CPU machine): "
             f"{len(passing)} of {len(rows)} meet their goal")
     return line + ("; not met: " + ", ".join(missed) if missed else "") + ".\n"
 

@@ -41,7 +41,7 @@ def test_update_replaces_the_measured_rows_and_keeps_the_others_in_check_order(t
     out = tmp_path / "bench.json"
     old = [{"key": "B1", "value": 1.0}, {"key": "B14", "value": 0.5}, {"key": "P99", "value": 9.0}]
     out.write_text(json.dumps(old))
-    monkeypatch.setattr(ra, "run_check", lambda check: {"key": check.key, "title": "t", "goal": "g", "value": 0.4, "status": "pass",
+    monkeypatch.setattr(ra, "run_check", lambda check, run=None: {"key": check.key, "title": "t", "goal": "g", "value": 0.4, "status": "pass",
                                                    "seconds": 1.0, "measured": {"date": "d"}})
     ra.main(only="B14", json_out=str(out), update=True)
     rows = json.loads(out.read_text())

@@ -111,8 +111,9 @@ def load_main(script: str):
 
 
 def measured_on() -> dict:
-    """When and on what a row was measured: the date, the code's commit (None outside a git checkout) and how
-    loaded the machine was (a ratio is measured against a baseline in the same run, but contention still moves it)."""
+    """When and on what this run measures: the date and the code's commit at its start (None outside a git
+    checkout), and how loaded the machine is now (a ratio is measured against a baseline in the same run, but
+    contention still moves it)."""
     import datetime
     import os
 
@@ -130,8 +131,10 @@ def merged_rows(old: list[dict], new: list[dict]) -> list[dict]:
     return [by_key[check.key] for check in CHECKS if check.key in by_key]
 
 
-def run_check(check: Check) -> dict:
-    measured = measured_on()
+def run_check(check: Check, run: dict | None = None) -> dict:
+    """One check's row; `run`: the run's date and commit (`measured_on` at its start), the load is the row's own."""
+    now = measured_on()
+    measured = {**now, **{k: v for k, v in (run or {}).items() if k != "load_average"}}
     start = time.perf_counter()
     try:
         kwargs = check.kwargs() if callable(check.kwargs) else check.kwargs
@@ -170,11 +173,11 @@ def main(only: str | None = None, json_out: str | None = None, update: bool = Fa
         update: Keep the rows of `json_out` that this run did not measure (re-measuring some checks).
     """
     wanted = None if only is None else wanted_keys(only)
-    rows = []
+    rows, run = [], measured_on()
     for check in CHECKS:
         if wanted is None or check.key in wanted:
             print(f"== {check.key}: {check.title}", file=sys.stderr)
-            rows.append(run_check(check))
+            rows.append(run_check(check, run))
     print(format_table(rows))
     if json_out:
         out = Path(json_out)
