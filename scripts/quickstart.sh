@@ -131,7 +131,10 @@ if [ "$BACKEND" = server ]; then  # the replicas serve the export; the client (t
     --ready_file "$READY" --log_dir "$ROOT/fleet_logs" &
   FLEET=$!
   trap 'kill "$FLEET" 2>/dev/null; wait "$FLEET" 2>/dev/null' EXIT
-  until [ -f "$READY" ]; do kill -0 "$FLEET" 2>/dev/null || { echo "the vLLM replicas did not start" >&2; exit 2; }; sleep 2; done
+  until [ -f "$READY" ]; do
+    kill -0 "$FLEET" 2>/dev/null || { echo "the vLLM replicas did not start (logs: $ROOT/fleet_logs)" >&2; exit 2; }
+    sleep 2
+  done
   SERVER_ARGS=(--model_urls "$(paste -sd, "$READY")" --server.concurrency 4 --concurrency $((4 * ${REPLICAS:-2})))
 fi
 

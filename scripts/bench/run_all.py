@@ -91,8 +91,8 @@ CHECKS = [
           "8B's widths (1 layer, small vision tower), no cache / right padding without mask / 8,192-token budget vs "
           "left-padded batch with dense mask and cache (one prompt alone alongside)", "scoring_memory.py", "<= 0.5",
           _ratio, lambda v: v <= 0.5),
-    Check("B17", "server backend: 2 local vLLM OpenAI replicas vs 1, samples/s on the quickstart's export, 32 calibrated "
-          "synthetic samples, --server.concurrency 4 per replica (NaN if the records differ)", "server_replicas.py",
+    Check("B17", "server backend: 2 local vLLM OpenAI replicas vs 1, samples/s on the quickstart's export, 96 calibrated "
+          "synthetic samples, --server.concurrency 4 per replica, 1 OpenMP thread each (NaN if the records differ)", "server_replicas.py",
           ">= 1.3x", lambda r: float(r["ratio"]) if r["same_records"] else float("nan"), lambda v: v >= 1.3),
     Check("B18", "viewer at 20,000 samples (one run; four runs of 5,000 shared questions), headless Chromium: worst of "
           "time to a usable page / 2 s, slowest filter click / 200 ms, build / 15 s", "viewer_scale.py", "<= 1",
