@@ -17,8 +17,12 @@ from test_server_backend_real import VLLM_PYTHON, _differences
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "eval" / "cader_tiny.yaml"
+# heavy (not in the default run, `python -m pytest -q -m heavy`): ~100 s of a real server and lmms-eval's CLI together,
+# each of which the default run covers on its own (test_server_backend_real.py, test_lmms_eval_run.py), with the
+# model_args path in test_lmms_server_args.py; the suite must stay within 15 minutes on 2 cores.
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.heavy,
     pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT)),
     pytest.mark.skipif(not Path(VLLM_PYTHON).exists(), reason=f"no vLLM interpreter at {VLLM_PYTHON}"),
 ]
