@@ -112,3 +112,23 @@ def test_a_server_that_cannot_give_exact_scores_or_does_not_answer_is_refused_na
         dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
     with pytest.raises(ServerRefusal, match=f"{dead}: cannot list its models"):
         load_servers(str(tiny_model_dir), None, dead, None, True, {"timeout_s": 5})
+
+
+def test_lmms_evals_own_parser_keeps_a_bar_list_whole_and_url_list_reads_it():
+    """The real lmms-eval 0.7.3 parser (.venv-lmms) on a model_args string as the docs write it: the `|` list
+    reaches the model as one value, `server.<field>` keeps its dotted name and becomes a number."""
+    import subprocess
+
+    from test_lmms_eval_run import VENV, WHY_NOT
+
+    if WHY_NOT is not None:
+        pytest.skip(str(WHY_NOT))
+    model_args = f"model=m,backend=server,model_urls={A}|{B},server.concurrency=2"
+    parsed = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c",
+         ("import json, sys; from lmms_eval.utils import simple_parse_args_string as p; "
+          "print(json.dumps(p(sys.argv[1])))"), model_args],
+        capture_output=True, text=True, timeout=120, check=True)
+    args = json.loads(parsed.stdout.strip().splitlines()[-1])
+    assert args["server.concurrency"] == 2 and url_list(args["model_urls"]) == [A, B]
+    assert server_options(None, {"concurrency": args["server.concurrency"]}).concurrency == 2
