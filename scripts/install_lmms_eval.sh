@@ -20,8 +20,11 @@ import filelock._api
 from lmms_eval.models import get_model
 print("lmms-eval", m.version("lmms_eval"), "->", get_model("cader").__name__)'
 # Creates the venv when absent; always (re)points it at the main environment, which may have moved since the last run.
+LOCK=(-c "$REPO/locks/lmms-eval.txt")   # the versions the suite passed on (scripts/lock.py)
+marker="$VENV/.cader-lmms-$(sha256sum "$REPO/locks/lmms-eval.txt" | cut -c1-12)"   # a changed lock installs again
+if [ "${CADER_UNLOCKED:-0}" = 1 ]; then LOCK=(); marker="$VENV/.cader-lmms-unlocked"; fi
 "$PY" "$REPO/scripts/side_venv.py" "$VENV"
-if "$VENV/bin/python" -P -c "$check" 2>/dev/null; then
+if [ -f "$marker" ] && "$VENV/bin/python" -P -c "$check" 2>/dev/null; then
   echo "already installed: $VENV"
   exit 0
 fi
@@ -32,6 +35,8 @@ if ! seen="$("$VENV/bin/python" -P -c "import torch, transformers" 2>&1)"; then
   exit 1
 fi
 # filelock<4: lmms-eval 0.7.3's evaluator imports filelock._api, which filelock 4 (the main environment's) removed
-"$VENV/bin/python" -m pip install "lmms-eval==0.7.3" "filelock<4"
+"$VENV/bin/python" -m pip install "${LOCK[@]}" "lmms-eval==0.7.3" "filelock<4"
 "$VENV/bin/python" -m pip install --no-deps --no-build-isolation -e "$REPO"
 "$VENV/bin/python" -P -c "$check"
+rm -f "$VENV"/.cader-lmms-*
+touch "$marker"

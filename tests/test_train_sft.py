@@ -103,17 +103,30 @@ def test_lora_train_merge_export(tiny_model_dir, train_dir, tmp_path):
     trainer = _trainer(tmp_path, max_steps=2)
     dm = _datamodule(tiny_model_dir, train_dir, tmp_path)
     trainer.fit(module, datamodule=dm)
+    batch = next(iter(dm.train_dataloader()))
+    module.model.eval()
+    trained = {k: v.clone() for k, v in module.state_dict().items()}
+    with torch.no_grad():
+        expected = module.model(**batch).logits
     out = run_export(trainer, module)
+    # the export leaves the trained module as it was (peft 0.22 merges in place: into the module's own weights
+    # when the export adopted them)
+    changed = [k for k, v in module.state_dict().items() if not torch.equal(v, trained[k])]
+    assert not changed, f"the export changed the trained module: {changed[:3]}"
     from transformers import AutoModelForImageTextToText
 
     merged = AutoModelForImageTextToText.from_pretrained(out).eval()
     assert not any("lora" in k for k in merged.state_dict())
-    batch = next(iter(dm.train_dataloader()))
-    module.model.eval()
     with torch.no_grad():
-        expected = module.model(**batch).logits
         got = merged(**batch).logits
+        again = module.model(**batch).logits
     assert torch.allclose(expected, got, atol=1e-4)
+    assert torch.equal(expected, again)
+    # the merged weight is the base plus scaling * B @ A of the trained adapters (lora_alpha / r = 2)
+    prefix = "model.base_model.model.model.language_model.layers.0.self_attn.q_proj."
+    want = trained[prefix + "base_layer.weight"] + 2.0 * (trained[prefix + "lora_B.default.weight"]
+                                                          @ trained[prefix + "lora_A.default.weight"])
+    torch.testing.assert_close(merged.state_dict()["model.language_model.layers.0.self_attn.q_proj.weight"], want)
 
 
 @pytest.mark.slow

@@ -80,6 +80,23 @@ def _assign(model, weights: dict[str, torch.Tensor]) -> tuple[list[str], list[st
     return list(missing), list(unexpected)
 
 
+def _own_merge_targets(peft_model) -> None:
+    """Give every LoRA layer's base weight a tensor of its own before the merge.
+
+    The state dict's tensors may share storage with the training module's parameters (one process, no ZeRO-3:
+    `module.state_dict()` detaches without copying, and `_assign` adopts same-dtype tensors as they are). peft up
+    to 0.21 merged into a new tensor (`weight.data = merged`), but 0.22 merges in place even with safe_merge
+    (`weight.data.copy_(merged)`), which wrote the update into the live module: its base then held the update and
+    its adapters added it a second time. A copy per adapted weight keeps the export independent of how a peft
+    release merges, at the cost of one copy of the adapted weights while the export is written."""
+    from peft.tuners.lora import LoraLayer
+
+    for layer in peft_model.modules():
+        if isinstance(layer, LoraLayer):
+            base = layer.get_base_layer()
+            base.weight = torch.nn.Parameter(base.weight.detach().clone(), requires_grad=False)
+
+
 def export_metadata(model_path: str, lora: dict | None, extra: dict | None = None) -> dict:
     """The cader_export.json block: base model, LoRA settings, torch's thread count at export time, the caller's
     `extra` (global step, the --num_threads asked for) and the provenance block (code, packages, command)."""
@@ -111,9 +128,8 @@ def export_hf(state: dict[str, torch.Tensor], model_path: str, out_dir: str | Pa
         missing, unexpected = _assign(model, weights)
         if unexpected or missing:
             raise RuntimeError(f"LoRA state mismatch: missing {missing[:5]}, unexpected {unexpected[:5]}")
-        # safe_merge writes the merged weight into a new tensor: the state dict may share storage with the
-        # training module's parameters (single process on CPU), which an in-place merge would overwrite
-        model = model.merge_and_unload(safe_merge=True)
+        _own_merge_targets(model)
+        model = model.merge_and_unload(safe_merge=True)   # safe_merge: refuses an update that is not finite
     else:
         missing, unexpected = _assign(model, weights)
         tied = {"lm_head.weight"} if model.config.get_text_config().tie_word_embeddings else set()

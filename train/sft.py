@@ -31,12 +31,14 @@ from cader.train.cli import (
 )
 from cader.train.datamodule import SourceError
 from cader.train.guards import TrainingStopped, finite_state
+from cader.train.notices import silence_third_party_notices
 from cader.train.preflight import device_problem, machine_cuda_devices, resume_problem, state_dict_mismatch
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Train and export as the flags in `argv` say (None: the command line); `prog` names the program in its usage."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    silence_third_party_notices()
     cli = make_cli(argv, prog)   # parses the command line once; builds nothing yet
     try:   # before any torch work: the thread count fixes the order of float sums, hence the exact losses
         threads = apply_num_threads(cli.config.num_threads)
