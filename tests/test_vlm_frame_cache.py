@@ -1,5 +1,7 @@
 """The decoded-frame cache gives training the bytes and timestamps a direct decode gives, and misses when it must."""
 
+import hashlib
+import json
 import logging
 import os
 import pickle
@@ -21,6 +23,12 @@ def h264_video(tmp_path_factory):
     path = tmp_path_factory.mktemp("cache_videos") / "h264_bframes.mp4"
     write_coded_video(path, *H264_BFRAMES)  # 240 frames at 24 fps: 10 s
     return path
+
+
+@pytest.fixture(scope="module")
+def h264_direct(h264_video):
+    """What training decodes of `h264_video` under BUDGET without a cache."""
+    return sample_for_training(VideoReader(h264_video), BUDGET)
 
 
 @pytest.fixture(scope="module")
@@ -103,27 +111,132 @@ def test_a_library_upgrade_is_a_miss(h264_video, tmp_path, monkeypatch):
     assert FrameCache(tmp_path).key(h264_video, BUDGET) != key
 
 
-@pytest.mark.parametrize("damage", ["truncate_pixels", "drop_meta", "drop_pixels", "wrong_shape", "old_format"])
-def test_a_damaged_entry_is_a_miss_and_is_written_again(h264_video, tmp_path, damage):
+def flip_last_pixel(pixels, meta):
+    data = bytearray(pixels.read_bytes())
+    data[-1] ^= 0xFF  # behind an intact header: the file still loads, with other pixels
+    pixels.write_bytes(bytes(data))
+
+
+def rewrite_meta(**fields):
+    def damage(pixels, meta):
+        info = json.loads(meta.read_text())
+        info.update(fields)
+        meta.write_text(json.dumps({k: v for k, v in info.items() if v is not None}))
+    return damage
+
+
+def resave_pixels(change):
+    def damage(pixels, meta):
+        np.save(pixels, change(np.load(pixels)), allow_pickle=False)
+    return damage
+
+
+def written_by_format_1(pixels, meta):
+    """An entry as the format before the checksum wrote it: no dtype, no checksum."""
+    info = json.loads(meta.read_text())
+    meta.write_text(json.dumps({"format": 1, **{k: info[k] for k in ("source", "shape", "timestamps", "indices",
+                                                                     "native_fps")}}))
+
+
+# (damage, the file the log must name): every way the issue found, and their neighbours
+DAMAGES = {
+    "empty_pixels": (lambda pixels, meta: pixels.write_bytes(b""), ".npy"),
+    "truncated_pixels": (lambda pixels, meta: pixels.write_bytes(pixels.read_bytes()[:200]), ".npy"),
+    "truncated_header": (lambda pixels, meta: pixels.write_bytes(pixels.read_bytes()[:30]), ".npy"),
+    "flipped_pixel_byte": (flip_last_pixel, ".npy"),
+    "pixels_other_shape": (resave_pixels(lambda frames: frames[:-1]), ".npy"),
+    "pixels_other_dtype": (resave_pixels(lambda frames: frames.astype(np.uint16)), ".npy"),
+    "pixels_missing": (lambda pixels, meta: pixels.unlink(), ".npy"),
+    "meta_other_shape": (rewrite_meta(shape=[1, 2, 3, 3]), ".json"),
+    "meta_format_only": (lambda pixels, meta: meta.write_text(json.dumps({"format": fc.CACHE_FORMAT})), ".json"),
+    "meta_a_list": (lambda pixels, meta: meta.write_text("[]"), ".json"),
+    "meta_not_json": (lambda pixels, meta: meta.write_text("{not json"), ".json"),
+    "meta_not_utf8": (lambda pixels, meta: meta.write_bytes(b"\xff\xfe{"), ".json"),
+    "meta_bad_timestamps": (rewrite_meta(timestamps="soon"), ".json"),
+    "meta_short_indices": (rewrite_meta(indices=[0]), ".json"),
+    "meta_zero_rate": (rewrite_meta(native_fps=0.0), ".json"),
+    "meta_other_dtype": (rewrite_meta(dtype="float32"), ".json"),
+    "meta_no_checksum": (rewrite_meta(pixels_blake2b=None), ".json"),
+    "meta_older_format": (written_by_format_1, ".json"),
+}
+
+
+def damaged_warnings(caplog):
+    return [r for r in caplog.records if r.levelno == logging.WARNING and "damaged entry" in r.getMessage()]
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_entry_is_a_counted_miss_named_once_and_written_again(h264_video, h264_direct, tmp_path, caplog,
+                                                                         damage):
+    make_damage, named = DAMAGES[damage]
+    cache = FrameCache(tmp_path)  # a later run, or another worker
+    key = cache.key(h264_video, BUDGET)
+    FrameCache(tmp_path).put(key, h264_direct, h264_video)  # the entry a first run wrote
+    pixels, meta = cache._files(key)
+    make_damage(pixels, meta)
+    with caplog.at_level(logging.WARNING, logger=fc.__name__):
+        assert_same_frames(cache.frames(h264_video, BUDGET), h264_direct)  # no traceback, no damaged bytes
+        assert_same_frames(cache.frames(h264_video, BUDGET), h264_direct)  # written again: a hit
+    assert (cache.stats.hits, cache.stats.misses, cache.stats.damaged) == (1, 1, 1)
+    [warning] = damaged_warnings(caplog)
+    assert str(cache._files(key)[0 if named == ".npy" else 1]) in warning.getMessage()
+    assert_same_frames(FrameCache(tmp_path).get(key), h264_direct)
+
+
+def test_a_missing_or_half_written_entry_is_a_plain_miss(h264_video, tmp_path, caplog):
+    cache = FrameCache(tmp_path)
+    key = cache.key(h264_video, BUDGET)
+    meta = cache._files(key)[1]
+    assert cache.get(key) is None  # nothing stored
+    cache.frames(h264_video, BUDGET)
+    meta.unlink()  # as a writer leaves it between its two renames
+    with caplog.at_level(logging.WARNING, logger=fc.__name__):
+        assert cache.get(key) is None and not cache.contains(key)
+    assert cache.stats.damaged == 0 and damaged_warnings(caplog) == []
+
+
+def test_the_metadata_holds_a_checksum_of_the_pixel_bytes(h264_video, tmp_path):
+    cache = FrameCache(tmp_path)
+    frames = cache.frames(h264_video, BUDGET)
+    info = json.loads(cache._files(cache.key(h264_video, BUDGET))[1].read_text())
+    assert info["pixels_blake2b"] == hashlib.blake2b(frames.frames.tobytes(), digest_size=16).hexdigest()
+    assert info["format"] == fc.CACHE_FORMAT and info["dtype"] == "uint8" and info["shape"] == list(frames.frames.shape)
+
+
+def test_a_format_bump_leaves_older_entries_unread(h264_video, tmp_path, monkeypatch):
+    key = FrameCache(tmp_path).key(h264_video, BUDGET)
+    monkeypatch.setattr(fc, "CACHE_FORMAT", fc.CACHE_FORMAT - 1)
+    assert FrameCache(tmp_path).key(h264_video, BUDGET) != key
+
+
+def test_a_damaged_entry_that_cannot_be_written_again_is_named_once(h264_video, tmp_path, caplog, monkeypatch):
+    cache = FrameCache(tmp_path)
+    direct = cache.frames(h264_video, BUDGET)
+    cache._files(cache.key(h264_video, BUDGET))[0].write_bytes(b"")
+
+    def read_only(path, write):
+        raise PermissionError(f"read-only: {path}")
+
+    monkeypatch.setattr(fc, "_save_atomic", read_only)
+    with caplog.at_level(logging.WARNING, logger=fc.__name__):
+        for _ in range(3):
+            assert_same_frames(cache.frames(h264_video, BUDGET), direct)
+    assert (cache.stats.damaged, cache.stats.write_errors) == (3, 3) and len(damaged_warnings(caplog)) == 1
+
+
+@pytest.mark.parametrize("damage", ["empty_pixels", "truncated_pixels", "meta_format_only", "meta_a_list",
+                                    "pixels_other_shape"])
+def test_the_fill_writes_a_damaged_entry_again(h264_video, tmp_path, damage):
+    """A resumed fill checks each entry's .json and .npy header and size, not its pixels (those are checked on every
+    read): damage they show is decoded again, not reported present."""
     cache = FrameCache(tmp_path)
     direct = cache.frames(h264_video, BUDGET)
     key = cache.key(h264_video, BUDGET)
-    pixels, meta = cache._files(key)
-    if damage == "truncate_pixels":
-        pixels.write_bytes(pixels.read_bytes()[:200])
-    elif damage == "drop_meta":
-        meta.unlink()
-    elif damage == "drop_pixels":
-        pixels.unlink()
-    else:
-        import json
-
-        info = json.loads(meta.read_text())
-        info.update({"shape": [1, 2, 3, 3]} if damage == "wrong_shape" else {"format": fc.CACHE_FORMAT - 1})
-        meta.write_text(json.dumps(info))
-    assert cache.get(key) is None
-    assert_same_frames(cache.frames(h264_video, BUDGET), direct)
-    assert cache.stats.misses == 2 and cache.get(key) is not None
+    assert cache.contains(key) and cache.fill(h264_video, BUDGET) == 0
+    DAMAGES[damage][0](*cache._files(key))
+    assert not cache.contains(key)
+    assert cache.fill(h264_video, BUDGET) > 0 and cache.contains(key)
+    assert_same_frames(cache.get(key), direct)
 
 
 def test_a_cache_that_cannot_be_written_warns_once_and_training_goes_on(h264_video, tmp_path, caplog):
@@ -149,7 +262,31 @@ def test_writers_racing_on_one_entry_leave_a_whole_one(h264_video, tmp_path):
         assert_same_frames(frames, direct)
     assert_same_frames(cache.get(cache.key(h264_video, BUDGET)), direct)
     leftovers = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".tmp"]
-    assert leftovers == []
+    assert leftovers == [] and cache.stats.damaged == 0  # a reader never meets a torn entry
+
+
+def test_workers_racing_on_a_damaged_entry_serve_the_decode_and_leave_a_whole_one(h264_video, tmp_path):
+    direct = sample_for_training(VideoReader(h264_video), BUDGET)
+    cache = FrameCache(tmp_path)
+    cache.frames(h264_video, BUDGET)
+    key = cache.key(h264_video, BUDGET)
+    flip_last_pixel(*cache._files(key))
+    results, errors = [], []
+
+    def read():
+        try:
+            results.append(cache.frames(h264_video, BUDGET))
+        except Exception as err:  # noqa: BLE001 -- the test reports it
+            errors.append(err)
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert errors == [] and len(results) == 4
+    for frames in results:
+        assert_same_frames(frames, direct)
+    assert_same_frames(FrameCache(tmp_path).get(key), direct)
+    assert cache.stats.damaged >= 1
 
 
 def test_a_cache_travels_to_spawned_dataloader_workers(h264_video, tmp_path):
@@ -181,6 +318,37 @@ def test_the_sample_encoder_gives_the_model_the_same_inputs_through_the_cache(h2
             assert want[name].dtype == got[name].dtype and bool((want[name] == got[name]).all()), name
     assert (cached.frame_cache.stats.misses, cached.frame_cache.stats.hits) == (1, 1)
     assert direct.frame_cache is None
+
+
+@pytest.mark.parametrize("damage", ["empty_pixels", "meta_format_only", "flipped_pixel_byte"])
+def test_the_training_dataset_decodes_a_damaged_entry_again_instead_of_failing(h264_video, tiny_model_dir, tmp_path,
+                                                                               caplog, damage):
+    """The path the issue reproduced with train/sft.py: a DataLoader worker's dataset reading the frame cache."""
+    from cader.train.budget import BudgetConfig
+    from cader.train.collate import SampleEncoder
+    from cader.train.formats import Sample, Turn
+    from cader.train.loading import PlannedDataset
+    from cader.vlm.loading import load_processor
+
+    sample = Sample("clips", "clips:0", [
+        Turn("user", [{"type": "video", "path": h264_video.name}, {"type": "text", "text": "What moves?"}]),
+        Turn("assistant", [{"type": "text", "text": "<think>a bar</think><answer>A</answer>"}])])
+    encoder = SampleEncoder(load_processor(str(tiny_model_dir)), BudgetConfig(max_length=2048),
+                            frame_cache_dir=str(tmp_path / "frames"))
+    dataset = PlannedDataset([encoder.plan(sample, h264_video.parent)], encoder)
+    want = dataset[0]  # cold: decoded and stored
+    cache = encoder.frame_cache
+    [key] = [meta.stem for meta in cache.root.rglob("*.json")]
+    DAMAGES[damage][0](*cache._files(key))
+    with caplog.at_level(logging.WARNING, logger=fc.__name__):
+        got = dataset[0]
+    assert isinstance(got, dict) and not dataset.failures
+    for name in want:
+        assert bool((want[name] == got[name]).all()), name
+    assert (cache.stats.misses, cache.stats.damaged, cache.stats.hits) == (2, 1, 0)
+    assert len(damaged_warnings(caplog)) == 1
+    dataset[0]
+    assert cache.stats.hits == 1  # written again on the same run
 
 
 @pytest.mark.slow
