@@ -39,8 +39,8 @@ import numpy as np
 
 
 def cluster_codes(clusters: Sequence[Hashable]) -> tuple[np.ndarray, int]:
-    """(code per sample in 0..C-1, C): equal labels (any hashable: a video path, a (benchmark, video) pair) share a
-    code, numbered in order of first appearance."""
+    """(code per sample in 0..C-1, C): equal labels (any hashable: a video id, calibrate/videos.py's video_key)
+    share a code, numbered in order of first appearance."""
     index: dict = {}
     codes = np.fromiter((index.setdefault(c, len(index)) for c in clusters), dtype=np.int64)
     return codes, len(index)

@@ -110,8 +110,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         got = f"{v['threshold']:.3g}" if v["threshold"] is not None else f"none certified ({v.get('reason')})"
         counted = (f"design effect {v['design_effect']:.3g}" if v.get("design_effect") is not None
                    else "effective counts" if v.get("cluster_bound") else "counting crops")
-        print(f"  verifier threshold delta_v = {got} (alpha_v = {v['alpha_v']}, {v['n']} first crops with evidence, "
-              f"{counted})")
+        videos = f" from {v['videos']} videos" if v.get("videos") is not None else ""
+        print(f"  verifier threshold delta_v = {got} (alpha_v = {v['alpha_v']}, {v['n']} first crops with evidence"
+              f"{videos}, {counted})")
     return 0
 
 

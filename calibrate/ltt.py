@@ -37,7 +37,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from cader.calibrate.binomial import clopper_pearson_upper
-from cader.calibrate.clusters import design_effects_at, design_effects_of_rates, effective_counts
+from cader.calibrate.clusters import (
+    cluster_codes,
+    design_effects_at,
+    design_effects_of_rates,
+    effective_counts,
+)
+from cader.calibrate.per_video import clustered_selection_refusal
 from cader.calibrate.tau import NO_EXIT_TAU, PRECISION_GRID, TauSelection, exit_counts_at, min_testable_exits
 from scipy.stats import beta, binom
 
@@ -265,7 +271,8 @@ def select_verifier_threshold(
     ``clusters`` (one label per crop, its video) tests each threshold on effective counts, as the exit error is
     tested: accepted crops and misses divided by the design effect of the misses among the accepted crops
     (calibrate/clusters.py ``design_effects_at``); a threshold is testable when it accepts ``min_accepted`` crops
-    and its effective count can pass at all."""
+    and its effective count can pass at all. With ``clusters`` the block also counts the videos, and crops from
+    fewer than two videos certify nothing (the reason says so)."""
     if not (0.0 < alpha_v < 1.0 and 0.0 < delta < 1.0):
         raise ValueError(f"alpha_v and delta must be in (0, 1), got {alpha_v}, {delta}")
     p_yes = np.asarray(p_yes, np.float64)
@@ -278,10 +285,17 @@ def select_verifier_threshold(
     testable = np.flatnonzero((n_acc >= min_accepted) & (n_eff >= min_testable_exits(alpha_v, delta) - 1e-9))
     out = {"alpha_v": alpha_v, "delta": delta, "n": int(p_yes.size), "n_miss": int(miss.sum()), "min_accepted": need,
            "threshold": None, "certified": 0, "cluster_bound": clusters is not None}
+    if clusters is not None:
+        out["videos"] = cluster_codes(clusters)[1]
     if testable.size == 0:
         counted = "" if clusters is None else " (effective counts over videos)"
         out["reason"] = (f"no threshold accepts {need} or more crops{counted} ({p_yes.size} verified crops with "
                          f"evidence)")
+        return out
+    # one video's crops estimate no design effect (d = 1 over a single cluster): as for tau, a refusal
+    refusal = None if clusters is None else clustered_selection_refusal(out["videos"], "the verified crops come from")
+    if refusal:
+        out["reason"] = refusal
         return out
     start = int(testable[0])
     pv = binomial_tail_pvalue(k_eff, n_eff, alpha_v)

@@ -65,9 +65,10 @@ def check_per_video(n_videos: int, split_used: str, temperature_fitted: bool) ->
             "pass more videos, or fix T with --temperature")
 
 
-def clustered_selection_refusal(n_videos: int) -> str | None:
-    """Why a guarantee counting videos cannot be certified on ``n_videos`` selection videos (None when it can)."""
+def clustered_selection_refusal(n_videos: int, holder: str = "the selection split holds") -> str | None:
+    """Why a guarantee counting videos cannot be certified on ``n_videos`` videos (None when it can); ``holder``
+    says what holds them, as the message's opening words."""
     if n_videos < MIN_VIDEOS:
-        return (f"the selection split holds {n_videos} video(s): a bound counting videos needs at least {MIN_VIDEOS} "
+        return (f"{holder} {n_videos} video(s): a bound counting videos needs at least {MIN_VIDEOS} "
                 "(one video's questions are one trial, not many); this is a refusal, not a certificate")
     return None

@@ -3,7 +3,8 @@
 Temperature is fitted on one part of the samples and tau selected on the other (seeded, stratified by
 benchmark; by default each video's questions stay on one side), so the precision guarantee is not spent on data the
 temperature already saw. Questions on one video share its difficulty, so by default the guarantees count videos
-rather than questions: each threshold is tested on effective counts (n / design effect, calibrate/clusters.py).
+rather than questions, a video being its file whichever benchmarks ask about it (calibrate/videos.py): each
+threshold is tested on effective counts (n / design effect, calibrate/clusters.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Literal
 
 import numpy as np
 from cader.calibrate.calibration_file import write_calibration
-from cader.calibrate.clusters import cluster_codes
 from cader.calibrate.ltt import select_tau_ltt
 from cader.calibrate.margin import PAPER_TAU, PAPER_TEMPERATURE, margins, pad_logits, top1_indices, top1_probs
 from cader.calibrate.per_video import (
@@ -33,7 +33,7 @@ from cader.calibrate.plots import (
     plot_risk_coverage,
     plot_tau_sweep,
 )
-from cader.calibrate.records import read_predictions, split_fit_select_unit
+from cader.calibrate.records import read_predictions
 from cader.calibrate.settings import settings_of
 from cader.calibrate.summary import _fmt, render_summary  # noqa: F401 (_fmt: tests read it here)
 from cader.calibrate.tau import (
@@ -48,6 +48,7 @@ from cader.calibrate.temperature import ECE_BINS, fit_temperature, nll_and_ece
 from cader.calibrate.transfer import margin_summary
 from cader.calibrate.validity import plot_validity, validity_runs, validity_summary
 from cader.calibrate.verifier import calibrate_verifier
+from cader.calibrate.videos import split_fit_select_videos, video_codes
 from cader.contracts.provenance import collect_provenance
 
 MIN_SAMPLES = 4
@@ -108,7 +109,7 @@ def fit_or_fix_temperature(records, o: Outcomes, temperature: float | None, seed
     """T fitted on the fit part (returns T, its record, fit and select indices and the split unit actually used), or
     the given T with every sample selecting tau (no split: the unit is the one asked for)."""
     if temperature is None:
-        fit_idx, sel_idx, used = split_fit_select_unit(records, seed=seed, fit_fraction=fit_fraction, by=split_by)
+        fit_idx, sel_idx, used = split_fit_select_videos(records, seed=seed, fit_fraction=fit_fraction, by=split_by)
         tfit = fit_temperature(o.logits[fit_idx], o.gold[fit_idx], paper_temperature=PAPER_TEMPERATURE)
         if tfit.at_bound:
             print(f"warning: fitted T = {tfit.temperature:.4g} sits on a search bound {tfit.bounds}", file=sys.stderr)
@@ -216,7 +217,7 @@ def guarantee_validity(out_dir: Path, o: Outcomes, rule: Rule, temperature, seed
                        videos=None, split_by: str = "question", cluster_bound: bool = False):
     """guarantee_validity.png/.csv and its summary (calibrate/validity.py); None when the data cannot show it.
     ``videos`` (a video code per sample), ``split_by`` and ``cluster_bound`` are the run's own, so the splits and
-    the bound are the ones the calibration used (the splits stratified by benchmark, as split_fit_select)."""
+    the bound are the ones the calibration used (the splits stratified by benchmark, as split_fit_select_videos)."""
     risk, level = rule.guaranteed_risk or ("exit_error", rule.alpha)
     use = o.s2_known if (rule.needs_stage2 or risk == "accuracy_loss") else np.ones(len(o.gold), bool)
     if use.sum() < 2 * MIN_SAMPLES:
@@ -334,7 +335,7 @@ def calibrate_predictions(
     t_hat, fit_block, fit_idx, sel_idx, split_used = fit_or_fix_temperature(loaded.records, o, temperature, seed,
                                                                             fit_fraction, split_by)
     rule = Rule(mode, alpha, delta, epsilon, budget, budget_guarantee, min_exits)
-    videos, _ = cluster_codes([r.cluster for r in loaded.records])  # (benchmark, video); no video: its own
+    videos = video_codes(loaded.records)  # one code per file, whichever benchmarks ask about it; no video: its own
     per_video_block, sel_idx = draw_per_video(per_video, rule, o, videos, sel_idx, split_used, temperature, seed)
     clusters = videos[sel_idx] if cluster_bound and not per_video else None
     refusal = clustered_selection_refusal(len(set(videos[sel_idx].tolist())))

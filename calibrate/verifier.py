@@ -12,7 +12,8 @@ Rows that cannot contribute are counted by reason, never dropped silently.
 
 Questions about one video share its difficulty, so their crops' misses are not independent trials either: with
 ``cluster_bound`` (calibrate/fit.py's default, as for tau) each threshold is tested on effective counts, accepted
-crops and misses divided by the design effect of the misses over the videos (calibrate/clusters.py).
+crops and misses divided by the design effect of the misses over the videos (calibrate/clusters.py), a video being
+its file whichever benchmarks ask about it (calibrate/videos.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from cader.calibrate.ltt import select_verifier_threshold
+from cader.calibrate.videos import video_key
 from cader.contracts.jsonl import LineProblem, iter_lines
 
 PAPER_VERIFIER_THRESHOLD = 0.60  # CADER, Local Evidence Verification: accept iff P_yes >= 0.60
@@ -49,7 +51,8 @@ def _window(value) -> list[float] | None:
 def verify_observations(paths: Sequence[str | Path], rule: str = "contains",
                         ) -> tuple[np.ndarray, np.ndarray, list[tuple], Counter]:
     """(P_yes, misses the evidence, video) of the first verified crop of each sample, and the rows left out by
-    reason. The video is (benchmark, video path); a row without one is a video of its own."""
+    reason. The video is its file, whichever benchmark asks (calibrate/videos.py); a row without one is a video of
+    its own."""
     p_yes, miss, videos, left_out = [], [], [], Counter()
     seen = set()
     for path in paths:
@@ -80,8 +83,7 @@ def verify_observations(paths: Sequence[str | Path], rule: str = "contains",
                 continue
             p_yes.append(float(p))
             miss.append(misses_evidence(crop, evidence, rule))
-            video = row.get("video")
-            videos.append((key[0], video) if isinstance(video, str) and video else (key, None))
+            videos.append(video_key(key[0], key[1], row.get("video")))
     return np.asarray(p_yes, np.float64), np.asarray(miss, bool), videos, left_out
 
 

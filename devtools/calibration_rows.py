@@ -47,7 +47,8 @@ def synthetic_prediction_rows(
         row = {
             "benchmark": benchmark,
             "sample_id": f"{benchmark}-{i}",
-            "video": f"videos/{i}.mp4",
+            # each question its own video, in its benchmark's folder: calibration keys a video by this path alone
+            "video": f"{benchmark}/videos/{i}.mp4",
             "duration": 600.0,
             "question": f"synthetic question {i}",
             "options": [f"option {x}" for x in letters],

@@ -10,6 +10,7 @@ import pytest
 from cader.calibrate.ltt import select_verifier_threshold
 from cader.calibrate.pipeline import calibrate_predictions
 from cader.calibrate.verifier import misses_evidence, verify_observations
+from cader.calibrate.videos import video_key
 from cader.dev.calibration_rows import synthetic_prediction_rows
 
 
@@ -49,7 +50,7 @@ def test_first_verify_step_per_sample_and_rows_left_out_by_reason(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + json.dumps(rows[0]) + "\n[1]\n")
     p_yes, miss, videos, left_out = verify_observations([path])
-    assert videos == [(rows[i]["benchmark"], rows[i]["video"]) for i in (0, 5)]
+    assert videos == [video_key(rows[i]["benchmark"], rows[i]["sample_id"], rows[i]["video"]) for i in (0, 5)]
     assert p_yes.tolist() == [rows[0]["stage2"]["steps"][0]["p_yes"], rows[5]["stage2"]["steps"][0]["p_yes"]]
     assert miss.tolist() == [rows[i]["stage2"]["steps"][0]["crop"][0] == 300.0 for i in (0, 5)]
     assert dict(left_out) == {"no_evidence_window": 1, "no_verify_step": 1, "unverified_or_malformed_step": 1,

@@ -11,11 +11,14 @@ holds: violations 0.315 and 0.125 over these 200 draws (a threshold certified in
 0.088 over 1,000 draws of another seed (`violation_rates`).
 """
 
+import json
+
 import numpy as np
 import pytest
 from cader.calibrate.binomial import clopper_pearson_upper
 from cader.calibrate.clusters import design_effect_from_counts, design_effects_at
 from cader.calibrate.ltt import select_verifier_threshold
+from cader.calibrate.verifier import calibrate_verifier, verify_observations
 from scipy.special import expit, logit
 
 ALPHA_V, DELTA = 0.15, 0.1
@@ -64,6 +67,33 @@ def test_the_bound_is_on_the_counts_divided_by_the_design_effect_by_hand():
     strict = select_verifier_threshold(p_yes, miss, 0.2, 0.1, min_accepted=20, candidates=np.array([0.5, 0.05]),
                                        clusters=videos)
     assert strict["threshold"] is None and f"(design effect {d:.3g})" in strict["reason"]
+
+
+def _first_crop_rows(n, rng):
+    """Rows whose first verified crop misses the evidence more often the lower its P_yes: all about one file, which
+    two benchmarks (a test and a held-out split of one folder) list in turn."""
+    rows = []
+    for i in range(n):
+        p = float(rng.uniform())
+        crop = [300.0, 320.0] if rng.uniform() < base_miss(p) else [95.0, 110.0]
+        bench = ("synthetic", "synthetic_heldout")[i % 2]
+        rows.append({"benchmark": bench, "sample_id": f"{bench}-{i}", "video": "synthetic/videos/one.mp4",
+                     "meta": {"evidence_window": [100.0, 104.0]}, "route": "stage2",
+                     "stage2": {"steps": [{"phase": "verify", "crop": crop, "p_yes": p}]}})
+    return rows
+
+
+def test_crops_of_one_file_under_two_benchmarks_are_one_video_and_certify_nothing(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _first_crop_rows(600, np.random.default_rng(0))))
+    _, _, videos, _ = verify_observations([path])
+    assert len(videos) == 600 and len(set(videos)) == 1
+    # counting crops certifies a threshold on these very crops, so the refusal below is the video count's doing
+    assert calibrate_verifier([path], ALPHA_V, DELTA, min_accepted=20, cluster_bound=False)["threshold"] is not None
+    # keyed by (benchmark, video) these were two videos and a threshold was certified on one file's crops
+    out = calibrate_verifier([path], ALPHA_V, DELTA, min_accepted=20)
+    assert out["threshold"] is None and out["videos"] == 1
+    assert out["reason"].startswith("the verified crops come from 1 video(s)") and "refusal" in out["reason"]
 
 
 def fresh_video_miss_rate(thresholds):

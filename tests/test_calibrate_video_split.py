@@ -5,7 +5,7 @@ Simulation: every video draws a random effect u ~ N(0, sigma^2) that shifts the 
 questions being answered right, at the margins Stage 1 gives them (the logits come from
 cader.dev.calibration_rows.synthetic_logits, so without the effect P_top1 of softmax(z / T_true) is exactly the
 probability of being right). Each repetition draws a calibration set of videos, splits it into fit and selection
-parts with `split_fit_select` (by="question" or by="video"), fits T on the fit part and selects tau on the other with
+parts with `split_fit_select_videos` (by="question" or by="video"), fits T on the fit part and selects tau on the other with
 the package's precision mode (`select_tau_precision`, with the selection part's videos as ``clusters`` or without),
 and measures the error among exits on a large pool of fresh videos (the mean over exits of each question's error
 probability on a fresh video, the video effect integrated out, so without Bernoulli or pool noise). A violation is
@@ -22,13 +22,17 @@ The direct design effect of the errors among the exits alone (without the intrac
 calibrate/clusters.py) read 0.19 in the 10 x 100 case: an exit set with no error has no spread to measure.
 """
 
+import json
+
 import numpy as np
 import pytest
+from cader.calibrate.fit import main as fit_main
 from cader.calibrate.margin import margins
-from cader.calibrate.records import Stage1Record, split_fit_select
+from cader.calibrate.records import Stage1Record, split_fit_select_unit
 from cader.calibrate.tau import select_tau_precision
 from cader.calibrate.temperature import fit_temperature
-from cader.dev.calibration_rows import synthetic_logits
+from cader.calibrate.videos import split_fit_select_videos, video_codes
+from cader.dev.calibration_rows import synthetic_logits, synthetic_prediction_rows
 from scipy.special import expit, logit
 
 TRUE_T, K = 1.5, 4
@@ -65,7 +69,7 @@ def _draw(rng, n_videos, per_video, sigma):
 
 
 def _records(gold, videos):
-    """Stage1Records carrying only what split_fit_select reads (benchmark, sample id, video)."""
+    """Stage1Records carrying only what split_fit_select_videos reads (benchmark, sample id, video)."""
     return [Stage1Record("sim", i, "sim", f"{i:06d}", [], np.zeros(0), int(g), video=f"v{v}")
             for i, (g, v) in enumerate(zip(gold, videos))]
 
@@ -81,7 +85,7 @@ def violation_rates(n_videos, per_video, sigma, repetitions, procedures, seed=0)
         z, gold, videos, _ = _draw(rng, n_videos, per_video, sigma)
         records = _records(gold, videos)
         for unit in sorted({u for u, _ in procedures}):
-            fit, sel = split_fit_select(records, seed=rep, by=unit)
+            fit, sel, _ = split_fit_select_videos(records, seed=rep, by=unit)
             t_hat = fit_temperature(z[fit], gold[fit]).temperature
             m_sel, right = margins(z[sel], t_hat), z[sel].argmax(axis=1) == gold[sel]
             for clustered in [c for u, c in procedures if u == unit]:
@@ -121,3 +125,67 @@ def test_a_shared_video_difficulty_breaks_the_question_counting_bound_and_the_cl
     spread = violation_rates(40, 25, sigma=2.0, repetitions=200, procedures=[VIDEO_CLUSTERED])
     violations, exits = spread[VIDEO_CLUSTERED]
     assert violations <= DELTA + slack(200) and exits >= 0.5, spread
+
+
+# ---- one file under several benchmark names is one video -----------------------------------------------------------
+
+BENCHMARKS = ("videomme_long", "mlvu_dev", "lvbench")
+
+
+def _one_file_rows(n=400):
+    """The issue's reproduction: n questions about one file, listed by three benchmarks in turn."""
+    rows = synthetic_prediction_rows("x", n, K, TRUE_T, seed=0)
+    for i, row in enumerate(rows):
+        bench = BENCHMARKS[i % 3]
+        row.update(benchmark=bench, sample_id=f"{bench}-{i}", video="shared/one.mp4")
+    return rows
+
+
+def test_one_file_under_three_benchmarks_is_one_video_and_certifies_nothing(tmp_path, capsys):
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _one_file_rows()), encoding="utf-8")
+    args = ["--predictions", str(path), "--mode", "precision", "--alpha", "0.2", "--min_exits", "20",
+            "--figures", "false"]
+    # keyed by (benchmark, video) these were three videos, split "3 videos fit T, 3 select tau", and tau = 0.35
+    # was certified with 57 % of the questions exiting on what is one video
+    for i, extra in enumerate(([], ["--per_video", "true"], ["--temperature", "1.5"])):
+        assert fit_main(args + extra + ["--out", str(tmp_path / f"refused{i}")]) == 2, extra
+        assert "selection split holds 1 video(s)" in capsys.readouterr().err, extra
+        assert not (tmp_path / f"refused{i}" / "calibration.json").exists()
+    # counting questions as trials (asked for explicitly) still runs, and counts one video, in both parts
+    assert fit_main(args + ["--cluster_bound", "false", "--out", str(tmp_path / "questions")]) == 0
+    assert "split by question (fell back from video): 1 videos fit T, 1 select tau" in capsys.readouterr().out
+    calibration = json.loads((tmp_path / "questions" / "calibration.json").read_text())
+    assert (calibration["videos_fit"], calibration["videos_select"], calibration["videos_in_both"]) == (1, 1, 1)
+
+
+def _shared_records(rng, n=90):
+    """Records of three benchmarks over 12 files, most files asked about by more than one benchmark."""
+    return [Stage1Record("f", i, BENCHMARKS[int(rng.integers(3))], f"{i:03d}", [], np.zeros(0), 0,
+                         video=f"videos/{int(rng.integers(12))}.mp4") for i in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_file_several_benchmarks_ask_about_goes_to_one_side_whole(seed):
+    records = _shared_records(np.random.default_rng(seed))
+    fit, sel, used = split_fit_select_videos(records, seed=seed)
+    assert used == "video" and sorted(fit.tolist() + sel.tolist()) == list(range(len(records)))
+    files = [{records[i].video for i in part} for part in (fit, sel)]
+    assert files[0] and files[1] and files[0].isdisjoint(files[1])
+    shared = {r.video for r in records if len({q.benchmark for q in records if q.video == r.video}) > 1}
+    assert shared & files[0] and shared & files[1]  # not vacuous: files shared by benchmarks land on both sides
+    codes = video_codes(records)
+    assert len(set(codes.tolist())) == len({r.video for r in records})
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_without_shared_files_the_split_is_the_per_benchmark_one(seed):
+    # each benchmark over files of its own: the same split (and so the same T and tau) as before the key changed
+    rng = np.random.default_rng(seed)
+    records = [Stage1Record("f", i, b, f"{i:03d}", [], np.zeros(0), 0, video=f"{b}/{int(rng.integers(9))}.mp4")
+               for i, b in enumerate(rng.choice(BENCHMARKS, 120))]
+    records[5].video = None  # a row without a video: a unit of its own either way
+    for by in ("video", "question"):
+        ours, old = split_fit_select_videos(records, seed=seed, by=by), split_fit_select_unit(records, seed, by=by)
+        for a, b in zip(ours, old):
+            np.testing.assert_array_equal(a, b)
