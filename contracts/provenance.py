@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
+import itertools
+import logging
 import platform
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from cader.contracts.types import Record
 from pydantic import Field
@@ -67,22 +68,73 @@ def _secret_name(name: str) -> bool:
     return any(w in _SECRET_FLAG_WORDS for w in re.split(r"[-_.]+", name.lower()))
 
 
+# Where a URL starts inside any text (a message, a command line, a comma or `|` list of URLs): its scheme.
+_URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+# Punctuation that closes the text around a URL (a quote, a bracket, a list's separator), not part of the URL.
+_URL_CLOSERS = "'\"`.,;:)]}>|"
+MASK = "***"
+
+
+def _redact_one(url: str) -> str:
+    """One URL (scheme://...), its userinfo, query values and fragment masked (`redact_url`)."""
+    scheme, rest = url.split("://", 1)
+    # The userinfo ends at the last "@" of the authority, which ends at the first "/", "?" or "#" (RFC 3986). A raw
+    # "/" in a password (a base64 key) moves that "@" past a "/": then the last "@" before the first "?"/"#" ends
+    # it (on a path with an "@" this hides more, never less). A "?" or "#" before an "@" and no "/" between them
+    # is either a password holding "?" or a query value holding "@": which part is the host cannot be told, so
+    # all of it is hidden.
+    at = re.split(r"[/?#]", rest, maxsplit=1)[0].rfind("@")
+    if rest.split("/", 1)[0].rfind("@") > at:
+        return f"{scheme}://{MASK}"
+    at = re.split(r"[?#]", rest, maxsplit=1)[0].rfind("@")
+    userinfo = f"{MASK}@" if at >= 0 else ""
+    rest = rest[at + 1:]
+    rest, hash_mark, fragment = rest.partition("#")
+    address, question_mark, query = rest.partition("?")
+    # every value is masked whatever its name (a signature `sig=`, a session id...): the names say what was sent
+    items = (name for name in re.split(r"[&;]", query) if name)
+    query = "&".join(f"{item.partition('=')[0]}={MASK}" if "=" in item else MASK for item in items)
+    return (f"{scheme}://{userinfo}{address}{question_mark}{query}"
+            f"{hash_mark}{MASK if fragment else ''}")
+
+
 def redact_url(text: str) -> str:
-    """`text` with a URL's credentials hidden: the password of user:password@host, and the value of every query
-    parameter whose name says key/token/secret/password (`?api-key=...`); any other text is returned as it is."""
+    """`text` with every URL in it stripped of what may be a credential; the one redaction of URLs that every log
+    line, error message and output file goes through. In each URL (scheme://..., found anywhere in the text, in
+    lists joined with `,` or `|` too) the userinfo becomes `***` (`http://***@host:8000/v1`), every query value
+    `***` with its name kept (`?api-key=***&sig=***`; a lone item `?***`) and a fragment `#***`; scheme, host, port
+    and path are kept. Text without a URL is returned as it is."""
     if "://" not in text:
         return text
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return text
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        netloc = f"{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else f"***@{host}"
-    query = "&".join(f"{name}=***" if _secret_name(name) else f"{name}={value}" if eq else name
-                     for name, eq, value in (item.partition("=") for item in parts.query.split("&") if item))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    starts = [m.start() for m in _URL_START.finditer(text)] + [len(text)]
+    out = [text[:starts[0]]]
+    for start, next_start in itertools.pairwise(starts):
+        # a URL runs to white space or to the next URL's scheme; what follows it there stays as it is
+        space = re.search(r"\s", text[start:next_start])
+        end = start + space.start() if space else next_start
+        url = text[start:end].rstrip(_URL_CLOSERS)  # never into "://": the "/" stops it
+        out += [_redact_one(url), text[start + len(url):next_start]]
+    return "".join(out)
+
+
+class RedactURLs(logging.Filter):
+    """A log filter passing every record on with the URLs in its message redacted (`redact_url`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_url(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+def redact_urls_logged_by(*names: str) -> None:
+    """Redact the URLs in what the named loggers log themselves (a logger's filters do not see its children's
+    records): HTTP clients, such as httpx, which logs each request's URL, password and query included, at INFO."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactURLs) for f in logger.filters):
+            logger.addFilter(RedactURLs())
 
 
 def redact_argv(argv: list[str]) -> list[str]:

@@ -23,9 +23,13 @@ settings), and OpenAI's own API, which the name would suggest, gives neither.
 - At start, one probe per replica (a two-frame video, the 26 letters scored): a server that refuses a needed
   option, scores other ids, or expands the probe to other token ids than the processor does is refused at once,
   with the server flag it lacks (`REQUIRED_FLAGS`); never a silent top-k fallback.
-- Routing (`cader.evaluate.backends.routing`): requests carrying the same frames go to one replica (prefix and
-  encoder caches), new ones to the least busy, at most `concurrency` per replica; failed requests are retried on
-  another replica with bounded back-off. An API key comes from the environment variable `api_key_env` only.
+- Routing (`cader.evaluate.backends.routing`; the HTTP side in `cader.evaluate.backends.replicas`): requests
+  carrying the same frames go to one replica (prefix and encoder caches), new ones to the least busy, at most
+  `concurrency` per replica; failed requests are retried on another replica with bounded back-off. An API key
+  comes from the environment variable `api_key_env` only.
+- Secrets in a replica's URL (user:password@, query values) are used in its requests and nowhere else: every
+  message, log line and file (server_routing.json, report.json, a record's error) names the URL as
+  `cader.contracts.provenance.redact_url` shows it (`http://***@host:8000/v1`).
 """
 
 from __future__ import annotations
@@ -33,21 +37,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-import logging
 import os
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from cader.contracts.provenance import redact_url
 from cader.evaluate.backends.base import Backend, BackendError, Generation, LetterLogits, Prompt, YesNo
-from cader.evaluate.backends.routing import Router, request_work
+from cader.evaluate.backends.replicas import ReplicaPool, RequestFailed, http_library  # noqa: F401 - imported from here
+from cader.evaluate.backends.routing import request_work
 from cader.evaluate.backends.vllm import LOGPROBS_MODE, letter_logits_from, yes_no_from
-
-log = logging.getLogger(__name__)
 
 # The server flags exact scores need; the probe names the one a server lacks (docs/serving.md has the command).
 REQUIRED_FLAGS = {
@@ -221,106 +222,6 @@ def missing_flag(message: str) -> str | None:
     return None
 
 
-def http_library():
-    """The HTTP library the installed OpenAI SDK is built on: httpx2 in the SDK versions that replaced httpx."""
-    try:
-        import httpx2 as httpx
-    except ImportError:
-        import httpx
-    return httpx
-
-
-class RequestFailed(Exception):
-    """A request that may succeed on another replica (no answer, a dropped connection, a 5xx)."""
-
-
-# ---- the replicas ---------------------------------------------------------------------------------------------------
-class ReplicaPool:
-    """Sends JSON requests to replicas through a `Router`: affinity, capacity, retries with back-off."""
-
-    def __init__(self, urls: Sequence[str], options: ServerOptions):
-        httpx = http_library()
-        if not urls:
-            raise ValueError("no server URLs (--model_urls / --verifier_urls)")
-        self.urls = [u.rstrip("/").removesuffix("/v1") for u in urls]
-        self.options = options
-        self.router = Router(len(self.urls), options.concurrency, options.backoff_s, options.backoff_max_s)
-        self._cond = threading.Condition()
-        logging.getLogger(httpx.__name__).setLevel(logging.WARNING)  # not one INFO line per request in the run's log
-        key = os.environ.get(options.api_key_env) if options.api_key_env else None
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        limits = httpx.Limits(max_connections=len(self.urls) * options.concurrency + 4)
-        self._http = httpx.Client(headers=headers, limits=limits,
-                                  timeout=httpx.Timeout(options.timeout_s, connect=min(10.0, options.timeout_s)))
-        # enough threads that every replica can be full while others wait for theirs
-        self._pool = ThreadPoolExecutor(len(self.urls) * options.concurrency * 2, thread_name_prefix="cader-server")
-        self.key_replicas: dict[str, dict[int, int]] = {}  # affinity key -> {replica: requests answered there}
-
-    def get(self, i: int, path: str) -> dict:
-        response = self._http.get(self.urls[i] + path)
-        response.raise_for_status()
-        return response.json()
-
-    def post_once(self, i: int, body: dict) -> dict:
-        """One request to replica `i`: the answer; RequestFailed to retry elsewhere; BackendError for a bad request."""
-        httpx = http_library()
-        try:
-            response = self._http.post(self.urls[i] + "/v1/chat/completions", json=body)
-        except httpx.HTTPError as err:  # refused, dropped, timed out
-            raise RequestFailed(f"{self.urls[i]}: {type(err).__name__}: {err}") from err
-        if response.status_code >= 500 or response.status_code in (408, 429):
-            raise RequestFailed(f"{self.urls[i]}: HTTP {response.status_code}: {response.text[:300]}")
-        if response.status_code != 200:  # the same request fails on every replica
-            raise BackendError(f"{self.urls[i]}: HTTP {response.status_code}: {response.text[:500]}")
-        return response.json()
-
-    def post(self, key: str, work: float, body: dict) -> dict:
-        """One request, routed; retried on another replica after a failure, `retries` times at most."""
-        tried: set[int] = set()
-        errors: list[str] = []
-        while True:
-            with self._cond:
-                while (i := self.router.pick(key, time.monotonic(), tried)) is None:
-                    self._cond.wait(timeout=max(0.05, self.router.next_up(time.monotonic())))
-                self.router.start(i, work)
-            ok = True
-            try:
-                answer = self.post_once(i, body)
-            except RequestFailed as err:
-                ok = False
-                errors.append(str(err))
-            finally:
-                with self._cond:
-                    self.router.finish(i, work, ok, time.monotonic())
-                    if ok:
-                        per_key = self.key_replicas.setdefault(key, {})
-                        per_key[i] = per_key.get(i, 0) + 1
-                    self._cond.notify_all()
-            if ok:
-                return answer
-            tried.add(i)
-            log.warning("request failed on replica %d (%s), %d of %d retries used", i, errors[-1][:200],
-                        len(errors) - 1, self.options.retries)
-            if len(errors) > self.options.retries:
-                raise BackendError(f"server_unavailable: {len(errors)} attempts failed; last: {errors[-1]}")
-
-    def post_all(self, requests: Sequence[tuple[str, float, dict]]) -> list[dict]:
-        """Every (key, work, body) at once, each routed on its own; answers in order."""
-        futures = [self._pool.submit(self.post, *request) for request in requests]
-        return [f.result() for f in futures]
-
-    def accounting(self) -> dict:
-        """Per replica: requests sent and failed; per affinity key: requests answered by each replica."""
-        with self._cond:
-            counts = self.router.counts()
-            return {"replicas": [{"url": u, **c} for u, c in zip(self.urls, counts)],
-                    "keys": {k: {str(i): n for i, n in v.items()} for k, v in self.key_replicas.items()}}
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._http.close()
-
-
 # ---- the backend ----------------------------------------------------------------------------------------------------
 class ServerBackend(Backend):
     name = "server"
@@ -354,10 +255,11 @@ class ServerBackend(Backend):
     def _served_model(self) -> str:
         try:
             models = [m["id"] for m in self.pool.get(0, "/v1/models").get("data", [])]
-        except Exception as err:
-            raise ServerRefused(f"{self.pool.urls[0]}: cannot list its models ({type(err).__name__}: {err})") from err
+        except Exception as err:  # noqa: BLE001 - any failure is a refusal; not chained: its text may hold the URL
+            raise ServerRefused(redact_url(f"{self.pool.shown[0]}: cannot list its models ({type(err).__name__}: "
+                                           f"{err})")) from None
         if len(models) != 1:
-            raise ServerRefused(f"{self.pool.urls[0]} serves {models}; name one with --server.served_model")
+            raise ServerRefused(f"{self.pool.shown[0]} serves {models}; name one with --server.served_model")
         return models[0]
 
     def probe(self, i: int) -> None:
@@ -365,7 +267,7 @@ class ServerBackend(Backend):
         from cader.vlm.messages import build_messages, encode
         from cader.vlm.video import Frames
 
-        url = self.pool.urls[i]
+        url = self.pool.shown[i]
         frames = Frames(np.full((2, 32, 32, 3), 128, np.uint8), np.array([0.0, 0.5]), np.array([0, 1]), 2.0)
         prompt = Prompt("Which letter?", system="probe", video=frames)
         ids = [self.token_id(letter) for letter in PROBE_LETTERS]
@@ -376,7 +278,8 @@ class ServerBackend(Backend):
             flag = missing_flag(str(err))
             hint = f"start it with {flag} ({REQUIRED_FLAGS.get(flag, 'see docs/serving.md')})" if flag else \
                 "see docs/serving.md for the flags cader needs"
-            raise ServerRefused(f"{url} cannot give exact scores: {hint}; the server said: {str(err)[:300]}") from None
+            raise ServerRefused(f"{url} cannot give exact scores: {hint}; the server said: "
+                                f"{redact_url(str(err))[:300]}") from None
         scored = id_logprobs(answer["choices"][0])
         missing = [t for t in ids if t not in scored]
         if missing:
@@ -455,7 +358,7 @@ class ServerBackend(Backend):
 
     def describe(self) -> dict:
         return {"name": self.name, **SCORING, "logprobs_mode": LOGPROBS_MODE, "served_model": self.served_model,
-                "replicas": list(self.pool.urls),
+                "replicas": list(self.pool.shown),
                 "options": {k: v for k, v in asdict(self.options).items()},  # the key's variable name, never the key
                 "api_key_set": bool(self.options.api_key_env and os.environ.get(self.options.api_key_env))}
 

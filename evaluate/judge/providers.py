@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Literal, Protocol
 
+from cader.contracts.provenance import redact_url, redact_urls_logged_by
 from cader.evaluate.judge.params import (
     CONTEXT_1M_BETA,
     ModelFamily,
@@ -53,8 +54,10 @@ def _httpx():
 
 
 def deadline_http_client(sdk, timeout: float):
-    """The SDK's default HTTP client with a transport that holds each request to a deadline on the whole exchange."""
+    """The SDK's default HTTP client with a transport that holds each request to a deadline on the whole exchange.
+    httpx logs each request's URL at INFO: it shows no credential of the --base_url (the SDKs log none)."""
     httpx = _httpx()
+    redact_urls_logged_by(httpx.__name__)
 
     class DeadlineStream(httpx.SyncByteStream):
         def __init__(self, inner, deadline: float, request):
@@ -130,7 +133,9 @@ class ProviderError(RuntimeError):
 
     def __init__(self, message: str, *, transient: bool, status: int | None = None,
                  retry_after: float | None = None):
-        super().__init__(message)
+        # a judgment row, the report and the console carry this text: any URL in it (an SDK's error naming the
+        # --base_url) shows no credential
+        super().__init__(redact_url(message))
         self.transient = transient
         self.status = status
         self.retry_after = retry_after  # seconds the server asked for (Retry-After), if it said
@@ -422,4 +427,8 @@ def make_provider(name: str, model: str, base_url: str | None = None, *, familie
     except KeyError:
         raise ValueError(f"unknown provider {name!r}; choose one of {sorted(PROVIDERS)}") from None
     family = family_for(name, model, parse_families(families))
-    return factory(model, base_url, family=family, **kwargs)
+    try:
+        return factory(model, base_url, family=family, **kwargs)
+    except _httpx().InvalidURL:  # its text quotes the piece it could not read: a piece of a password perhaps
+        raise ProviderError(f"--base_url {redact_url(base_url or '')}: not a URL (a password holding '/', '?', '#' "
+                            "or '@' must be %-encoded)", transient=False) from None
