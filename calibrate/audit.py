@@ -36,6 +36,7 @@ from cader.calibrate.ltt import certifiable_errors, certification_power
 from cader.calibrate.margin import InvalidLogits, margin
 from cader.calibrate.per_video import one_per_video
 from cader.contracts.jsonl import LineProblem, iter_lines
+from cader.contracts.records import PredictionRecord, present_field_problem
 
 DEFAULT_POWER = 0.8
 MAX_LABELS = 100_000
@@ -106,26 +107,41 @@ def plan_order(videos: Sequence, exits: np.ndarray, seed: int) -> np.ndarray:
 # ---- file I/O at the edge ------------------------------------------------------------------------------------------
 
 
+def unusable_row(row) -> tuple[str, str | None] | None:
+    """Why a target row cannot be audited: (reason, the contract's words naming the field, or None where there is
+    nothing to name: a line that is no record, a failed sample); None when it can be."""
+    if isinstance(row, LineProblem) or not isinstance(row, dict):
+        return "malformed", None
+    if row.get("error"):
+        return "failed", None  # already reported by the run that wrote it
+    problem = present_field_problem(PredictionRecord, row)  # a NaN or infinite logit or margin among them
+    if problem is not None:
+        return problem
+    return ("no_logits", None) if (row.get("stage1") or {}).get("logits") is None else None
+
+
 def read_target(paths: Sequence[str], temperature: float) -> tuple[list[dict], dict]:
     """Rows of the target run usable for the audit (Stage-1 logits present): key, video, letters, answer, margin at
-    the calibration's T; and skipped rows by reason (failed rows and bad logits are counted, never dropped
-    silently)."""
+    the calibration's T; and skipped rows by reason (failed rows, rows that break the predictions contract and
+    logits that define no margin are counted, never dropped silently; each broken row is named on stderr by file,
+    line and sample)."""
     rows, skipped = [], {}
     for path in paths:
         for line, row in iter_lines(Path(path)):
-            logits = (row.get("stage1") or {}).get("logits") if isinstance(row, dict) else None
-            why = ("malformed" if isinstance(row, LineProblem) or not isinstance(row, dict)
-                   else "failed" if row.get("error") else "no_logits" if logits is None else None)
-            if why is None:
+            unusable = unusable_row(row)
+            if unusable is None:
                 try:
-                    m = margin(logits, temperature)
+                    m = margin(row["stage1"]["logits"], temperature)
                 except InvalidLogits as exc:
-                    print(f"{path}:{line}: skipped ({exc})", file=sys.stderr)
-                    why = "invalid_logits"
-            if why:
+                    unusable = ("invalid_logits", str(exc))
+            if unusable is not None:
+                why, detail = unusable
+                if detail:
+                    print(f"{path}:{line}: skipped (sample {row.get('benchmark')}/{row.get('sample_id')}: {detail})",
+                          file=sys.stderr)
                 skipped[why] = skipped.get(why, 0) + 1
                 continue
-            letters = row.get("letters") or []
+            letters, logits = row.get("letters") or [], row["stage1"]["logits"]
             rows.append({"benchmark": str(row.get("benchmark")), "sample_id": str(row.get("sample_id")),
                          "video": row.get("video") or f"\0sample:{row.get('sample_id')}", "margin": float(m),
                          "stage1_pred": letters[int(np.argmax(logits))] if len(letters) == len(logits) else None,

@@ -27,6 +27,7 @@ from cader.calibrate.margin import PAPER_TAU, PAPER_TEMPERATURE, InvalidLogits, 
 from cader.calibrate.plots import DPI, write_csv
 from cader.contracts.calibration import NO_EXIT_TAU
 from cader.contracts.jsonl import LineProblem, iter_lines
+from cader.contracts.records import PredictionRecord, present_field_problem
 from cader.vlm.flops import QWEN3_VL_8B_TEXT, TextShape
 
 TERA = 1e12
@@ -110,16 +111,20 @@ def plot_frontier(out_dir: Path, curve: list[dict], points: Mapping[str, dict], 
 # ---- file I/O at the edge ------------------------------------------------------------------------------------------
 
 
-def uniform_stage2_columns(rows, main: TextShape, verifier: TextShape | None) -> tuple[dict, dict]:
+def uniform_stage2_columns(rows, main: TextShape, verifier: TextShape | None) -> tuple[dict, dict, list]:
     """Per-sample lists from uniform_stage2 rows (record dicts, or LineProblems from a reader): Stage-1 logits,
-    Stage-1 and Stage-2 correctness, Stage-1 and full FLOPs; and the rows left out by reason (failed, no Stage-2
-    outcome, no gold, malformed), counted."""
+    Stage-1 and Stage-2 correctness, Stage-1 and full FLOPs; the rows left out by reason (failed, breaks the
+    predictions contract, no Stage-2 outcome, no gold, malformed), counted; and (row index, the contract's words)
+    for each row left out for breaking the contract."""
     cols = {k: [] for k in ("logits", "s1", "s2", "f1", "full", "estimated")}
     skipped: dict[str, int] = {}
-    for row in rows:
-        why = _unusable(row)
-        if why:
+    problems: list[tuple[int, str]] = []
+    for index, row in enumerate(rows):
+        unusable = _unusable(row)
+        if unusable:
+            why, detail = unusable
             skipped[why] = skipped.get(why, 0) + 1
+            problems += [(index, detail)] if detail else []
             continue
         logits, letters = row["stage1"]["logits"], row["letters"]
         s2_pred = row["stage2"].get("pred") if row["stage2"].get("pred") is not None else row.get("pred")
@@ -130,17 +135,19 @@ def uniform_stage2_columns(rows, main: TextShape, verifier: TextShape | None) ->
         cols["f1"].append(flops["stage1"])
         cols["full"].append(flops["total"])
         cols["estimated"].append(estimated)
-    return cols, skipped
+    return cols, skipped, problems
 
 
 def frontier_from_rows(rows, temperature: float, tau: float, main: TextShape = QWEN3_VL_8B_TEXT,
                        verifier: TextShape | None = None, tau_label: str = "certified") -> dict:
-    """The frontier of uniform_stage2 rows at a calibration's T and tau: {"n", "skipped", "estimated_rows",
-    "points" (certified, paper, always_stage2, stage1_only), "curve"}; n = 0 when no row is usable. What report.md
-    shows for a uniform_stage2 run (``frontier_markdown(points, n, estimated_rows)``)."""
-    cols, skipped = uniform_stage2_columns(rows, main, verifier)
+    """The frontier of uniform_stage2 rows at a calibration's T and tau: {"n", "skipped", "problems" ((row index,
+    why) of each row that breaks the predictions contract), "estimated_rows", "points" (certified, paper,
+    always_stage2, stage1_only), "curve"}; n = 0 when no row is usable. What report.md shows for a uniform_stage2
+    run (``frontier_markdown(points, n, estimated_rows)``)."""
+    cols, skipped, problems = uniform_stage2_columns(rows, main, verifier)
     n = len(cols["s1"])
-    out = {"n": n, "skipped": skipped, "estimated_rows": int(sum(cols["estimated"])), "points": {}, "curve": []}
+    out = {"n": n, "skipped": skipped, "problems": problems, "estimated_rows": int(sum(cols["estimated"])),
+           "points": {}, "curve": []}
     if n == 0:
         return out
     m_cal = np.array([margin(z, temperature) for z in cols["logits"]])
@@ -158,22 +165,27 @@ def frontier_from_rows(rows, temperature: float, tau: float, main: TextShape = Q
     return out
 
 
-def _unusable(row) -> str | None:
+def _unusable(row) -> tuple[str, str | None] | None:
+    """Why a row is left out: (reason, the contract's words naming the field when it breaks the predictions
+    contract, a NaN or infinite logit or margin among them); None when it is used."""
     if isinstance(row, LineProblem) or not isinstance(row, dict):
-        return "malformed"
+        return "malformed", None
     if row.get("error"):
-        return "failed"
+        return "failed", None
+    problem = present_field_problem(PredictionRecord, row)
+    if problem is not None:
+        return problem
     stage1 = row.get("stage1") or {}
     if not stage1.get("logits") or len(stage1["logits"]) != len(row.get("letters") or []):
-        return "no_logits"
+        return "no_logits", None
     try:
         validate_logits(stage1["logits"])
-    except InvalidLogits:
-        return "invalid_logits"
+    except InvalidLogits:  # fewer than two options or more than 26: no margin
+        return "invalid_logits", None
     if row.get("answer") is None:
-        return "no_gold"
+        return "no_gold", None
     if row.get("route") != "stage2" or not isinstance(row.get("stage2"), dict):
-        return "no_stage2_outcome"
+        return "no_stage2_outcome", None
     return None
 
 
@@ -205,8 +217,13 @@ def frontier(predictions: Sequence[str], calibration: str, out: str, model: str 
     main_shape = model_shape(model or config.get("model"))
     verifier_shape = model_shape(verifier or config.get("verifier") or model or config.get("model"))
     t_cal, tau_cal = float(cal["temperature"]), float(cal["tau"])
-    rows = [row for path in predictions for _, row in iter_lines(Path(path))]
+    located = [(path, line, row) for path in predictions for line, row in iter_lines(Path(path))]
+    rows = [row for _, _, row in located]
     result = frontier_from_rows(rows, t_cal, tau_cal, main_shape, verifier_shape, f"certified ({cal['mode']})")
+    for index, why in result["problems"]:
+        path, line, row = located[index]
+        print(f"{path}:{line}: left out ({why}; sample {row.get('benchmark')}/{row.get('sample_id')})",
+              file=sys.stderr)
     n, skipped, estimated, points, curve = (result[k] for k in ("n", "skipped", "estimated_rows", "points", "curve"))
     if n == 0:
         raise ValueError(f"no usable uniform_stage2 row in {list(predictions)} (left out: {skipped}); run "

@@ -3,10 +3,10 @@ splitting them.
 
 Policy: bad input never crashes a run and is never silently dropped.
 - a row whose ``error`` is set is a failed sample: counted under "row_error" and skipped;
-- a malformed row (bad JSON, blank line, missing/NaN/inf logits, logits not matching the letters, answer not
-  among the letters, then anything else the PredictionRecord contract refuses: "invalid_record") is skipped and
-  recorded as a RowProblem naming file, line and sample (and the field); with ``strict=True`` the first one
-  raises PredictionRowError instead;
+- a malformed row (bad JSON, blank line, missing logits, a NaN or infinite logit or margin, which the
+  PredictionRecord contract refuses: "non_finite", logits not matching the letters, answer not among the letters,
+  then anything else the contract refuses: "invalid_record") is skipped and recorded as a RowProblem naming file,
+  line and sample (and the field); with ``strict=True`` the first one raises PredictionRowError instead;
 - a file that is missing, empty, or has no usable row raises PredictionFileError naming the file (and the
   first problem's line), because calibrating on nothing must not look like success.
 """
@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 from cader.calibrate.margin import InvalidLogits, validate_logits
 from cader.contracts.jsonl import LineProblem, iter_lines
-from cader.contracts.records import PredictionRecord, describe_errors, present_field_errors
+from cader.contracts.records import NON_FINITE, PredictionRecord, present_field_problem
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,11 @@ def _row_to_record(row, path: str, line: int) -> Stage1Record:
     stage1 = row.get("stage1")
     if not isinstance(stage1, dict) or stage1.get("logits") is None:
         bad("missing_logits", "no stage1.logits (raw option logits are required for calibration)")
+    # Fields calibration does not need may be absent; those present must keep the contract, whose non-finite
+    # numbers are named first (the contract, not this reader, says what a usable logit or margin is)
+    problem = present_field_problem(PredictionRecord, row)
+    if problem is not None and problem[0] == NON_FINITE:
+        bad(NON_FINITE, f"breaks the predictions contract: {problem[1]}")
     letters = row["letters"]
     if (
         not isinstance(letters, list)
@@ -119,10 +124,8 @@ def _row_to_record(row, path: str, line: int) -> Stage1Record:
     if answer not in letters:
         bad("answer_not_in_letters", f"answer {answer!r} is not one of {letters}")
     gold = letters.index(answer)
-    # Fields calibration does not need may be absent; those present must have the contract's types.
-    errors = present_field_errors(PredictionRecord, row)
-    if errors:
-        bad("invalid_record", f"breaks the predictions contract: {describe_errors(errors)}")
+    if problem is not None:
+        bad("invalid_record", f"breaks the predictions contract: {problem[1]}")
     stage2_correct = None
     stage2 = row.get("stage2")
     if row.get("route") == "stage2" and isinstance(stage2, dict):

@@ -12,19 +12,41 @@ the AgentVidBench paper (appendix D).
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from cader.contracts.calibration import CalibrationFile
 from cader.contracts.judgments import JudgmentRecord
 from cader.contracts.types import Id, Number, Record, Window
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "AnswerParseRecord", "AnswerStep", "CalibrationFile", "Cost", "FramesFingerprint", "JudgmentRecord",
     "PredictionRecord", "ProposeStep", "ResampleStep", "Stage1Fingerprint", "Stage1Record", "Stage2Record",
-    "Stage2Step", "TimingRecord", "VerifyStep", "WindowParseRecord", "build_record", "describe_errors",
-    "describe_validation_error", "present_field_errors", "split_timing",
+    "Stage2Step", "TimingRecord", "VerifierUsed", "VerifyStep", "WindowParseRecord", "build_record",
+    "describe_errors", "describe_validation_error", "present_field_errors", "present_field_problem", "split_timing",
 ]
+
+NON_FINITE = "non_finite"  # the error type (and a reader's reason) of a NaN or infinite number the contract refuses
+
+
+def json_spelling(value: float) -> str:
+    """NaN, Infinity or -Infinity: how Python's json module writes a non-finite float (what the file holds)."""
+    return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+
+
+def finite_or_refused(value, what: str):
+    """`value` (a Number or a list of them) unchanged when every number in it is finite; else a `non_finite`
+    error naming the first one. A reader cannot order, sum or threshold a NaN, so a record holding one where the
+    method computes (logits, margin) is broken, not merely odd."""
+    numbers = value if isinstance(value, list) else [value]
+    for position, number in enumerate(numbers):
+        if isinstance(number, float) and not math.isfinite(number):
+            where = f" at position {position}" if isinstance(value, list) else ""
+            raise PydanticCustomError(NON_FINITE, "{what} must be finite, got {got}{where}",
+                                      {"what": what, "got": json_spelling(number), "where": where})
+    return value
 
 
 # ---- Stage 1 -------------------------------------------------------------------------------------------------------
@@ -53,11 +75,12 @@ class Stage1Record(Record):
 
     logits: list[Number] = Field(
         description="Raw option logits z_i before temperature, one per letter in `letters` order (CADER, Stage 1: "
-        "Confidence Estimation via Logit Margin)."
+        "Confidence Estimation via Logit Margin); each finite (NaN and Infinity are refused)."
     )
     pred: str = Field(description="A1, the letter of the largest logit (Algorithm 1 line 9).")
     margin: Number | None = Field(
-        description="M = P_top1 - P_top2 of softmax(z / T) (CADER Eq. 2-3); null only in rows that did not compute it."
+        description="M = P_top1 - P_top2 of softmax(z / T) (CADER Eq. 2-3), finite; null only in rows that did not "
+        "compute it."
     )
     temperature: Number = Field(
         description="T of the temperature-scaled softmax (CADER Eq. 2; paper value 2.0)."
@@ -74,6 +97,11 @@ class Stage1Record(Record):
         default=None, description="What this result depends on (for reuse)."
     )
     reused: bool = Field(default=None, description="True when the logits came from an earlier run's record.")
+
+    @field_validator("logits", "margin")
+    @classmethod
+    def _finite(cls, value, info):
+        return finite_or_refused(value, "a logit" if info.field_name == "logits" else "the margin")
 
 
 # ---- Stage 2 -------------------------------------------------------------------------------------------------------
@@ -194,6 +222,18 @@ class AnswerStep(Record):
 Stage2Step = Annotated[ProposeStep | VerifyStep | ResampleStep | AnswerStep, Field(discriminator="phase")]
 
 
+class VerifierUsed(Record):
+    """Which model scored a sample's crops (CADER, Local Evidence Verification: Qwen3-VL-4B-Instruct, App. C.3)."""
+
+    model: str | None = Field(
+        description="The verifier's folder or hub id; null for a backend that names no model (a test double)."
+    )
+    main_model: bool = Field(
+        description="True when the main model verified its own crops (--verifier main_model): not the paper's "
+        "Stage 2, whose verifier is a separate, smaller model."
+    )
+
+
 class Stage2Record(Record):
     """Stage 2, tool-assisted fine-grained reasoning (CADER, Stage 2; Algorithm 1 lines 14-40)."""
 
@@ -211,6 +251,11 @@ class Stage2Record(Record):
         "K reflections (Algorithm 1 lines 19 and 40); null when a segment was accepted."
     )
     steps: list[Stage2Step] = Field(description="Every step in the order it happened, told apart by `phase`.")
+    verifier: VerifierUsed = Field(
+        default=None,
+        description="The verifier of this sample's crops; absent when the variant skips the verifier, and in records "
+        "written before it was recorded.",
+    )
 
 
 # ---- the prediction record -----------------------------------------------------------------------------------------
@@ -335,3 +380,16 @@ def present_field_errors(model: type[BaseModel], data: dict) -> list[dict]:
     except ValidationError as error:
         return [item for item in error.errors() if item["type"] != "missing"]
     return []
+
+
+def present_field_problem(model: type[BaseModel], data: dict) -> tuple[str, str] | None:
+    """(reason, message) when a field `data` has breaks the contract, None when none does (absent fields are not
+    counted): reason "non_finite" when a number the contract wants finite is NaN or infinite, else
+    "invalid_record"; the message names each field ('stage1.margin: the margin must be finite, got NaN'). The one
+    rule every reader of Stage-1 rows applies (calibration, `cader audit`, `cader frontier`)."""
+    errors = present_field_errors(model, data)
+    if not errors:
+        return None
+    non_finite = [item for item in errors if item["type"] == NON_FINITE]
+    others = [item for item in errors if item["type"] != NON_FINITE]
+    return (NON_FINITE if non_finite else "invalid_record"), describe_errors(non_finite + others)

@@ -67,6 +67,21 @@ def _rows(path, n_videos, per_video, seed):
     return str(path), rows
 
 
+def test_a_target_row_with_a_non_finite_margin_or_logit_is_counted_and_named(tmp_path, capsys):
+    from cader.calibrate.audit import read_target
+
+    path, rows = _rows(tmp_path / "target.jsonl", 4, 1, seed=1)
+    rows[2]["stage1"]["margin"] = float("nan")  # finite logits: the margin would be recomputed, but the row is bad
+    rows[3]["stage1"]["logits"][0] = float("inf")
+    (tmp_path / "target.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    kept, skipped = read_target([path], 1.5)
+    assert [r["sample_id"] for r in kept] == [rows[0]["sample_id"], rows[1]["sample_id"]]
+    assert skipped == {"non_finite": 2}
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{path}:3: ") and "stage1.margin: " in err[0] and rows[2]["sample_id"] in err[0]
+    assert err[1].startswith(f"{path}:4: ") and "stage1.logits: " in err[1]
+
+
 def test_audit_end_to_end_states_the_labels_then_tests(tmp_path, capsys):
     held, _ = _rows(tmp_path / "held.jsonl", 400, 1, seed=0)
     calibrate_predictions([held], str(tmp_path / "cal"), alpha=0.1, min_exits=20, figures=False)

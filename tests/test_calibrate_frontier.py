@@ -81,12 +81,16 @@ def test_frontier_from_a_uniform_stage2_run(tmp_path, capsys):
         row["cost"].update(prompt_tokens=3000 + i, completion_tokens=200)
         row["stage2"]["steps"] = [{"phase": "propose"}, {"phase": "verify", "p_yes": 0.8}, {"phase": "answer"}]
     rows[0]["error"] = "video_unreadable: x"  # counted, not used
+    rows[1]["stage1"]["margin"] = float("nan")  # breaks the contract: counted and named, not used
     path = tmp_path / "u.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     calibrate_predictions([str(path)], str(tmp_path / "cal"), alpha=0.15, min_exits=10, figures=False)
+    capsys.readouterr()
     assert main(["--predictions", str(path), "--calibration", str(tmp_path / "cal" / "calibration.json"),
                  "--out", str(tmp_path / "f")]) == 0
-    assert "left out: {'failed': 1}" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "left out: {'failed': 1, 'non_finite': 1}" in printed.out
+    assert printed.err.startswith(f"{path}:2: left out (stage1.margin: ")
     assert (tmp_path / "f" / "figures" / "frontier.png").read_bytes()[:4] == b"\x89PNG"
     table = list(csv.DictReader((tmp_path / "f" / "figures" / "frontier.csv").open()))
     points = {r["point"]: r for r in table if r["point"] != "curve"}
@@ -95,11 +99,22 @@ def test_frontier_from_a_uniform_stage2_run(tmp_path, capsys):
     assert float(points["stage1_only"]["mean_tflops"]) < float(points["certified"]["mean_tflops"]) < float(
         points["always_stage2"]["mean_tflops"])
     md = (tmp_path / "f" / "frontier.md").read_text()
-    assert "| certified |" in md and "299 samples" in md and "299 rows estimated" in md
+    assert "| certified |" in md and "298 samples" in md and "298 rows estimated" in md
     assert main(["--predictions", str(tmp_path / "none.jsonl"), "--calibration",
                  str(tmp_path / "cal" / "calibration.json"), "--out", str(tmp_path / "g")]) == 2
     np.testing.assert_allclose(float(points["always_stage2"]["final_accuracy"]),
-                               np.mean([r["correct"] for r in rows[1:]]))
+                               np.mean([r["correct"] for r in rows[2:]]))
+
+
+def test_a_row_with_a_non_finite_margin_or_logit_is_left_out_and_named():
+    from cader.calibrate.frontier import frontier_from_rows
+
+    rows = synthetic_prediction_rows("synthetic", 20, 4, 1.5, seed=2, stage2_accuracy=0.9)
+    rows[3]["stage1"]["margin"] = float("nan")
+    rows[5]["stage1"]["logits"][2] = float("-inf")
+    result = frontier_from_rows(rows, temperature=1.5, tau=0.9, main=TINY)
+    assert result["n"] == 18 and result["skipped"] == {"non_finite": 2}
+    assert [(i, m.split(":")[0]) for i, m in result["problems"]] == [(3, "stage1.margin"), (5, "stage1.logits")]
 
 
 def test_the_report_reads_the_same_numbers_from_the_run_records():

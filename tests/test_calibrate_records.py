@@ -66,6 +66,18 @@ def test_malformed_rows_are_named_counted_and_skipped(tmp_path):
     assert any(t.startswith(f"{path}:8: ") and "JSON" in t for t in text)
 
 
+def test_a_non_finite_margin_is_a_rejected_row_named_by_the_contract(tmp_path):
+    rows = _good(3)
+    rows[1]["stage1"]["margin"] = float("inf")  # the logits are fine: the row still breaks the contract
+    path = _write(tmp_path / "p.jsonl", rows)
+    loaded = read_prediction_file(path)
+    assert [r.line for r in loaded.records] == [1, 3] and dict(loaded.skipped) == {"non_finite": 1}
+    (problem,) = loaded.problems
+    assert str(problem).startswith(f"{path}:2: ") and problem.reason == "non_finite"
+    assert "stage1.margin: " in problem.message and "Infinity" in problem.message
+    assert rows[1]["sample_id"] in problem.message
+
+
 def test_strict_raises_on_the_first_bad_row(tmp_path):
     rows = _good(3)
     path = _write(tmp_path / "p.jsonl", [rows[0], dict(rows[1], stage1={"logits": [1.0, None, 0.0, 0.0]})])

@@ -169,6 +169,31 @@ def test_a_bad_record_is_refused_naming_the_field(model, record, field):
     assert field in describe_validation_error(info.value)
 
 
+@pytest.mark.parametrize(
+    "key, value, field, shown",
+    [
+        ("logits", [0.0, float("nan"), 0.0, 0.0], "stage1.logits", "NaN at position 1"),
+        ("logits", [float("inf"), 0.0, 0.0, float("-inf")], "stage1.logits", "Infinity at position 0"),
+        ("margin", float("nan"), "stage1.margin", "NaN"),
+        ("margin", float("-inf"), "stage1.margin", "-Infinity"),
+    ],
+)
+def test_a_non_finite_logit_or_margin_breaks_the_contract_naming_the_field(key, value, field, shown):
+    from cader.contracts.records import present_field_problem
+
+    record = {**prediction(), "stage1": {**prediction()["stage1"], key: value}}
+    with pytest.raises(ValidationError) as info:
+        build_record(PredictionRecord, record)
+    assert [e["type"] for e in info.value.errors()] == ["non_finite"]
+    text = describe_validation_error(info.value)
+    assert text.startswith(f"{field}: ") and "finite" in text and shown in text
+    # what a reader of some fields only (calibration, audit, frontier) is told: the same words, and why
+    assert present_field_problem(PredictionRecord, record) == ("non_finite", text)
+    assert present_field_problem(PredictionRecord, {"stage1": {key: value}}) == ("non_finite", text)
+    assert present_field_problem(PredictionRecord, {"stage1": {"pred": 1}})[0] == "invalid_record"
+    assert present_field_problem(PredictionRecord, prediction()) is None
+
+
 def test_unknown_keys_survive_a_round_trip(tmp_path):
     record = prediction()
     record["added_later"] = {"by": "a newer writer"}

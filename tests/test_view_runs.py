@@ -2,7 +2,8 @@
 real mouse clicks): the runs side by side with numbers equal to each run's report.json, judge report and the
 toolkit's paired test; the radars' values equal to the judge reports; the slices equal to report.json's breakdowns;
 the question view with every run's answer, route and judgment; the judge's reasons; filters by tag; sorting; every
-view inside a 1280 px window.
+view inside a 1280 px window; a card whose record has a field of the wrong shape drawn, marked, without a script
+error.
 
 Chromium comes from scripts/install_browser.sh (Debian's `chromium`); without it these tests skip, saying so.
 """
@@ -261,3 +262,20 @@ def test_a_missing_question_and_odd_addresses_open_unharmed(tree, browser):
         open_view(browser, page, fragment)
     open_view(browser, page, "#v=question&q=nope/none")
     assert re.search("No question nope/none", browser.evaluate("document.getElementById('question').textContent"))
+
+
+def test_a_card_with_a_field_of_the_wrong_shape_is_drawn_marked(tmp_path, browser):
+    from test_view_untrusted import broken_records
+
+    records, broken = broken_records()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    page, _ = write_viewer(run)
+    open_view(browser, page, "#v=samples&all")  # every card drawn, and no script error
+    cards = browser.evaluate("Array.from(document.querySelectorAll('#cards article.card')).map((a) => "
+                             "[a.querySelector('.sid').textContent, (a.querySelector('.body > p.bad') || {}).textContent])")
+    marked = {sid.split(" / ")[-1]: text for sid, text in cards}
+    assert len(marked) == len(broken)
+    for sample, name in broken:
+        assert marked[sample].startswith("breaks the predictions contract") and name.split(".")[0] in marked[sample]

@@ -13,6 +13,8 @@ from pathlib import Path
 from cader.evaluate.viewer.collect import (
     Problems,
     card_of,
+    listed,
+    mapping,
     question_key,
     read_json,
     read_judgments,
@@ -22,6 +24,7 @@ from cader.evaluate.viewer.collect import (
 from cader.evaluate.viewer.encode import encode
 from cader.evaluate.viewer.page import calibration_html, esc, judge_report_html, render_page, report_html
 from cader.evaluate.viewer.runs import Run, pick_reference, runs_html
+from cader.evaluate.viewer.shapes import JudgeReportShape, ReportShape, usable
 from cader.evaluate.viewer.slices import slices_html
 from cader.evaluate.viewer.thumbs import thumb_window, verified_windows, video_file, window_strips
 from cader.vlm.files import write_atomic
@@ -45,16 +48,25 @@ class ViewerBuild:
     thumbs_failed: int = 0
 
 
-def calibration_candidates(roots: list[Path], reports: list[tuple[Path, dict | None]], given: list[Path]) -> list[Path]:
+CALIBRATION_FILE = "calibration.json"  # what calibrate/fit.py writes
+
+
+def calibration_candidates(roots: list[Path], reports: list[tuple[Path, dict | None]], given: list[Path],
+                           problems: Problems) -> list[Path]:
     """calibration.json files to show: those given, those under the roots, and those a report's config names (its
     path as evaluate/run.py was given it, so relative to where that ran: tried from here and from each folder above
-    the run)."""
-    found = [p / "calibration.json" if p.is_dir() else p for p in given]
+    the run). A report is a run's file, not the user's word: the name it gives is followed only to a file called
+    calibration.json, so a run cannot have the page show any other file of the machine; another name is a problem
+    (the user may pass it with --calibration)."""
+    found = [p / CALIBRATION_FILE if p.is_dir() else p for p in given]
     for root in roots:
-        found += [] if root.is_file() else sorted(root.rglob("calibration.json"))
+        found += [] if root.is_file() else sorted(root.rglob(CALIBRATION_FILE))
     for folder, report in reports:
-        named = ((report or {}).get("config") or {}).get("calibration")
-        if named:
+        named = mapping(mapping(report).get("config")).get("calibration")
+        if named and (not isinstance(named, str) or Path(named).name != CALIBRATION_FILE):
+            problems.add(f"{folder / 'report.json'}: its config names the calibration {named!r}: not read (a name "
+                         f"from a run's files is followed only to a {CALIBRATION_FILE}; pass it with --calibration)")
+        elif named:
             found += [base / named for base in [Path.cwd(), *folder.resolve().parents] if (base / named).is_file()][:1]
     unique, seen = [], set()
     for path in found:
@@ -65,15 +77,20 @@ def calibration_candidates(roots: list[Path], reports: list[tuple[Path, dict | N
     return unique
 
 
+def inside_folder(path: Path, folder: Path) -> bool:
+    """Whether `path` is a file that really lies in `folder`: both resolved, so neither `..` nor a link (to a file
+    or to a folder) leads out of it."""
+    return path.resolve().is_relative_to(folder.resolve()) and path.is_file()
+
+
 def figures_of(path: Path, calibration: dict) -> list[Path]:
     """The PNG figures calibrate/fit.py listed in calibration.json (paths relative to its folder), else those in
     figures/ beside it."""
-    folder = Path(os.path.abspath(path.parent))
-    # a listed name that leads out of the calibration's folder (absolute, ../; folded lexically) is not the run's
-    # figure: a page must never inline a file from elsewhere on the machine
-    listed = [path.parent / f for f in calibration.get("figures") or [] if str(f).endswith(".png")]
-    inside = [p for p in listed if Path(os.path.abspath(p)).is_relative_to(folder) and p.is_file()]
-    return inside or sorted((path.parent / "figures").glob("*.png"))
+    # a name that leads out of the calibration's folder (absolute, ../, or a link in the folder to a file
+    # elsewhere) is not the run's figure: a page must never inline a file from elsewhere on the machine
+    named = [path.parent / f for f in listed(calibration.get("figures")) if isinstance(f, str) and f.endswith(".png")]
+    inside = [p for p in named if inside_folder(p, path.parent)]
+    return inside or [p for p in sorted((path.parent / "figures").glob("*.png")) if inside_folder(p, path.parent)]
 
 
 def add_thumbnails(built: ViewerBuild, video_root: Path | None, per_window: int) -> None:
@@ -82,7 +99,7 @@ def add_thumbnails(built: ViewerBuild, video_root: Path | None, per_window: int)
     for card in built.cards:
         path = video_file(card.get("video"), video_root)
         if path is None or card.get("err", "") and str(card["err"]).startswith("video_unreadable"):
-            if card.get("video") and video_root is not None and path is None:
+            if isinstance(card.get("video"), str) and card["video"] and video_root is not None and path is None:
                 built.problems.add(f"{card['f']['run']}/{card['id']}: no thumbnails: its video {card['video']!r} "
                                    f"is outside --video_root {video_root}")
             continue
@@ -135,7 +152,8 @@ def attach_judgments(built: ViewerBuild, files: list[Path], judged_benchmarks: l
     by_name = {run.name: run for run in built.run_data}
     for path in files:
         report_path = path.parent / "judge_report.json"
-        report = read_json(report_path, built.problems)
+        report = usable(report_path, read_json(report_path, built.problems), JudgeReportShape,
+                        built.problems.add)
         owner = judge_owner(path, built.run_data, judged_benchmarks, report)
         built.judge_owner[path] = owner
         if owner is None:
@@ -162,13 +180,14 @@ def collect(roots: list[Path], video_root: Path | None = None, thumbs: int = 0, 
     for predictions, name in runs_of(roots):
         built.runs.append(name)
         run = Run(name, predictions)
-        for record, problem in read_records(predictions, built.problems):
-            run.records.append(record)
-            built.cards.append(card_of(record, name, problem))
-            built.cards[-1]["_key"] = question_key(record)
+        for read in read_records(predictions, built.problems):
+            run.records.append(read.usable)  # what the summaries sum: no field that breaks the contract
+            built.cards.append(card_of(read.record, name, read.problem))
+            built.cards[-1]["_key"] = question_key(read.record)
         # report.json describes the predictions.jsonl beside it, not another file of the folder
         report = predictions.parent / "report.json" if predictions.name == "predictions.jsonl" else None
-        run.report = read_json(report, built.problems) if report else None
+        if report is not None:
+            run.report = usable(report, read_json(report, built.problems), ReportShape, built.problems.add)
         built.run_data.append(run)
     if not built.runs:
         return built, {}
@@ -183,7 +202,7 @@ def collect(roots: list[Path], video_root: Path | None = None, thumbs: int = 0, 
 
     top = [report_html(run.name, run.report, open_=len(built.run_data) == 1) for run in built.run_data]
     reports = [(run.predictions.parent, run.report) for run in built.run_data]
-    built.calibrations = calibration_candidates(roots, reports, list(calibration))
+    built.calibrations = calibration_candidates(roots, reports, list(calibration), built.problems)
     for path in built.calibrations:
         payload = read_json(path, built.problems)
         if payload is not None:

@@ -5,7 +5,9 @@ A run is a folder holding predictions.jsonl (evaluate/run.py's output, with repo
 may be one run or a tree of them (the quickstart's runs/tiny/eval/** holds one run per benchmark and variant).
 A card is a record digested into what the page draws: the Stage-1 margin against tau, the route, each proposal
 paired with its verification by iteration, the RGR frame-rate maps, the final answer and gold. Digesting reads
-every field with `.get`: a record that breaks the contract is still shown, flagged with the problem, and counted.
+every field with `.get` and takes a value only in the shape it draws: a record that breaks the contract is still
+shown, flagged with the problem (naming the sample and the field), and counted. What the summaries sum (the report's
+own functions, for a folder without report.json) is each record without the fields that break the contract.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cader.contracts.jsonl import LineProblem, check_line, iter_lines
-from cader.contracts.records import JudgmentRecord, PredictionRecord
+from cader.contracts.records import JudgmentRecord, PredictionRecord, describe_errors
+from pydantic import ValidationError
 
 RAW_CHARS = 1500  # a model reply longer than this is cut in the page (the file keeps it whole)
 FILTERS = ("run", "benchmark", "route", "correct", "fallback")  # the filter dimensions, in page order
@@ -77,17 +80,40 @@ def runs_of(roots: list[Path]) -> list[tuple[Path, str]]:
     return out
 
 
-def read_records(path: Path, problems: Problems) -> list[tuple[dict, str | None]]:
-    """Every JSON object of a predictions file with the contract problem it has (None when valid); lines that are
-    not JSON objects go to `problems`."""
+@dataclass
+class ReadRecord:
+    """A JSON object of a predictions file: as read (`record`), why it breaks the contract (`problem`, None when it
+    keeps it) and the record without the fields at fault (`usable`: what the summaries may sum)."""
+
+    record: dict
+    problem: str | None
+    usable: dict
+
+
+def contract_check(record: dict) -> ReadRecord:
+    """`record` checked against the predictions contract; a field whose value breaks it is left out of `usable`
+    (a cost that is a string must not reach a sum, a NaN margin must not reach a count)."""
+    try:
+        PredictionRecord.model_validate(record)
+    except ValidationError as error:
+        errors = error.errors()
+        broken = {str(item["loc"][0]) for item in errors if item["loc"]}
+        return ReadRecord(record, describe_errors(errors), {k: v for k, v in record.items() if k not in broken})
+    return ReadRecord(record, None, record)
+
+
+def read_records(path: Path, problems: Problems) -> list[ReadRecord]:
+    """Every JSON object of a predictions file, checked (`contract_check`); each that breaks the contract is a
+    problem naming file, line, sample and field, and lines that are not JSON objects go to `problems`."""
     out = []
     for number, value in iter_lines(path):
-        problem = check_line(path, number, value, PredictionRecord)
         if isinstance(value, dict):
-            out.append((value, None if problem is None else problem.message))
-            if problem is not None:
-                problems.add(f"{path}:{number}: shown flagged: {problem.message}")
+            out.append(contract_check(value))
+            if out[-1].problem is not None:
+                sample = f"{value.get('benchmark')}/{value.get('sample_id')}"
+                problems.add(f"{path}:{number}: shown flagged (sample {sample}): {out[-1].problem}")
         else:
+            problem = check_line(path, number, value, PredictionRecord)
             problems.add(str(problem if isinstance(problem, LineProblem) else f"{path}:{number}: unusable"))
     return out
 
@@ -128,37 +154,74 @@ def cut(text, limit: int = RAW_CHARS):
     return text[:limit] + f"… [{len(text) - limit} more characters in the file]"
 
 
+def listed(value) -> list:
+    """`value` when it is a list, else [] (the page iterates it)."""
+    return value if isinstance(value, list) else []
+
+
+def mapping(value) -> dict:
+    """`value` when it is an object, else {} (the page reads keys of it)."""
+    return value if isinstance(value, dict) else {}
+
+
+def number(value) -> float | None:
+    """`value` as a finite float when it is a JSON number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def window(value) -> list[float] | None:
+    """[start, end] when `value` is two finite numbers, else None (the timeline and the thumbnails place it)."""
+    if not isinstance(value, list) or len(value) != 2 or None in (ends := [number(v) for v in value]):
+        return None
+    return ends
+
+
+def windows(value) -> list[list[float]]:
+    """The well-formed [start, end] (or [start, end, fps]) rows of a list, others left out."""
+    rows = [[number(v) for v in row] for row in listed(value) if isinstance(row, list) and len(row) in (2, 3)]
+    return [row for row in rows if None not in row]
+
+
+def iteration_of(step: dict, default: int) -> int:
+    """The step's iteration when it is an integer, else `default` (a key the rounds can be sorted by)."""
+    value = step.get("iteration")
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def iterations(steps: list) -> list[dict]:
     """Proposal rounds of Algorithm 1: each propose step joined with the verify step of the same iteration."""
     rounds: dict[int, dict] = {}
     for step in steps:
         if not isinstance(step, dict) or step.get("phase") not in ("propose", "verify"):
             continue
-        entry = rounds.setdefault(step.get("iteration", len(rounds)), {"i": step.get("iteration", len(rounds))})
+        key = iteration_of(step, len(rounds))
+        entry = rounds.setdefault(key, {"i": key})
         if step["phase"] == "propose":
-            parsed = step.get("parsed") or {}
-            entry.update(win=step.get("window"), ctx=step.get("context"), n_ctx=step.get("n_frames"),
-                         broad=step.get("too_broad"), tried=step.get("tried") or [], raw=cut(step.get("raw_output")),
-                         how=parsed.get("how"), why=parsed.get("reason"))
+            parsed = mapping(step.get("parsed"))
+            entry.update(win=window(step.get("window")), ctx=step.get("context"), n_ctx=step.get("n_frames"),
+                         broad=step.get("too_broad"), tried=windows(step.get("tried")),
+                         raw=cut(step.get("raw_output")), how=parsed.get("how"), why=parsed.get("reason"))
         else:
-            entry.update(win=entry.get("win") or step.get("window"), crop=step.get("crop"), p=step.get("p_yes"),
-                         ok=step.get("accepted"), skip=step.get("skipped"), r2=step.get("r2"),
+            entry.update(win=entry.get("win") or window(step.get("window")), crop=window(step.get("crop")),
+                         p=step.get("p_yes"), ok=step.get("accepted"), skip=step.get("skipped"), r2=step.get("r2"),
                          n_crop=step.get("n_frames"), f=step.get("f"))
     return [rounds[k] for k in sorted(rounds)]
 
 
 def resamples(steps: list) -> list[dict]:
     """The RGR contexts built between proposals: mode, fps map rows [start, end, fps], unexplored intervals."""
-    return [{"i": s.get("iteration"), "mode": s.get("mode"), "map": s.get("fps_map") or [],
-             "unexplored": s.get("unexplored") or [], "n": s.get("n_frames"), "planned": s.get("n_frames_planned")}
+    return [{"i": iteration_of(s, 0), "mode": s.get("mode"), "map": windows(s.get("fps_map")),
+             "unexplored": windows(s.get("unexplored")), "n": s.get("n_frames"), "planned": s.get("n_frames_planned")}
             for s in steps if isinstance(s, dict) and s.get("phase") == "resample"]
 
 
 def final_answer(steps: list) -> dict | None:
     for step in steps:
         if isinstance(step, dict) and step.get("phase") == "answer":
-            parsed = step.get("parsed") or {}
-            return {"win": step.get("window"), "n": step.get("n_frames"), "raw": cut(step.get("raw_output")),
+            parsed = mapping(step.get("parsed"))
+            return {"win": window(step.get("window")), "n": step.get("n_frames"), "raw": cut(step.get("raw_output")),
                     "pred": step.get("pred"), "how": parsed.get("how"), "why": parsed.get("reason"),
                     "kept_a1": step.get("fallback_to_stage1")}
     return None
@@ -171,13 +234,14 @@ def filter_values(record: dict, run: str) -> dict:
     if record.get("error") or stage2 is None:
         fallback = NO_STAGE2 if not record.get("error") else "(failed)"
     else:
-        fallback = stage2.get("fallback") or "none"
-    correct = record.get("correct")
+        fallback = str(stage2.get("fallback") or "none")
+    correct = record.get("correct")  # anything but true or false (a list, say) is counted as no gold
     return {
         "run": run,
         "benchmark": str(record.get("benchmark", "?")),
         "route": str(record.get("route") or "(none)"),
-        "correct": "failed" if record.get("error") else {True: "correct", False: "wrong"}.get(correct, "no gold"),
+        "correct": "failed" if record.get("error") else "correct" if correct is True else "wrong" if correct is False
+        else "no gold",
         "fallback": fallback,
     }
 
@@ -193,40 +257,39 @@ def stage1_span(stage1: dict) -> float:
 def ground_truth_milestones(record: dict) -> list[dict]:
     """The question's milestones as the benchmark states them (AgentVidBench keeps them in meta): id, type and
     what must be seen, for the judge's statuses to be read against."""
-    meta = record.get("meta") if isinstance(record.get("meta"), dict) else {}
-    listed = meta.get("milestones") if isinstance(meta.get("milestones"), list) else []
+    milestones = listed(mapping(record.get("meta")).get("milestones"))
     return [{"id": m.get("id"), "type": m.get("type"), "d": cut(m.get("description"), 600)}
-            for m in listed if isinstance(m, dict)]
+            for m in milestones if isinstance(m, dict)]
 
 
 def card_of(record: dict, run: str, problem: str | None = None) -> dict:
     """What the page draws for one record (short keys: 2,000 cards are inlined in one file)."""
-    stage1 = record.get("stage1") if isinstance(record.get("stage1"), dict) else {}
-    stage2 = record.get("stage2") if isinstance(record.get("stage2"), dict) else {}
-    steps = stage2.get("steps") if isinstance(stage2.get("steps"), list) else []
-    logits = stage1.get("logits") if isinstance(stage1.get("logits"), list) else []
+    stage1, stage2 = mapping(record.get("stage1")), mapping(record.get("stage2"))
+    steps = listed(stage2.get("steps"))
+    logits = listed(stage1.get("logits"))
     temperature = stage1.get("temperature")
     try:
         probs = [round(p, 4) for p in softmax([float(z) for z in logits], float(temperature or 0))]
     except (TypeError, ValueError, OverflowError):
         probs = []
     rounds = iterations(steps)
-    windows = [w for r in rounds for w in (r.get("win"), r.get("crop")) if w]
+    seen = [w for r in rounds for w in (r.get("win"), r.get("crop")) if w]
+    duration = number(record.get("duration"))
     return {
         "f": filter_values(record, run),
         "id": str(record.get("sample_id")), "qid": record.get("question_id"), "video": record.get("video"),
         # Video-MME states no duration: the timeline then spans the windows seen (or Stage 1's frames at r1)
-        "dur": record.get("duration") or max([float(w[1]) for w in windows] + [stage1_span(stage1), 1.0]),
-        "dur_known": bool(record.get("duration")),
-        "q": record.get("question"), "opts": record.get("options") or [], "letters": record.get("letters") or [],
+        "dur": duration or max([w[1] for w in seen] + [stage1_span(stage1), 1.0]),
+        "dur_known": bool(duration),
+        "q": record.get("question"), "opts": listed(record.get("options")), "letters": listed(record.get("letters")),
         "gold": record.get("answer"), "pred": record.get("pred"), "err": record.get("error"), "bad": problem,
         "s1": {"pred": stage1.get("pred"), "m": stage1.get("margin"), "tau": stage1.get("tau"), "T": temperature,
                "n": stage1.get("n_frames"), "fps": stage1.get("fps"), "probs": probs,
                "reused": stage1.get("reused")} if stage1 else None,
-        "s2": {"pred": stage2.get("pred"), "acc": stage2.get("accepted"), "cycles": stage2.get("cycles"),
+        "s2": {"pred": stage2.get("pred"), "acc": window(stage2.get("accepted")), "cycles": stage2.get("cycles"),
                "fb": stage2.get("fallback"), "rounds": rounds, "rgr": resamples(steps),
                "ans": final_answer(steps)} if stage2 else None,
-        "cost": record.get("cost") or {},
+        "cost": mapping(record.get("cost")),
         "ms": ground_truth_milestones(record),
     }
 
@@ -242,13 +305,13 @@ def filter_counts(cards: list[dict]) -> dict[str, dict[str, int]]:
 def judgment_of(row: dict, source: str) -> dict:
     """What a card shows of one judgments.jsonl row: the P1-P5 axes with the judge's reason for each, Traj,
     milestone coverage with the judge's evidence, failure tags."""
-    milestones = [m for m in row.get("milestones") or [] if isinstance(m, dict)]
-    rationales = row.get("axis_rationales") if isinstance(row.get("axis_rationales"), dict) else {}
-    return {"src": source, "scores": row.get("scores") or {}, "traj": row.get("traj"), "mc": row.get("mc_rate"),
+    milestones = [m for m in listed(row.get("milestones")) if isinstance(m, dict)]
+    rationales = mapping(row.get("axis_rationales"))
+    return {"src": source, "scores": mapping(row.get("scores")), "traj": row.get("traj"), "mc": row.get("mc_rate"),
             "ms": [{"id": m.get("id"), "status": m.get("status"), "ev": cut(m.get("evidence"), 300)}
                    for m in milestones],
             "why": {str(k): cut(v, 600) for k, v in rationales.items() if isinstance(v, str)},
-            "tags": [str(t) for t in row.get("failure_tags") or []], "summary": cut(row.get("summary"), 600),
+            "tags": [str(t) for t in listed(row.get("failure_tags"))], "summary": cut(row.get("summary"), 600),
             "model": row.get("judge_model"), "err": row.get("error")}
 
 
@@ -268,8 +331,7 @@ def read_judgments(path: Path, problems: Problems) -> dict[str, list[dict]]:
 
 def question_key(record: dict) -> str | None:
     """The AgentVidBench question a record answers (question_id, else meta.question_id), as the judge keys it."""
-    meta = record.get("meta") if isinstance(record.get("meta"), dict) else {}
-    for value in (record.get("question_id"), meta.get("question_id")):
+    for value in (record.get("question_id"), mapping(record.get("meta")).get("question_id")):
         if value is not None:
             return str(value)
     return None

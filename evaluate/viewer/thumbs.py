@@ -24,7 +24,7 @@ def video_file(video: str | None, video_root: Path | None) -> Path | None:
     """Where a record's video is under `video_root` (the run's --data_root): a relative path below it, or an
     absolute one inside it; None for anything else (no root given, or a path that leads out of it), so a page
     never shows frames of a file the user did not point it at."""
-    if not video or video_root is None:
+    if not isinstance(video, str) or not video or video_root is None:
         return None
     # lexically (`..` folded, links not followed): a link the user put inside the root is a file they pointed at
     root = Path(os.path.abspath(video_root))
