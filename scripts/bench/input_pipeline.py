@@ -3,8 +3,8 @@
     python scripts/bench/input_pipeline.py [--durations 30,60,120] [--minutes 10,30] [--mfu 0.4] [--clip_dir D]
 
 Sources: short clips (`--durations`, seconds) and long ones (`--minutes`): a 30-minute 720p source is what
-LongVideo-Reason trains on, and the one whose decode outweighs its GPU step (issue 35: ~17 CPU-s per GPU-second
-without a cache). Each sample takes the frames the token budget plans for it at cot_mix's settings
+LongVideo-Reason trains on, and the one whose decode outweighs its GPU step (measured: ~17 CPU-s of decode per
+GPU-second without a cache). Each sample takes the frames the token budget plans for it at cot_mix's settings
 (`cader.train.budget.plan_budget`, 10,240 tokens: 264 frames for 10 or 30 minutes), not one a second of the source.
 The headline is the warm frame cache (the paper recipe for long-video sources fills it ahead,
 scripts/fill_frame_cache.py), worst source; the cold and no-cache figures are reported beside it. The worker's
@@ -68,8 +68,10 @@ def ping_pong(step: int, span: int) -> int:
     return phase if phase <= span else 2 * span - phase
 
 
-def write_clip(path: Path, seconds: int) -> Path:
-    """A clip as `CLIP` describes, written to a temporary name and renamed (a reused clip is always whole)."""
+def write_clip(path: Path, seconds: int, start_s: int = 0) -> Path:
+    """A clip as `CLIP` describes, written to a temporary name and renamed (a reused clip is always whole).
+    `start_s`: the second of the scene it starts at (a segment of a longer clip, written beside the others by
+    gpu_decode.py)."""
     import av
 
     width, height, fps, margin = CLIP["width"], CLIP["height"], CLIP["fps"], 512
@@ -80,7 +82,7 @@ def write_clip(path: Path, seconds: int) -> Path:
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.bit_rate = int(CLIP["mbit_s"] * 1e6)
         stream.codec_context.options = {"preset": CLIP["preset"], "g": str(CLIP["keyframe_s"] * fps), "threads": "2"}
-        for k in range(seconds * fps):
+        for k in range(start_s * fps, (start_s + seconds) * fps):
             x, y = ping_pong(4 * k, margin), ping_pong(k, margin)
             img = world[y:y + height, x:x + width].copy()
             x0 = (8 * k) % (width - 200)
