@@ -13,7 +13,6 @@ pins then stay unused). pyproject.toml keeps the ranges a library user's resolve
 """
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -90,23 +89,34 @@ def freeze(venv: Path | None) -> list[str]:
     return sorted(kept, key=str.lower)
 
 
-def write(out: Path) -> int:
-    out.mkdir(parents=True, exist_ok=True)
+def write(locks: Path = LOCKS) -> int:
+    """Freeze the main venv (this interpreter's) and the side venvs into `locks`/*.txt.
+
+    Args:
+        locks: folder of the lock files
+    """
+    locks = Path(locks)
+    locks.mkdir(parents=True, exist_ok=True)
     for name, venv in ENVIRONMENTS.items():
         if venv is not None and site_packages(venv) is None:
             print(f"lock: error: {venv} is missing (run scripts/install.sh)", file=sys.stderr)
             return 1
         header = (f"# {'the main venv' if venv is None else venv.name}: `python scripts/lock.py write` "
                   f"(Python {sys.version_info.major}.{sys.version_info.minor}); constraints for scripts/install.sh\n")
-        (out / name).write_text(header + "\n".join(freeze(venv)) + "\n", encoding="utf-8")
-        print(f"lock: wrote {out / name}")
+        (locks / name).write_text(header + "\n".join(freeze(venv)) + "\n", encoding="utf-8")
+        print(f"lock: wrote {locks / name}")
     return 0
 
 
-def check(locks: Path) -> int:
+def check(locks: Path = LOCKS) -> int:
+    """Print every installed package whose version differs from `locks`/*.txt; 1 when any does.
+
+    Args:
+        locks: folder of the lock files
+    """
     problems = []
     for name, venv in ENVIRONMENTS.items():
-        for line in differences(read_lock(locks / name), installed(venv)):
+        for line in differences(read_lock(Path(locks) / name), installed(venv)):
             problems.append(f"{name}: {line}")
     for line in problems:
         print(line)
@@ -114,13 +124,7 @@ def check(locks: Path) -> int:
     return 1 if problems else 0
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=["write", "check"])
-    parser.add_argument("--locks", type=Path, default=LOCKS, help="folder of the lock files (default: locks/)")
-    args = parser.parse_args(argv)
-    return write(args.locks) if args.action == "write" else check(args.locks)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from jsonargparse import CLI
+
+    sys.exit(CLI([write, check], as_positional=False))

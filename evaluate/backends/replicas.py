@@ -10,14 +10,11 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from cader.contracts.provenance import redact_url, redact_urls_logged_by
 from cader.evaluate.backends.base import BackendError
 from cader.evaluate.backends.routing import Router
-
-if TYPE_CHECKING:
-    from cader.evaluate.backends.server import ServerOptions
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +43,38 @@ def checked_url(httpx, url: str, shown: str) -> None:
 
 class RequestFailed(Exception):
     """A request that may succeed on another replica (no answer, a dropped connection, a 5xx)."""
+
+
+@dataclass
+class ServerOptions:
+    """How the server backend talks to its replicas (`--server.*`).
+
+    Attributes:
+        concurrency: Requests in flight per replica (vLLM batches them); the run's --concurrency should be about
+            replicas x this, so every replica has work.
+        timeout_s: Seconds one request may take before it counts as failed and is retried elsewhere (a long video's
+            prefill on a busy GPU takes tens of seconds; a stopped server never answers).
+        retries: Times a failed request is retried (on another replica when one is up) before its sample fails.
+        backoff_s: A replica that failed is left out this long, doubling with each consecutive failure...
+        backoff_max_s: ...up to this.
+        api_key_env: Environment variable holding the API key (vLLM's --api-key) or token of a hosted endpoint; never
+            a flag, never logged.
+        served_model: The model name the servers serve (null: the only one /v1/models lists).
+        probe: Check each replica at start with one request (refuse a server that cannot give exact scores).
+    """
+
+    concurrency: int = 4
+    timeout_s: float = 600.0
+    retries: int = 4
+    backoff_s: float = 1.0
+    backoff_max_s: float = 30.0
+    api_key_env: str = "VLLM_API_KEY"
+    served_model: str | None = None
+    probe: bool = True
+
+    def __post_init__(self):
+        if self.concurrency < 1 or self.retries < 0 or self.timeout_s <= 0:
+            raise ValueError(f"server options: concurrency >= 1, retries >= 0, timeout_s > 0; got {self}")
 
 
 class ReplicaPool:

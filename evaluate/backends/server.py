@@ -41,12 +41,12 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 from cader.contracts.provenance import redact_url
 from cader.evaluate.backends.base import Backend, BackendError, Generation, LetterLogits, Prompt, YesNo
-from cader.evaluate.backends.replicas import ReplicaPool, RequestFailed, http_library  # noqa: F401 - imported from here
+from cader.evaluate.backends.replicas import ReplicaPool, RequestFailed, ServerOptions, http_library  # noqa: F401 - imported from here
 from cader.evaluate.backends.routing import request_work
 from cader.evaluate.backends.vllm import LOGPROBS_MODE, letter_logits_from, yes_no_from
 
@@ -74,38 +74,6 @@ class ServerRefused(BackendError):
 
 class UnsendableVideo(BackendError):
     """A video the server cannot be given with the HF processor's timestamps (named reason first)."""
-
-
-@dataclass
-class ServerOptions:
-    """How the server backend talks to its replicas (`--server.*`).
-
-    Attributes:
-        concurrency: Requests in flight per replica (vLLM batches them); the run's --concurrency should be about
-            replicas x this, so every replica has work.
-        timeout_s: Seconds one request may take before it counts as failed and is retried elsewhere (a long video's
-            prefill on a busy GPU takes tens of seconds; a stopped server never answers).
-        retries: Times a failed request is retried (on another replica when one is up) before its sample fails.
-        backoff_s: A replica that failed is left out this long, doubling with each consecutive failure...
-        backoff_max_s: ...up to this.
-        api_key_env: Environment variable holding the API key (vLLM's --api-key) or token of a hosted endpoint; never
-            a flag, never logged.
-        served_model: The model name the servers serve (null: the only one /v1/models lists).
-        probe: Check each replica at start with one request (refuse a server that cannot give exact scores).
-    """
-
-    concurrency: int = 4
-    timeout_s: float = 600.0
-    retries: int = 4
-    backoff_s: float = 1.0
-    backoff_max_s: float = 30.0
-    api_key_env: str = "VLLM_API_KEY"
-    served_model: str | None = None
-    probe: bool = True
-
-    def __post_init__(self):
-        if self.concurrency < 1 or self.retries < 0 or self.timeout_s <= 0:
-            raise ValueError(f"server options: concurrency >= 1, retries >= 0, timeout_s > 0; got {self}")
 
 
 # ---- pure helpers ---------------------------------------------------------------------------------------------------
