@@ -12,9 +12,12 @@ named in the block writes:
     python scripts/update_readme.py                                                 # rewrite the blocks
     python scripts/update_readme.py --check true                                    # exit 1 when a page is stale
 
+    bash scripts/bench/gpu_run.sh    # on a lent GPU; then copy its $OUT/gpu.json to docs/measured/gpu.json
+
 `bench` (docs/bench.md), `seeds`, `quickstart` and `quickstart_time` (docs/miniature.md) are the full blocks;
 `bench_summary`, `seeds_summary` and `quickstart_time_summary` are their one-paragraph forms for the README. tests/test_readme_generated.py runs the check and
 requires every block somewhere, so the pages and docs/measured/ cannot drift apart and no figure can be dropped.
+`gpu` (README) is optional: until a device run's gpu.json is there it renders one line saying so.
 """
 
 from __future__ import annotations
@@ -221,11 +224,71 @@ def render_seeds_summary(result: dict) -> str:
             f"{('on seed ' + ', '.join(flagged)) if flagged else 'none on any seed'}.\n")
 
 
+def _layers(n: int) -> str:
+    return f"{n} layer" + ("" if n == 1 else "s")
+
+
+def _gpu_sft_row(row: dict) -> str:
+    extrapolated = " (extrapolated)" if "what" in row else ""
+    return (f"{_layers(row['layers'])}{extrapolated} {row['step_seconds']:.2f} s, {row['tokens_per_s']:,.0f} tokens/s, "
+            f"peak {'–' if row.get('peak_memory_gib') is None else format(row['peak_memory_gib'], '.1f') + ' GiB'}, "
+            f"MFU {_pct(row.get('mfu_lm'))} ({_pct(row.get('mfu_lm_plus_vit'))} with the ViT)")
+
+
+def _gpu_kernel(kernel: str, row: dict) -> str:
+    if "error" in row:
+        return f"{kernel}: {row['error'].split(':')[0]} ({row['error'].split(':', 1)[-1].strip()[:60]})"
+    over = row.get("peak_over_weights_gib")
+    return (f"{kernel} {row['forward_s']:.3f} s ({row['prefill_tokens_per_s']:,.0f} tokens/s"
+            + ("" if over is None else f", +{over:.1f} GiB over the weights") + f", MFU {_pct(row.get('mfu_lm_plus_vit'))})")
+
+
+def render_gpu(record: dict) -> str:
+    """The GPU check's headline figures (docs/measured/gpu.json, the `gpu.json` that scripts/bench/gpu_run.sh writes on
+    a lent device machine), one line a part."""
+    s = record["summary"]
+    what = " (a CPU rehearsal at tiny widths, `--dry_run`: no figure here is a GPU's)" if record.get("dry_run") else ""
+    depths = record["depths"]
+    lines = [(f"Measured by `bash scripts/bench/gpu_run.sh` ([docs/bench.md](docs/bench.md#gpu-check)) on "
+              f"{record['device']}{what}, torch {record['torch']}, {record['date']}; the language model cut to "
+              f"{depths[0]} and {depths[-1]} layers, the full depth *extrapolated* along the line through them:"), ""]
+    names = {"zero3": "ZeRO-3 bf16", "plain": "plain bf16 AdamW"}
+    for engine, sft in s["sft"].items():
+        lines.append(f"- SFT step, {names[engine]}, {sft['seq_len']:,} tokens, activation checkpointing: "
+                     + "; ".join(_gpu_sft_row(row) for row in sft["rows"]))
+    for role, scoring in s["scoring"].items():
+        extra = scoring["extrapolated"].get("default")
+        full = (f"; full depth, extrapolated: {extra['forward_s']:.3f} s, MFU {_pct(extra.get('mfu_lm_plus_vit'))}"
+                if extra else "")
+        lines.append(f"- {role} scoring forward ({scoring['shape']} widths, {scoring['frames']} frames, "
+                     f"{scoring['prompt_tokens']:,} tokens), {_layers(scoring['layers'])}: "
+                     + "; ".join(_gpu_kernel(k, row) for k, row in scoring["kernels"].items()) + full)
+    decode = s.get("decode")
+    if decode:
+        runs = "; ".join(f"{r['cpu_s']:.1f} CPU-s, {r['wall_s']:.1f} s wall on {r['decoders']} decoders"
+                         for r in decode["runs"])
+        ratio = (f"{decode['cpu_s_per_gpu_s']:.1f} CPU-s per GPU-s of the full-depth Stage-1 forward, "
+                 if "cpu_s_per_gpu_s" in decode else "")
+        length = decode.get("video_seconds") or 0
+        video = f"{length / 60:g}-minute" if length >= 60 else f"{length}-second"
+        lines.append(f"- F1 decode ({decode['frames']} frames of B14's {video} 720p30 H.264, {decode['cores']} cores): "
+                     f"{runs}; {ratio}{decode['cpu_s_per_gpu_s_b14_assumption']:.1f} with B14's assumed 40 % MFU")
+    lines += [f"- problem: {problem}" for problem in s["problems"]]
+    if s["not_run"]:
+        lines.append("- not run: " + "; ".join(f"{name} ({why})" for name, why in s["not_run"].items()))
+    return "\n".join(lines) + "\n"
+
+
+NO_GPU_RUN = ("_No GPU run yet: `bash scripts/bench/gpu_run.sh` on a lent device machine writes "
+              "`docs/measured/gpu.json` ([docs/bench.md](docs/bench.md#gpu-check))._\n")
+
 RENDERERS = {"bench": ("bench.json", render_bench), "quickstart": ("quickstart.json", render_quickstart),
              "seeds": ("seeds.json", render_seeds), "bench_summary": ("bench.json", render_bench_summary),
              "seeds_summary": ("seeds.json", render_seeds_summary),
              "quickstart_time": ("quickstart_time.json", render_quickstart_time),
              "quickstart_time_summary": ("quickstart_time.json", render_quickstart_time_summary)}
+# blocks whose file a run may not have written yet: (file, renderer, the text until it has)
+OPTIONAL = {"gpu": ("gpu.json", render_gpu, NO_GPU_RUN)}
 
 
 def render_readme(text: str, measured: Path = MEASURED) -> str:
@@ -233,11 +296,15 @@ def render_readme(text: str, measured: Path = MEASURED) -> str:
 
     def block(match: re.Match) -> str:
         name = match.group(2)
-        if name not in RENDERERS:
-            raise KeyError(f"block {name!r} has no renderer ({sorted(RENDERERS)})")
-        file, render = RENDERERS[name]
+        if name in OPTIONAL:
+            file, render, absent = OPTIONAL[name]
+        elif name in RENDERERS:
+            (file, render), absent = RENDERERS[name], None
+        else:
+            raise KeyError(f"block {name!r} has no renderer ({sorted(RENDERERS) + sorted(OPTIONAL)})")
         path = measured / file
-        body = render(json.loads(path.read_text())) if path.exists() else f"_not measured yet: {path.name} missing_\n"
+        body = (render(json.loads(path.read_text())) if path.exists()
+                else absent or f"_not measured yet: {path.name} missing_\n")
         return match.group(1) + body + match.group(4)
 
     return BLOCK.sub(block, text)

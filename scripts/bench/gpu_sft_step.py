@@ -1,36 +1,35 @@
-"""Qwen3-VL-8B-shaped SFT steps on ONE GPU: tokens/s, peak memory and MFU, measured at cut depths and extrapolated
-to the 8B's 36 layers (the extrapolation is stated as such in the output).
+"""Qwen3-VL-8B-shaped SFT steps on ONE GPU, one depth per call (`run_depth`), and the memory plan that picks the
+depths `gpu_run.py` measures (`choose_depths`).
 
 The model is built from the released 8B widths (`cader.vlm.flops`: hidden 4096, 32/8 heads, head_dim 128,
 intermediate 12288, vocabulary 151,936, the full 27-layer vision tower) with random weights (no download) and only the
-language model's depth cut, and trained on one synthetic video+text sequence of `--seq_len` tokens (default 10,240,
+language model's depth cut, and trained on one synthetic video+text sequence of `seq_len` tokens (default 10,240,
 the paper's max length): 256x256-px frames (65,536 px, App. A), i.e. 64 merged visual tokens per temporal pair,
-filling the sequence except for a text prompt and a 128-token target. The loss is the one `SFTModule` computes
-(`cader.train.loss`: `lm_head` at the labelled positions only).
+filling the sequence except for a text prompt and a 128-token target. The loss is `SFTModule.sft_loss` itself
+(`lm_head` at the labelled positions only), with activation checkpointing as the paper recipe enables it
+(`cader.train.module.enable_checkpointing`) and ZeRO-3 from the recipe's own `configs/deepspeed/zero3.json`, plus the
+fields Lightning fills in for `precision: bf16-true`, `gradient_clip_val: 1.0` and one micro-batch.
 
 Why cut depths: the full 8B under ZeRO-3 on one GPU needs ~18 bytes a parameter of model states (bf16 weights and
 gradients, fp32 master weights and AdamW moments: DeepSpeed's estimator gives 149 GB for 8.77B parameters without
 offload), more than one H200's 141 GB; `offload_optimizer` needs ~196 GB of host memory, more than the lent machine's
-128 GiB. At 8 and 16 layers the model is 3.4B / 4.9B parameters (~56 / ~82 GiB of model states, `plan_memory`), and
-each depth runs in a fresh process. The step time is linear in the depth (the layers are identical), so the two
-depths give t(L) = a + b L; `extrapolated` is t(36) and the MFU and tokens/s it implies for the 8B on this GPU. The
-measured MFU of each cut model is reported too. Peak memory is extrapolated the same way (an 8B on one GPU, which does
-not fit: that figure says by how much).
+128 GiB. `plan_memory` counts the model states at any depth (`model_params`, checked against a built model by the
+tests), and `choose_depths` takes the deepest pair (L, 2L), L a power of two, whose deeper model fits the GPU's free
+memory with `STEP_HEADROOM_GIB` to spare: 4/8 layers on an H100's ~78 GiB, 8/16 on an H200's ~139 GiB. The layers
+are identical, so the step time is a straight line in the depth and `extrapolated` gives the 36-layer step time, the
+MFU and tokens/s it implies, and the peak memory (an 8B on one GPU, which does not fit: that figure says by how much),
+labelled as not measured.
 
-    python scripts/bench/gpu_sft_step.py --shape 8b --layers 8,16 --steps 5    # one H200, ~5 min
-    python scripts/bench/gpu_sft_step.py --shape tiny --seq_len 512 --steps 2  # CPU smoke run
+    python -m cader.scripts.bench.in_fresh_process --function cader.scripts.bench.gpu_sft_step:run_depth \
+        --kwargs '{"shape": "8b", "layers": 8, "deepspeed": "zero3"}'      # one depth on one GPU, JSON on stdout
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
-import tempfile
 import time
-from dataclasses import asdict, replace
-from pathlib import Path
+from dataclasses import replace
 
 import torch
 from cader.vlm.flops import (
@@ -42,15 +41,21 @@ from cader.vlm.flops import (
     training_step_flops,
     vision_forward_flops,
 )
-from jsonargparse import CLI
 
 TINY_TEXT = TextShape(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, head_dim=32, vocab=1024)
 TINY_VISION = VisionShape(hidden=32, intermediate=64, depth=2, patch=16, temporal_patch=2, merge=2, out_hidden=64,
                           deepstack=1)
-# Dense bf16 peak of the accelerators we quote MFU against (FLOP/s).
-PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "cpu": None}
+# Dense bf16 peak of the accelerators we quote MFU against (FLOP/s), found by name in the device's.
+PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
 # ZeRO-3 model states per parameter on one GPU without offload, as DeepSpeed's estimator counts them
 ZERO3_BYTES_PER_PARAM = 18
+# Plain bf16 AdamW: weights, gradients and both moments in bf16 (torch keeps the moments in the parameters' dtype)
+PLAIN_BYTES_PER_PARAM = 8
+# Room the plan keeps beside the model states: a 10,240-token step's activations under checkpointing (a hidden state
+# per layer, one layer's recomputed MLP, the ViT's), ZeRO-3's gathered-parameter and reduce buckets, and the
+# temporaries of AdamW on one sub-group of fp32 master weights (1e9 elements)
+STEP_HEADROOM_GIB = 12.0
+POSITION_EMBEDDINGS = 2304  # the released towers' learned position table (48 x 48)
 
 
 def text_layer_params(text: TextShape) -> int:
@@ -59,11 +64,40 @@ def text_layer_params(text: TextShape) -> int:
     return attention + 3 * text.hidden * text.intermediate + 2 * text.hidden + 2 * text.head_dim
 
 
-def plan_memory(total_params: int, layers: int, text: TextShape, cut_layers: int) -> dict:
-    """Parameters and ZeRO-3 model-state bytes on one GPU of the model with `cut_layers` of its `layers` text layers
-    (`total_params` at full depth)."""
-    params = total_params - (layers - cut_layers) * text_layer_params(text)
-    return {"layers": cut_layers, "params": params, "model_state_gib": round(ZERO3_BYTES_PER_PARAM * params / 2**30, 1)}
+def vision_params(vision: VisionShape) -> int:
+    """Parameters of the vision tower: patch embedding and position table, the blocks (LayerNorms, qkv, proj, MLP,
+    all with biases), the merger and the DeepStack mergers (each a LayerNorm and two linear layers)."""
+    h, i = vision.hidden, vision.intermediate
+    embed = 3 * vision.temporal_patch * vision.patch**2 * h + h + POSITION_EMBEDDINGS * h
+    block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h)
+    merged = h * vision.merge**2
+    merger = merged * merged + merged + merged * vision.out_hidden + vision.out_hidden
+    return embed + vision.depth * block + (2 * h + merger) + vision.deepstack * (2 * merged + merger)
+
+
+def model_params(text: TextShape, vision: VisionShape, layers: int | None = None, tied: bool = False) -> int:
+    """Parameters of the whole Qwen3-VL with `layers` text layers (default: all): 8,767,123,696 for the 8B."""
+    layers = text.layers if layers is None else layers
+    lm = text.vocab * text.hidden * (1 if tied else 2) + layers * text_layer_params(text) + text.hidden
+    return lm + vision_params(vision)
+
+
+def plan_memory(text: TextShape, vision: VisionShape, layers: int, bytes_per_param: int = ZERO3_BYTES_PER_PARAM) -> dict:
+    """Parameters and model-state GiB on one GPU of the model cut to `layers` text layers."""
+    params = model_params(text, vision, layers)
+    return {"layers": layers, "params": params, "model_state_gib": round(bytes_per_param * params / 2**30, 1)}
+
+
+def choose_depths(free_gib: float, text: TextShape = QWEN3_VL_8B_TEXT, vision: VisionShape = QWEN3_VL_8B_VISION,
+                  headroom_gib: float = STEP_HEADROOM_GIB) -> list[int]:
+    """The deepest pair [L, 2L], L a power of two and 2L at most the full depth, whose deeper ZeRO-3 model's states
+    plus `headroom_gib` fit `free_gib`; ValueError when not even [1, 2] fits."""
+    pairs = [[shallow, 2 * shallow] for shallow in (1, 2, 4, 8, 16, 32) if 2 * shallow <= text.layers]
+    fitting = [p for p in pairs if plan_memory(text, vision, p[1])["model_state_gib"] + headroom_gib <= free_gib]
+    if not fitting:
+        need = plan_memory(text, vision, 2)["model_state_gib"] + headroom_gib
+        raise ValueError(f"{free_gib:.1f} GiB free: even 2 layers need {need:.1f} GiB under ZeRO-3 on one GPU")
+    return fitting[-1]
 
 
 def extrapolate(depths: list[int], values: list[float], to_depth: int) -> float:
@@ -83,33 +117,40 @@ def mrope_section(head_dim: int) -> list[int]:
     return [head_dim // 2 - 2 * (head_dim // 8), head_dim // 8, head_dim // 8]
 
 
+def vision_heads(vision: VisionShape) -> int:
+    """Attention heads of the vision tower: 16 in the released 8B (head size 72) and 4B (64) towers, 2 in the tiny."""
+    return 16 if vision.hidden >= 1024 else 2
+
+
 def build_special(text: TextShape) -> dict:
     """The vision special tokens' ids: the last four of the vocabulary."""
     return {"image_token_id": text.vocab - 4, "video_token_id": text.vocab - 3,
             "vision_start_token_id": text.vocab - 2, "vision_end_token_id": text.vocab - 1}
 
 
+def text_config(text: TextShape) -> dict:
+    """The language model's part of a Qwen3VLConfig at `text`'s widths and depth."""
+    return {"vocab_size": text.vocab, "hidden_size": text.hidden, "intermediate_size": text.intermediate,
+            "num_hidden_layers": text.layers, "num_attention_heads": text.heads, "num_key_value_heads": text.kv_heads,
+            "head_dim": text.head_dim, "max_position_embeddings": 262_144,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0, "mrope_interleaved": True,
+                                "mrope_section": mrope_section(text.head_dim)}}
+
+
+def vision_config(vision: VisionShape) -> dict:
+    """The vision tower's part of a Qwen3VLConfig at `vision`'s widths."""
+    return {"depth": vision.depth, "hidden_size": vision.hidden, "intermediate_size": vision.intermediate,
+            "num_heads": vision_heads(vision), "patch_size": vision.patch, "temporal_patch_size": vision.temporal_patch,
+            "spatial_merge_size": vision.merge, "out_hidden_size": vision.out_hidden,
+            "num_position_embeddings": POSITION_EMBEDDINGS,
+            "deepstack_visual_indexes": list(range(vision.depth - vision.deepstack, vision.depth))}
+
+
 def build_model(text: TextShape, vision: VisionShape, device: str, dtype: torch.dtype):
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
     special = build_special(text)
-    config = Qwen3VLConfig(
-        text_config={
-            "vocab_size": text.vocab, "hidden_size": text.hidden, "intermediate_size": text.intermediate,
-            "num_hidden_layers": text.layers, "num_attention_heads": text.heads,
-            "num_key_value_heads": text.kv_heads, "head_dim": text.head_dim, "max_position_embeddings": 262_144,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0, "mrope_interleaved": True,
-                                "mrope_section": mrope_section(text.head_dim)},
-        },
-        vision_config={
-            "depth": vision.depth, "hidden_size": vision.hidden, "intermediate_size": vision.intermediate,
-            "num_heads": max(1, vision.hidden // 72), "patch_size": vision.patch,
-            "temporal_patch_size": vision.temporal_patch, "spatial_merge_size": vision.merge,
-            "out_hidden_size": vision.out_hidden,
-            "deepstack_visual_indexes": list(range(vision.depth - vision.deepstack, vision.depth)),
-        },
-        **special,
-    )
+    config = Qwen3VLConfig(text_config=text_config(text), vision_config=vision_config(vision), **special)
     with torch.device(device):
         model = Qwen3VLForConditionalGeneration(config).to(dtype)
     return model, special
@@ -145,19 +186,19 @@ def synthetic_batch(special: dict, text: TextShape, vision: VisionShape, seq_len
     return batch, grid
 
 
-class LabelledLoss(torch.nn.Module):
-    """The model plus SFTModule's loss tail, as one module for the DeepSpeed engine (its ZeRO-3 hooks then see the
-    base model and `lm_head` called inside the engine's forward, as under Lightning)."""
+class SFTLossStep(torch.nn.Module):
+    """`SFTModule.sft_loss` on a model built in memory, as one module for the DeepSpeed engine: ZeRO-3's hooks then see
+    the base model and `lm_head` run inside the engine's forward, as under Lightning."""
 
     def __init__(self, model):
         super().__init__()
-        self.model = model
+        from cader.train.module import SFTModule
 
-    def forward(self, labels, **inputs):
-        from cader.train.loss import labelled_loss
+        self.sft = SFTModule(model_path="(built in memory)", gradient_checkpointing=True)
+        self.sft.model = model  # what configure_model would have loaded
 
-        hidden = self.model.model(**inputs, use_cache=False).last_hidden_state
-        return labelled_loss(hidden, labels, self.model.lm_head)
+    def forward(self, **batch):
+        return self.sft.sft_loss(batch)
 
 
 def single_process_env() -> None:
@@ -170,19 +211,24 @@ def single_process_env() -> None:
         os.environ.setdefault(key, value)
 
 
-def deepspeed_engine(model, stage: str, lr: float):
+def zero3_config() -> dict:
+    """configs/deepspeed/zero3.json with what Lightning adds for the recipe's trainer: bf16 (`bf16-true`), clipping
+    at 1.0 (`gradient_clip_val`), one micro-batch per step."""
+    from cader.train.strategies import load_deepspeed_config
+
+    config = load_deepspeed_config("zero3")
+    config.update({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+                   "gradient_clipping": 1.0, "bf16": {"enabled": True}})
+    return config
+
+
+def deepspeed_engine(module: torch.nn.Module, lr: float):
     """A one-process ZeRO-3 engine with torch's AdamW, as SFTModule configures it (no DeepSpeed op to compile)."""
     import deepspeed
 
     single_process_env()
-    zero = {"stage": 3, "overlap_comm": True, "contiguous_gradients": True, "stage3_gather_16bit_weights_on_model_save": True}
-    if stage == "zero3_offload":
-        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
-              "zero_optimization": zero, "gradient_clipping": 1.0, "zero_allow_untested_optimizer": True,
-              "zero_force_ds_cpu_optimizer": False}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+    optimizer = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=0.0)
+    engine, *_ = deepspeed.initialize(model=module, optimizer=optimizer, config=zero3_config())
     return engine
 
 
@@ -191,124 +237,105 @@ def shapes(shape: str, layers: int | None) -> tuple[TextShape, VisionShape]:
     return (replace(text, layers=layers) if layers else text), vision
 
 
-def run_depth(shape: str = "tiny", layers: int | None = None, seq_len: int = 10_240, steps: int = 3,
-              deepspeed: str = "none", gradient_checkpointing: bool = True, peak: str | None = None,
-              lr: float = 1e-5) -> dict:
-    """Time `steps` SFT steps (after one warm-up) of the model with `layers` text layers, in this process."""
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    text, vision = shapes(shape, layers)
-    model, special = build_model(text, vision, device, dtype)
-    if gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.train()
-    params = sum(p.numel() for p in model.parameters())
-    batch, grid = synthetic_batch(special, text, vision, seq_len, device, dtype)
-    step_model = LabelledLoss(model)
-    if deepspeed != "none":
-        engine = deepspeed_engine(step_model, deepspeed, lr)
+def peak_flops_of(device_name: str) -> float | None:
+    """The dense bf16 peak quoted for a device, by name (None for a CPU or an unlisted GPU)."""
+    return next((flops for key, flops in PEAK_FLOPS.items() if key in device_name), None)
+
+
+def step_function(step_model: torch.nn.Module, batch: dict, deepspeed: str, lr: float, device: str):
+    """One optimizer step on `batch`: through a ZeRO-3 engine, or plain AdamW (fused on a GPU) with clipping."""
+    if deepspeed == "zero3":
+        engine = deepspeed_engine(step_model, lr)
 
         def step():
             loss = engine(**batch)
             engine.backward(loss)
             engine.step()
-            return loss
-    else:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=device == "cuda")
+            return loss.detach()
 
-        def step():
-            loss = step_model(**batch)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            return loss
+        return step
+    if deepspeed != "none":
+        raise ValueError(f"deepspeed must be zero3 or none, got {deepspeed!r}")
+    params = [p for p in step_model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=device == "cuda")
 
-    step()  # warm-up: allocator, kernels, DeepSpeed partitioning
+    def step():
+        loss = step_model(**batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step
+
+
+def run_depth(shape: str = "tiny", layers: int | None = None, seq_len: int = 10_240, steps: int = 3,
+              deepspeed: str = "zero3", gradient_checkpointing: bool = True, lr: float = 1e-5) -> dict:
+    """Time `steps` SFT steps (after one warm-up) of the model with `layers` text layers, in this process.
+
+    Args:
+        shape: "8b" (Qwen3-VL-8B widths) or "tiny" (CPU rehearsal).
+        layers: Text layers (default: the shape's full depth).
+        seq_len: Tokens in the single training sequence.
+        steps: Timed optimizer steps.
+        deepspeed: "zero3" (bf16, fp32 master weights and moments on the GPU) or "none" (plain bf16 AdamW).
+        gradient_checkpointing: Recompute activations in backward (not counted in MFU).
+        lr: Learning rate.
+    """
+    from cader.train.module import enable_checkpointing
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    text, vision = shapes(shape, layers)
+    model, special = build_model(text, vision, device, dtype)
+    if gradient_checkpointing:
+        enable_checkpointing(model, {"use_reentrant": False})
+    model.train()
+    params = sum(p.numel() for p in model.parameters())
+    batch, grid = synthetic_batch(special, text, vision, seq_len, device, dtype)
+    step = step_function(SFTLossStep(model), batch, deepspeed, lr, device)
+    step()  # warm-up: allocator, kernels, DeepSpeed partitioning, the optimizer's moments
     if device == "cuda":
         torch.cuda.synchronize()
+        states_gib = torch.cuda.memory_allocated() / 2**30
         torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
-    losses = [float(step()) for _ in range(steps)]
-    if device == "cuda":
-        torch.cuda.synchronize()
-    seconds = (time.perf_counter() - start) / steps
-
+    times, losses = [], []
+    for _ in range(steps):
+        start = time.perf_counter()
+        losses.append(float(step()))  # float() waits for the step
+        times.append(time.perf_counter() - start)
+    seconds = sum(times) / len(times)
     lm = training_step_flops(text_forward_flops(text, seq_len))
     vit = training_step_flops(vision_forward_flops(vision, grid))
-    name = peak or (next((k for k in PEAK_FLOPS if k in torch.cuda.get_device_name()), None) if device == "cuda" else "cpu")
-    peak_flops = PEAK_FLOPS.get(name or "", None)
+    device_name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    peak = peak_flops_of(device_name)
     return {
-        "shape": shape, "layers": text.layers, "params": params,
-        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "deepspeed": deepspeed,
+        "shape": shape, "layers": text.layers, "params": params, "params_planned": model_params(text, vision),
+        "device": device_name, "deepspeed": deepspeed, "gradient_checkpointing": gradient_checkpointing,
         "seq_len": seq_len, "visual_tokens": int((batch["input_ids"] == special["video_token_id"]).sum()),
-        "step_seconds": seconds, "tokens_per_s": seq_len / seconds, "losses": losses,
+        "step_seconds": seconds, "step_seconds_each": times, "tokens_per_s": seq_len / seconds, "losses": losses,
+        "model_states_gib": states_gib if device == "cuda" else None,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
-        "tflops_lm": lm / seconds / 1e12, "tflops_vit": vit / seconds / 1e12, "peak_flops": peak_flops,
-        "mfu_lm": lm / seconds / peak_flops if peak_flops else None,
-        "mfu_lm_plus_vit": (lm + vit) / seconds / peak_flops if peak_flops else None,
+        "tflops_lm": lm / seconds / 1e12, "tflops_vit": vit / seconds / 1e12, "peak_flops": peak,
+        "mfu_lm": lm / seconds / peak if peak else None,
+        "mfu_lm_plus_vit": (lm + vit) / seconds / peak if peak else None,
     }
 
 
-def in_fresh_process(kwargs: dict) -> dict:
-    """`run_depth(**kwargs)` in a new interpreter: each depth starts with an empty GPU and a fresh DeepSpeed."""
-    from cader.scripts.bench.in_fresh_process import command
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "depth.json"
-        subprocess.run(command("cader.scripts.bench.gpu_sft_step:run_depth", kwargs, out=str(out)), check=True)
-        return json.loads(out.read_text())
-
-
-def extrapolated(runs: list[dict], text: TextShape, vision: VisionShape, seq_len: int, grid: list) -> dict:
-    """Step time and peak memory at the full depth from the straight line through the measured depths, and the
-    MFU and tokens/s that time implies."""
+def extrapolated(runs: list[dict], shape: str, seq_len: int) -> dict:
+    """Step time and peak memory at the shape's full depth from the straight line through the measured depths, and
+    the MFU and tokens/s that time implies."""
+    text, vision = shapes(shape, None)
     depths = [r["layers"] for r in runs]
     seconds = extrapolate(depths, [r["step_seconds"] for r in runs], text.layers)
+    grid = synthetic_batch(build_special(text), text, vision, seq_len, "meta", torch.float32)[1]
     lm = training_step_flops(text_forward_flops(text, seq_len))
     vit = training_step_flops(vision_forward_flops(vision, grid))
-    peak_flops = runs[0]["peak_flops"]
+    peak = runs[0]["peak_flops"]
     memory = [r["peak_memory_gib"] for r in runs]
     return {"what": f"extrapolated to {text.layers} layers from the depths {depths} (not measured)",
             "layers": text.layers, "step_seconds": seconds, "tokens_per_s": seq_len / seconds,
-            "mfu_lm": lm / seconds / peak_flops if peak_flops else None,
-            "mfu_lm_plus_vit": (lm + vit) / seconds / peak_flops if peak_flops else None,
+            "mfu_lm": lm / seconds / peak if peak else None,
+            "mfu_lm_plus_vit": (lm + vit) / seconds / peak if peak else None,
             "peak_memory_gib": extrapolate(depths, memory, text.layers) if None not in memory else None}
-
-
-def main(shape: str = "tiny", seq_len: int = 10_240, steps: int = 3, deepspeed: str = "none",
-         gradient_checkpointing: bool = True, peak: str | None = None, lr: float = 1e-5,
-         layers: str | None = None) -> dict:
-    """Run `steps` SFT steps (after one warm-up) per depth and print tokens/s, peak memory and MFU.
-
-    Args:
-        shape: "8b" (Qwen3-VL-8B widths) or "tiny" (CPU smoke shape).
-        seq_len: Tokens in the single training sequence.
-        steps: Timed optimizer steps per depth.
-        deepspeed: "none" (torch AdamW), "zero3" (bf16, fp32 master weights and moments on the GPU), or
-            "zero3_offload" (optimizer state in host memory: ~12 bytes a parameter of it).
-        gradient_checkpointing: Recompute activations in backward (not counted in MFU).
-        peak: Accelerator name for the peak FLOP/s (H200, H100, A100); guessed from the device when unset.
-        lr: Learning rate.
-        layers: Text-layer depths to measure, comma-separated (default "8,16" for 8b, the full depth for tiny);
-            with two or more, each runs in a fresh process and the full depth is extrapolated.
-    """
-    full_text, vision = shapes(shape, None)
-    depths = [int(x) for x in layers.split(",")] if layers else ([8, 16] if shape == "8b" else [full_text.layers])
-    kwargs = {"shape": shape, "seq_len": seq_len, "steps": steps, "deepspeed": deepspeed,
-              "gradient_checkpointing": gradient_checkpointing, "peak": peak, "lr": lr}
-    if len(depths) == 1:
-        result = run_depth(layers=depths[0], **kwargs)
-        print(json.dumps(result, indent=2))
-        return result
-    runs = [in_fresh_process({**kwargs, "layers": d}) for d in depths]
-    special = build_special(full_text)
-    _, grid = synthetic_batch(special, full_text, vision, seq_len, "meta", torch.float32)
-    result = {"shape": shape, "runs": runs, "extrapolated": extrapolated(runs, full_text, vision, seq_len, grid),
-              "text": asdict(full_text)}
-    print(json.dumps(result, indent=2))
-    return result
-
-
-if __name__ == "__main__":
-    CLI(main, as_positional=False)
