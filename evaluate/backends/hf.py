@@ -148,11 +148,13 @@ class HFBackend(Backend):
         for group in self._groups(items):
             lengths = [int(items[i]["input_ids"].shape[-1]) for i in group]
             batch = self._on_device(self._scoring_batch([items[i] for i in group]))
-            # each row's own last position (a 2-D index: one position per row)
-            last = torch.tensor([[n - 1] for n in lengths], device=self.model.device)
-            logits = self.model(**batch, use_cache=False, logits_to_keep=last).logits[:, -1].float()
+            # the rows' last positions as a 1-D index (every transformers 5.x reads it as "these positions"; a 2-D
+            # index, one position per row, is read so only from 5.2x on), each row then takes its own
+            positions = sorted({n - 1 for n in lengths})
+            keep = torch.tensor(positions, device=self.model.device)
+            logits = self.model(**batch, use_cache=False, logits_to_keep=keep).logits
             for row, (i, n_prompt) in enumerate(zip(group, lengths)):
-                out[i] = (logits[row], n_prompt)
+                out[i] = (logits[row, positions.index(n_prompt - 1)].float(), n_prompt)
                 items[i] = None  # its pixels are done with: the call's memory falls as its forwards go
             del batch
         return out
