@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from cader.calibrate.binomial import clopper_pearson_upper
 from cader.calibrate.clusters import cluster_codes
-from cader.calibrate.ltt import certifiable_errors, certification_power
+from cader.calibrate.ltt import certification_power
 from cader.calibrate.margin import InvalidLogits, margin
 from cader.calibrate.per_video import one_per_video
 from cader.contracts.jsonl import LineProblem, iter_lines
@@ -40,12 +40,6 @@ from cader.contracts.records import PredictionRecord, present_field_problem
 
 DEFAULT_POWER = 0.8
 MAX_LABELS = 100_000
-
-
-def critical_errors(n: int, alpha: float, delta: float) -> int:
-    """The most errors among n labelled exits for which the Clopper-Pearson bound is still <= alpha (-1: none,
-    n too small even for zero errors): the Learn-then-Test test's own (`ltt.certifiable_errors`)."""
-    return certifiable_errors(n, alpha, delta)
 
 
 def audit_power(n: int, alpha: float, delta: float, true_error: float) -> float:

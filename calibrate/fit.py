@@ -4,8 +4,9 @@
     python calibrate/fit.py --config configs/calibrate/default.yaml --predictions A.jsonl B.jsonl --out DIR
 
 Writes <out>/calibration.json (read by evaluate/run.py --calibration), <out>/figures/*.png|csv, <out>/summary.md.
-The flags are the parameters of `cader.calibrate.pipeline.calibrate_predictions`, with their help taken from its
-docstring (`cader.cli.function_cli`).
+The flags are the parameters of `cader.calibrate.pipeline.calibrate_predictions` and the fields of its option groups
+(`cader.calibrate.options`: Rule, FitOptions, SplitOptions, OutputOptions), with their help taken from the
+docstrings (`cader.cli.function_cli`).
 """
 
 import argparse
@@ -15,7 +16,7 @@ import sys
 from cader.calibrate.calibration_file import CalibrationFileError
 from cader.calibrate.pipeline import CalibrationInputError, calibrate_predictions
 from cader.calibrate.records import PredictionFileError, PredictionRowError
-from cader.cli.function_cli import call_arguments, function_parser
+from cader.cli.function_cli import call_arguments, function_parser, grouped_arguments
 from jsonargparse import ArgumentParser, DefaultHelpFormatter
 
 # One line per mode: what it guarantees (each with probability >= 1 - delta over the selection split).
@@ -33,14 +34,18 @@ Before applying calibration.json to another benchmark or model: python calibrate
 python calibrate/audit.py --calibration FILE --predictions TARGET.jsonl --out DIR."""
 
 
+# calibrate_predictions's option groups (cader.calibrate.options), each field a flag of its own name
+GROUPS = ("rule", "fit", "split", "output")
+
+
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter):
     """Keeps the modes table's lines as written."""
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
     """The flags of calibrate/fit.py: `calibrate_predictions`'s parameters."""
-    return function_parser(calibrate_predictions, prog, several=("predictions",), description=__doc__.split("\n")[0],
-                           epilog=MODES_HELP, formatter_class=_HelpFormatter)
+    return function_parser(calibrate_predictions, prog, several=("predictions",), groups=GROUPS,
+                           description=__doc__.split("\n")[0], epilog=MODES_HELP, formatter_class=_HelpFormatter)
 
 
 # (flag, lowest, highest, lowest allowed, highest allowed): each range a flag's value must lie in
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"calibrate/fit.py: error: {problem}", file=sys.stderr)
         return 2
     try:
-        result = calibrate_predictions(**args)
+        result = calibrate_predictions(**grouped_arguments(calibrate_predictions, args, GROUPS))
     except (PredictionFileError, PredictionRowError, CalibrationInputError, CalibrationFileError) as exc:
         print(f"calibrate/fit.py: error: {exc}", file=sys.stderr)
         return 2

@@ -32,7 +32,6 @@ binomial test, by fixed sequence from the laxest threshold up, with delta split 
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -119,6 +118,66 @@ class _Risk:
         return effective_counts(self.k[i], self.n[i], self.design[i])
 
 
+def ltt_risks(margin, s1_correct, s2_correct, taus, alpha, epsilon, clusters) -> list[_Risk]:
+    """The tested risks per tau: the exit error when ``alpha`` is given, the accuracy loss when ``epsilon`` is."""
+    risks = []
+    if alpha is not None:
+        n_exits, n_errors = exit_counts_at(margin, s1_correct, taus)
+        design = None if clusters is None else design_effects_at(margin, s1_correct, clusters, taus)
+        risks.append(_Risk("exit_error", alpha, n_errors, n_exits, "errors among exits", design))
+    if epsilon is not None:
+        lost = cascade_loss_counts(margin, s1_correct, s2_correct, taus)
+        design = None
+        if clusters is not None:  # loss_i = exit_i and Stage 1 wrong and Stage 2 right, per tau, over every sample
+            lost_i = ~s1_correct & np.asarray(s2_correct, bool)
+            design = design_effects_of_rates((margin[None, :] >= taus[:, None]) & lost_i[None, :], clusters,
+                                             pooled=lost_i)
+        risks.append(_Risk("accuracy_loss", epsilon, lost, np.full(taus.size, margin.size), "losses among samples",
+                           design))
+    return risks
+
+
+def budget_window(n: int, n_exits: np.ndarray, budget: float, delta: float, guarantee: bool):
+    """(the stage2_fraction constraint, which taus keep it): on the selection split, or (``guarantee``) by its own
+    binomial test, a fixed sequence from the laxest tau at delta / 2."""
+    if not guarantee:
+        within = (n - n_exits) / max(n, 1) <= budget + 1e-12
+        return Constraint("stage2_fraction", budget, "deterministic on the selection split"), within
+    if 0.0 < budget < 1.0:
+        p_budget = binomial_tail_pvalue(n - n_exits, np.full(n_exits.size, n), budget)
+    else:  # nothing can certify "fraction <= 0"; "fraction <= 1" always holds
+        p_budget = np.full(n_exits.size, 0.0 if budget >= 1.0 else 1.0)
+    lax_first = fixed_sequence_rejections(p_budget[::-1], delta / 2)
+    within = np.zeros(n_exits.size, bool)
+    within[n_exits.size - lax_first:] = True
+    return Constraint("stage2_fraction", budget, "binomial test (own fixed sequence from the laxest tau, delta/2)"), \
+        within
+
+
+def _check_ltt_inputs(delta, alpha, epsilon, s2_correct, budget) -> None:
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if alpha is None and epsilon is None:
+        raise ValueError("an LTT run needs a risk to control: alpha (exit error) and/or epsilon (accuracy loss)")
+    if epsilon is not None and s2_correct is None:
+        raise ValueError("epsilon (accuracy loss against always running Stage 2) needs Stage-2 outcomes")
+    if budget is not None and not 0.0 <= budget <= 1.0:
+        raise ValueError(f"budget (max Stage-2 fraction) must be in [0, 1], got {budget}")
+
+
+def _blocking_reasons(constraints, risks, taus, start, stop, need, n, delta_risk) -> None:
+    """The reason of each risk that stopped the sequence before it certified anything."""
+    if start >= taus.size:
+        constraints[0].reason = f"no candidate threshold has {need} or more exits in the selection split ({n} samples)"
+        return
+    for c, r in zip(constraints, risks):
+        if stop < taus.size and r.p[stop] > delta_risk:
+            ub = float(clopper_pearson_upper(*r.tested_counts(stop), delta_risk))
+            eff = "" if r.design is None else f" (design effect {r.design[stop]:.3g})"
+            c.reason = (f"at tau = {taus[stop]:.6g} (the strictest threshold the sequence could not certify) "
+                        f"{int(r.k[stop])} {r.what} of {int(r.n[stop])}{eff}: upper bound {ub:.3g} > {r.level}")
+
+
 def select_tau_ltt(
     margin: np.ndarray,
     s1_correct: np.ndarray,
@@ -139,36 +198,16 @@ def select_tau_ltt(
     fraction. ``details["constraints"]`` says for each whether it is met at the chosen tau and, when none
     qualifies, why. ``clusters`` (one label per sample, the video) tests the risks on effective counts.
     """
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
-    if alpha is None and epsilon is None:
-        raise ValueError("an LTT run needs a risk to control: alpha (exit error) and/or epsilon (accuracy loss)")
-    if epsilon is not None and s2_correct is None:
-        raise ValueError("epsilon (accuracy loss against always running Stage 2) needs Stage-2 outcomes")
-    if budget is not None and not 0.0 <= budget <= 1.0:
-        raise ValueError(f"budget (max Stage-2 fraction) must be in [0, 1], got {budget}")
+    _check_ltt_inputs(delta, alpha, epsilon, s2_correct, budget)
     margin = np.asarray(margin, np.float64)
     s1_correct = np.asarray(s1_correct, bool)
     n = int(margin.size)
     taus = PRECISION_GRID if candidates is None else np.unique(np.asarray(candidates, np.float64))[::-1]
-    n_exits, n_errors = exit_counts_at(margin, s1_correct, taus)
+    n_exits = exit_counts_at(margin, s1_correct, taus)[0]
     split = budget is not None and budget_guarantee
     delta_risk = delta / 2 if split else delta
-
-    risks, constraints = [], []
-    if alpha is not None:
-        design = None if clusters is None else design_effects_at(margin, s1_correct, clusters, taus)
-        risks.append(_Risk("exit_error", alpha, n_errors, n_exits, "errors among exits", design))
-    if epsilon is not None:
-        lost = cascade_loss_counts(margin, s1_correct, s2_correct, taus)
-        design = None
-        if clusters is not None:  # loss_i = exit_i and Stage 1 wrong and Stage 2 right, per tau, over every sample
-            lost_i = ~s1_correct & np.asarray(s2_correct, bool)
-            design = design_effects_of_rates((margin[None, :] >= taus[:, None]) & lost_i[None, :], clusters,
-                                             pooled=lost_i)
-        risks.append(_Risk("accuracy_loss", epsilon, lost, np.full(taus.size, n), "losses among samples", design))
-    for r in risks:
-        constraints.append(Constraint(r.name, r.level, "binomial test (LTT, fixed sequence)"))
+    risks = ltt_risks(margin, s1_correct, s2_correct, taus, alpha, epsilon, clusters)
+    constraints = [Constraint(r.name, r.level, "binomial test (LTT, fixed sequence)") for r in risks]
     p_max = np.max([r.p for r in risks], axis=0)
 
     start = 0
@@ -187,45 +226,17 @@ def select_tau_ltt(
     if clusters is not None:
         details["cluster_bound"] = True
 
-    ok = np.zeros(taus.size, bool)
-    ok[start:stop] = True
+    feasible = np.zeros(taus.size, bool)
+    feasible[start:stop] = True
     budget_constraint = None
     if budget is not None:
-        frac2 = (n - n_exits) / max(n, 1)
-        if split:
-            if 0.0 < budget < 1.0:
-                p_budget = binomial_tail_pvalue(n - n_exits, np.full(taus.size, n), budget)
-            else:  # nothing can certify "fraction <= 0"; "fraction <= 1" always holds
-                p_budget = np.full(taus.size, 0.0 if budget >= 1.0 else 1.0)
-            lax_first = fixed_sequence_rejections(p_budget[::-1], delta / 2)
-            within = np.zeros(taus.size, bool)
-            within[taus.size - lax_first:] = True
-            handled = "binomial test (own fixed sequence from the laxest tau, delta/2)"
-        else:
-            within = frac2 <= budget + 1e-12
-            handled = "deterministic on the selection split"
-        budget_constraint = Constraint("stage2_fraction", budget, handled)
+        budget_constraint, within = budget_window(n, n_exits, budget, delta, split)
         constraints.append(budget_constraint)
-        feasible = ok & within
-    else:
-        feasible = ok
-
-    def blocking_risks() -> None:  # the reason of each risk that stopped the sequence
-        if start >= taus.size:
-            constraints[0].reason = (f"no candidate threshold has {need} or more exits in the selection split "
-                                     f"({n} samples)")
-            return
-        for c, r in zip(constraints, risks):
-            if stop < taus.size and r.p[stop] > delta_risk:
-                ub = float(clopper_pearson_upper(*r.tested_counts(stop), delta_risk))
-                eff = "" if r.design is None else f" (design effect {r.design[stop]:.3g})"
-                c.reason = (f"at tau = {taus[stop]:.6g} (the strictest threshold the sequence could not certify) "
-                            f"{int(r.k[stop])} {r.what} of {int(r.n[stop])}{eff}: upper bound {ub:.3g} > {r.level}")
-
+        feasible &= within
     for c in constraints[: len(risks)]:
         c.met = certified > 0  # an exit set meeting every risk was certified
     if certified == 0:
-        blocking_risks()
+        _blocking_reasons(constraints, risks, taus, start, stop, need, n, delta_risk)
     elif stop < taus.size:
         details["stopped_by"] = [r.name for r in risks if r.p[stop] > delta_risk]
     if not feasible.any():
@@ -332,19 +343,3 @@ def certification_power(n: int, true_rate: float, level: float, delta: float) ->
     """P(a set of n whose true error rate is ``true_rate`` passes the level-``level`` test)."""
     k = certifiable_errors(n, level, delta)
     return float(binom.cdf(k, n, true_rate)) if k >= 0 else 0.0
-
-
-def exits_needed(true_rate: float, level: float, delta: float, power: float = 0.8, n_max: int = 200_000) -> int | None:
-    """Smallest n (exits, or samples for the accuracy loss) certified with probability >= ``power``; None when
-    ``true_rate >= level`` (no n is enough) or beyond ``n_max``."""
-    if true_rate >= level:
-        return None
-    lo = max(1, math.ceil(math.log(delta) / math.log1p(-level) - 1e-12))
-    n = lo
-    while n <= n_max:  # doubling, then a linear scan of the last octave (the power saw-tooths in n)
-        if certification_power(n, true_rate, level, delta) >= power:
-            for m in range(max(lo, n // 2), n + 1):
-                if certification_power(m, true_rate, level, delta) >= power:
-                    return m
-        n *= 2
-    return None

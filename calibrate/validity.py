@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +106,30 @@ def oracle_exit_rate(margin, s1_correct, s2_correct, risk: str, level: float) ->
     return float(n_exits[ok].max() / margin.size) if ok.any() and margin.size else 0.0
 
 
+@dataclass(frozen=True)
+class SplitDraw:
+    """How the random fit/select/test splits are drawn.
+
+    Args:
+        n_splits: random splits
+        seed: seed of the splits (split r draws from default_rng([seed, r]))
+        fit_fraction: share of the units (per stratum) that fits T
+        temperature: fix T to this value (then nothing is spent on a fit and ``fit_fraction`` is unused)
+        split_by: video (each video's questions on one side of every split; needs ``clusters``) or question;
+            None: video when ``clusters`` is given. A video split that would leave a part without a video (as when
+            every benchmark has one video) falls back to questions, as split_fit_select does; the rows say so
+        cluster_bound: with ``clusters``, the selection bounds the risk on effective counts over the select
+            part's videos (the default calibration); false counts questions as independent trials
+    """
+
+    n_splits: int = 100
+    seed: int = 0
+    fit_fraction: float | None = 0.5
+    temperature: float | None = None
+    split_by: str | None = None
+    cluster_bound: bool = True
+
+
 def validity_runs(
     logits: np.ndarray,
     gold: np.ndarray,
@@ -113,14 +138,9 @@ def validity_runs(
     choose: Callable[..., TauSelection],
     risk: str,
     level: float,
-    n_splits: int = 100,
-    seed: int = 0,
-    fit_fraction: float | None = 0.5,
-    temperature: float | None = None,
+    draw: SplitDraw,
     clusters: np.ndarray | None = None,
     strata: np.ndarray | None = None,
-    split_by: str | None = None,
-    cluster_bound: bool = True,
 ) -> list[dict]:
     """One row per random split (see the module docstring).
 
@@ -133,21 +153,13 @@ def validity_runs(
             called with ``clusters=`` the select part's video codes as well (Rule.choose takes it)
         risk: the risk the test part measures (exit_error or accuracy_loss)
         level: that risk's level
-        n_splits: random splits
-        seed: seed of the splits (split r draws from default_rng([seed, r]))
-        fit_fraction: share of the units (per stratum) that fits T
-        temperature: fix T to this value (then nothing is spent on a fit and ``fit_fraction`` is unused)
+        draw: how the splits are drawn (their number, seed, fit fraction, fixed T, unit and bound)
         clusters: a video code per sample (questions on one video share its difficulty); None: none known
         strata: a benchmark per sample, the splits drawn within each (as split_fit_select does); None: one
-        split_by: video (each video's questions on one side of every split; needs ``clusters``) or question;
-            None: video when ``clusters`` is given. A video split that would leave a part without a video (as when
-            every benchmark has one video) falls back to questions, as split_fit_select does; the rows say so
-        cluster_bound: with ``clusters``, the selection bounds the risk on effective counts over the select
-            part's videos (the default calibration); false counts questions as independent trials
     """
     if risk not in RISKS:
         raise ValueError(f"risk must be one of {RISKS}, got {risk!r}")
-    split_by = split_by or ("video" if clusters is not None else "question")
+    split_by = draw.split_by or ("video" if clusters is not None else "question")
     if split_by not in SPLIT_UNITS:
         raise ValueError(f"split_by must be one of {SPLIT_UNITS}, got {split_by!r}")
     if split_by == "video" and clusters is None:
@@ -156,17 +168,18 @@ def validity_runs(
     codes = None if clusters is None else cluster_codes(clusters)[0]
     if codes is not None and codes.size != n:
         raise ValueError(f"need one video per sample: {codes.size} labels for {n} samples")
-    fraction = None if temperature is not None else fit_fraction
+    temperature = draw.temperature
+    fraction = None if temperature is not None else draw.fit_fraction
     units = codes if split_by == "video" else None
     if units is not None and min(units_per_part(units, strata, fraction)[fraction is None:]) == 0:
         log.warning("validity splits by video leave a part without a video (%d videos); splitting questions",
                     int(codes.max()) + 1)
         split_by, units = "question", None
-    bounded = cluster_bound and codes is not None
+    bounded = draw.cluster_bound and codes is not None
     s2 = np.zeros(n, bool) if s2_correct is None else np.asarray(s2_correct, bool)
     rows = []
-    for r in range(n_splits):
-        rng = np.random.default_rng([seed, r])
+    for r in range(draw.n_splits):
+        rng = np.random.default_rng([draw.seed, r])
         fit, sel, test = split_three(n, rng, fraction, units, strata)
         if sel.size == 0 or test.size == 0 or (temperature is None and fit.size == 0):
             break  # too few samples to split three ways: no rows, and no figure

@@ -60,6 +60,9 @@ class FramesFingerprint(Record):
     )
     max_frames: int = Field(description="Frame cap: Stage-1 frames are uniformly subsampled down to it.")
     max_pixels: int = Field(description="Pixel budget per frame.")
+    frame_rule: Literal["backbone", "bin_centre"] | None = Field(
+        default=None, description="Where the frames are placed (docs/video.md, Which frames); absent: bin_centre, the "
+                                  "rule of every record written before the rule was named.")
 
 
 class Stage1Fingerprint(Record):
@@ -205,6 +208,9 @@ class ResampleStep(Record):
     )
     n_frames_planned: int = Field(default=None, description="N_reflect before the frame cap (CADER Eq. 9).")
     n_frames: int = Field(description="Frames in the new context.")
+    frames_lost: int = Field(
+        default=None, description="Under trade_rgr_frames_for_speed only: frames the context lacks of Algorithm 2's "
+                                  "count after the frame cap (taken from F1's frames); absent otherwise.")
 
 
 class AnswerStep(Record):
@@ -274,8 +280,13 @@ class Cost(Record):
                     "two machines' predictions files are equal byte for byte (the time is in timings.jsonl).")
     grid_fallback: int | None = Field(
         default=None,
-        description="1 when the sample's RGR contexts were decoded on their own because F1's pixels exceed "
-                    "grid_max_bytes (evaluate/method/whole_video.py); absent otherwise.")
+        description="1 when the sample's RGR contexts were decoded on their own because the video's whole-video "
+                    "decode (F1 and the r1 lattice) would exceed grid_max_bytes (evaluate/method/whole_video.py); "
+                    "absent otherwise.")
+    rgr_frames_lost: int | None = Field(
+        default=None,
+        description="Under trade_rgr_frames_for_speed only: the frames_lost of the sample's RGR contexts, summed "
+                    "(report.json sums it over the run); absent otherwise.")
     flops: dict[str, Number] | None = Field(
         default=None,
         description="Language-model FLOPs by role: stage1, main (incl. stage1), verifier, total "

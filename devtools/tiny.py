@@ -8,12 +8,19 @@ Qwen3-VL-8B-Instruct, only with small sizes, so every code path that runs on it 
   * tokenizer: byte-level BPE trained here on a small corpus of the project's own prompts, plus every Qwen3-VL
     special token at the end of the vocabulary. Option letters A-Z are single bytes, hence single tokens; "Yes" and
     "No" are forced to single tokens by the training corpus and checked after training.
+
+Two sizes (`TINY_SIZES`), as the paper has two models (Implementation Details: Qwen3-VL-8B-Instruct main,
+Qwen3-VL-4B-Instruct verifier): "main", above, and "verifier", built the same way with the language model at half
+the widths, with a smaller BPE vocabulary. The smaller vocabulary gives every token another id than the main model's
+("Yes", "No", the special tokens), so a code path that scored the verifier with the main model's ids, or fed one
+model's token ids to the other, fails on the miniature instead of passing by coincidence.
 """
 
 from __future__ import annotations
 
 import json
 import string
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -39,7 +46,31 @@ SPECIAL_TOKENS = [
 # Added as normal (non-special) tokens, as in the released tokenizer, so they survive decoding.
 ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
-_VOCAB_SIZE = 1024
+
+@dataclass(frozen=True)
+class TinySize:
+    """The widths of one tiny model (text decoder, vision tower) and its BPE vocabulary."""
+
+    vocab_size: int        # BPE merges + bytes, before the special and added tokens
+    reserved: int          # unused tokens ahead of the bytes: they shift every other id
+    text_hidden: int
+    text_intermediate: int
+    text_heads: int
+    text_kv_heads: int
+    vision_hidden: int
+    vision_intermediate: int
+    vision_heads: int
+
+
+TINY_SIZES = {
+    "main": TinySize(vocab_size=1024, reserved=0, text_hidden=64, text_intermediate=128, text_heads=4, text_kv_heads=2,
+                     vision_hidden=32, vision_intermediate=64, vision_heads=2),
+    # the language model at half the widths (the 4B beside the 8B), the vision tower at the main model's (a 16-wide one
+    # separated the verifier's crops less well: devtools/tiny_verifier.py), and another vocabulary: fewer merges move
+    # the special tokens' ids, the reserved tokens every other id ("Yes" and "No" are the first merges of either corpus)
+    "verifier": TinySize(vocab_size=512, reserved=8, text_hidden=32, text_intermediate=64, text_heads=2, text_kv_heads=1,
+                         vision_hidden=32, vision_intermediate=64, vision_heads=2),
+}
 
 
 def _training_corpus() -> list[str]:
@@ -62,8 +93,9 @@ def _training_corpus() -> list[str]:
     return lines * 3
 
 
-def build_tokenizer():
-    """Train the byte-level BPE and wrap it as the Qwen2 fast tokenizer class Qwen3-VL ships with."""
+def build_tokenizer(vocab_size: int = TINY_SIZES["main"].vocab_size, reserved: int = 0):
+    """Train the byte-level BPE (`vocab_size` entries before the special tokens, the first `reserved` of them unused
+    placeholders) and wrap it as the Qwen2 fast tokenizer class Qwen3-VL ships with."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
 
@@ -71,9 +103,9 @@ def build_tokenizer():
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=_VOCAB_SIZE,
+        vocab_size=vocab_size,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=[],
+        special_tokens=[f"<|reserved_{i}|>" for i in range(reserved)],
         show_progress=False,
     )
     bpe.train_from_iterator(_training_corpus(), trainer=trainer)
@@ -95,19 +127,21 @@ def build_tokenizer():
     return tok
 
 
-def tiny_config(tokenizer):
-    """A Qwen3VLConfig with the 8B's structure and tiny sizes; token ids taken from the tokenizer."""
+def tiny_config(tokenizer, size: str = "main"):
+    """A Qwen3VLConfig with the 8B's structure and the tiny widths of `size` (TINY_SIZES); token ids taken from the
+    tokenizer."""
     from transformers import Qwen3VLConfig
 
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    widths = TINY_SIZES[size]
     head_dim = 32  # the smallest head size vLLM's CPU attention serves, so one model runs under both backends
     text_config = {
         "vocab_size": len(tokenizer),
-        "hidden_size": 64,
-        "intermediate_size": 128,
+        "hidden_size": widths.text_hidden,
+        "intermediate_size": widths.text_intermediate,
         "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
+        "num_attention_heads": widths.text_heads,
+        "num_key_value_heads": widths.text_kv_heads,
         "head_dim": head_dim,
         "max_position_embeddings": 32768,
         "rope_parameters": {
@@ -124,13 +158,13 @@ def tiny_config(tokenizer):
     }
     vision_config = {
         "depth": 2,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_heads": 2,
+        "hidden_size": widths.vision_hidden,
+        "intermediate_size": widths.vision_intermediate,
+        "num_heads": widths.vision_heads,
         "patch_size": 16,
         "spatial_merge_size": 2,
         "temporal_patch_size": 2,
-        "out_hidden_size": 64,
+        "out_hidden_size": widths.text_hidden,
         "num_position_embeddings": 256,
         "deepstack_visual_indexes": [1],
     }
@@ -170,15 +204,18 @@ def build_processor(tokenizer):
     )
 
 
-def make_tiny_model(out_dir: str | Path, seed: int = 0) -> Path:
-    """Build and save the tiny Qwen3-VL (model, processor, tokenizer, chat template) as an HF folder."""
+def make_tiny_model(out_dir: str | Path, seed: int = 0, size: str = "main") -> Path:
+    """Build and save the tiny Qwen3-VL of `size` (TINY_SIZES: main or verifier; model, processor, tokenizer, chat
+    template) as an HF folder."""
+    if size not in TINY_SIZES:
+        raise ValueError(f"unknown tiny size {size!r}; choose one of {', '.join(TINY_SIZES)}")
     from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(TINY_SIZES[size].vocab_size, TINY_SIZES[size].reserved)
     processor = build_processor(tokenizer)
-    config = tiny_config(tokenizer)
+    config = tiny_config(tokenizer, size)
     torch.manual_seed(seed)
     model = Qwen3VLForConditionalGeneration(config)
     model.generation_config = GenerationConfig(
@@ -189,6 +226,7 @@ def make_tiny_model(out_dir: str | Path, seed: int = 0) -> Path:
     model.save_pretrained(out)
     processor.save_pretrained(out)
     (out / "cader_tiny.json").write_text(
-        json.dumps({"seed": seed, "parameters": sum(p.numel() for p in model.parameters())}, indent=2) + "\n"
+        json.dumps({"seed": seed, "size": size, "parameters": sum(p.numel() for p in model.parameters())},
+                   indent=2) + "\n"
     )
     return out

@@ -12,7 +12,7 @@ and chat template as any SFT export is:
 2. roles: every role row of ``write_cader_roles`` (proposal, reflection, verifier Yes/No on clips, C.4 and C.1 on
    the clip of the event).
 
-Why two passes in this order (each measured by the role probe, ``devtools/synthetic/probe.py``, on the held-out
+Why two passes in this order (each measured by the role probe, ``tests/role_probe.py``, on the held-out
 split after the SFT): with the roles pass alone the proposal stays one or two constant
 windows; with the grounding pass alone the proposals hold but the SFT then does not learn the colours (Stage 1 at
 chance); grounding first, then the roles, gives both.
@@ -23,13 +23,12 @@ evaluation video: a proposal that finds the event on a held-out video is general
 
 from __future__ import annotations
 
-import inspect
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
-from cader.dev.synthetic.dataset import make_synthetic_data
+from cader.dev.synthetic.dataset import Frames, Timeline
 from cader.dev.synthetic.media import random_cued_spec, write_video
 from cader.dev.synthetic.train_mix import write_cader_roles, write_json
 from cader.evaluate.method.prompts import GROUNDING_SYSTEM
@@ -43,9 +42,9 @@ PRETRAIN_SEED = 7919
 def _training_video_kwargs() -> dict:
     """make_synthetic_data's training-video defaults as random_cued_spec arguments, so the two cannot drift apart
     (128 s at 2 fps, 96x64, a 16 s light scene holding a 4-10 s coloured event, half with a decoy scene)."""
-    d = {name: p.default for name, p in inspect.signature(make_synthetic_data).parameters.items()}
-    return {"duration_range": (d["train_duration"],) * 2, "scene_len": d["scene_len"], "event_len": d["train_event_len"],
-            "fps": d["fps"], "width": d["width"], "height": d["height"], "decoy_rate": d["decoy_rate"]}
+    t, f = Timeline(), Frames()
+    return {"duration_range": (t.train_duration,) * 2, "scene_len": t.scene_len, "event_len": t.train_event_len,
+            "fps": f.fps, "width": f.width, "height": f.height, "decoy_rate": t.decoy_rate}
 
 
 VIDEO = _training_video_kwargs()

@@ -10,22 +10,15 @@ with their verification, RGR maps between them, the final answer, and a few fail
 from __future__ import annotations
 
 import json
-import math
 import random
 from pathlib import Path
 
+from cader.calibrate.margin import margin as stage1_margin
 from cader.contracts.records import PredictionRecord, build_record
 
 BENCHMARKS = ("videomme_long", "mlvu_dev", "longvideobench_val", "lvbench")
 LETTERS = ["A", "B", "C", "D"]
 DELTA = 0.6  # the verifier's acceptance threshold (CADER, Local Evidence Verification)
-
-
-def margin_of(logits: list[float], temperature: float) -> float:
-    scaled = [z / temperature for z in logits]
-    top = max(scaled)
-    probs = sorted((math.exp(z - top) for z in scaled), reverse=True)
-    return (probs[0] - probs[1]) / sum(probs)
 
 
 def _window(rng: random.Random, duration: float, broad: bool) -> list[float]:
@@ -103,7 +96,7 @@ def synthetic_records(n: int, seed: int = 0, tau: float = 0.9, temperature: floa
         lead = LETTERS.index(gold) if outcome.random() < 0.6 else outcome.randrange(len(LETTERS))
         logits = [round(outcome.gauss(0, 1) + (outcome.uniform(0, 16) if k == lead else 0.0), 3) for k in range(4)]
         a1 = LETTERS[logits.index(max(logits))]
-        margin = margin_of(logits, temperature)
+        margin = stage1_margin(logits, temperature)
         stage1 = {"logits": logits, "pred": a1, "margin": margin, "temperature": temperature, "n_frames": 256,
                   "fps": 1.0, "tau": tau}
         route = "exit" if margin >= tau else "stage2"
@@ -198,6 +191,7 @@ def write_run_tree(root: Path, video: Path, n_synthetic: int = 24) -> Path:
         eval/too_broad/synthetic  the Breadth-Aware Fallback
         calibration               calibrate/fit.py's calibration.json (named by the reports' config) and a figure
     """
+    from cader.calibrate.options import FitOptions, OutputOptions, Rule
     from cader.calibrate.pipeline import calibrate_predictions
     from cader.dev.scripted import ScriptedBackend
     from cader.evaluate.benchmarks.base import Sample
@@ -226,8 +220,9 @@ def write_run_tree(root: Path, video: Path, n_synthetic: int = 24) -> Path:
                     video_path=lambda s, r: r / s.video, progress=False)
         write_report(out, read_records(out / "predictions.jsonl"), config={"variant": variant, "tau": 0.97,
                                                                            "calibration": str(calibration)})
-    calibrate_predictions([str(root / "eval" / "full" / "synthetic" / "predictions.jsonl")], str(calibration.parent),
-                          mode="budget", budget=0.5, min_exits=1, temperature=2.0, figures=False)
+    calibrate_predictions([str(root / "eval" / "full" / "synthetic" / "predictions.jsonl")],
+                          str(calibration.parent), rule=Rule(mode="budget", budget=0.5, min_exits=1),
+                          fit=FitOptions(temperature=2.0), output=OutputOptions(figures=False))
     # a figure of our own in figures/ (calibrate's plots are tested on their own; this one only has to be inlined)
     from PIL import Image, ImageDraw
 

@@ -119,9 +119,10 @@ def records_in_flight(
 
 
 def stage1_ahead(video_of: Callable, cfg, priors: dict | None = None, opener: Callable | None = None) -> Callable:
-    """A `prepare` for `records_in_flight` that opens a sample's video and decodes its Stage-1 frames, held by the
-    reader (`VideoReader.keep`) for the sample's own Stage-1 sampling: hand the reader to `process_sample(...,
-    reader=prepared)` and the sample decodes nothing twice. Ungrouped runs; a grouped run warms its video group.
+    """A `prepare` for `records_in_flight` that opens a sample's video and makes its whole-video decode (F1, with the
+    r1 lattice where the RGR contexts come from it: `cader.evaluate.method.whole_video`), held by the reader
+    (`VideoReader.keep`) for the sample's own request: hand the reader to `process_sample(..., reader=prepared)` and
+    the sample decodes nothing twice. Ungrouped runs; a grouped run warms its video group.
 
     Args:
         video_of: sample -> its video file.
@@ -130,7 +131,8 @@ def stage1_ahead(video_of: Callable, cfg, priors: dict | None = None, opener: Ca
             Stage 2, so nothing is decoded ahead for them.
         opener: (path, decode_workers=...) -> the reader (None: `VideoReader`).
     """
-    from cader.evaluate.method.stage1 import Cost, sample_stage1_frames
+    from cader.evaluate.method.stage1 import Cost
+    from cader.evaluate.method.whole_video import WholeVideo
     from cader.vlm.video import VideoReader
 
     opener = opener or VideoReader
@@ -139,7 +141,9 @@ def stage1_ahead(video_of: Callable, cfg, priors: dict | None = None, opener: Ca
         if priors and (sample.benchmark, str(sample.sample_id)) in priors:
             return None
         reader = opener(video_of(sample), decode_workers=cfg.decode_workers)
-        reader.keep(sample_stage1_frames(reader, cfg, Cost()), cfg.max_pixels)  # the sample's own call counts it
+        # the sample's whole-video decode (F1, with the r1 lattice where Stage 2 takes its RGR contexts from it); the
+        # sample's own call counts it
+        reader.keep(WholeVideo(reader, cfg, Cost()).whole(), cfg.max_pixels)
         return reader
 
     return prepare

@@ -28,7 +28,13 @@ from pathlib import Path
 from cader.contracts.provenance import collect_provenance
 from cader.evaluate.benchmarks import macro_metric
 from cader.evaluate.report_markdown import HIGH_P_YES, render_markdown
-from cader.evaluate.report_stats import benchmark_breakdowns, cluster_of, exact_ci, headline_stats
+from cader.evaluate.report_stats import (
+    benchmark_breakdowns,
+    cluster_of,
+    exact_ci,
+    headline_stats,
+    verifiers_of,
+)
 from cader.vlm.files import write_atomic
 
 log = logging.getLogger(__name__)
@@ -212,7 +218,8 @@ def _paper_tables(by_bench: dict[str, list[dict]]) -> dict:
 
 
 def _stage2_summary(records: Sequence[dict]) -> dict:
-    """How the routed samples ended: fallback reasons, answers kept for want of a letter, crop-verify cycles."""
+    """How the routed samples ended: fallback reasons, answers kept for want of a letter, crop-verify cycles; and
+    which verifier scored their crops."""
     stage2 = [r for r in records if not r.get("error") and r.get("stage2")]
     answer_fallbacks = sum(any(s.get("fallback_to_stage1") for s in r["stage2"].get("steps", [])) for r in stage2)
     return {
@@ -221,6 +228,7 @@ def _stage2_summary(records: Sequence[dict]) -> dict:
         "cycles_histogram": {
             str(k): v for k, v in sorted(Counter(r["stage2"].get("cycles", 0) for r in stage2).items())
         },
+        "verifiers": verifiers_of(stage2),   # which model scored the crops, as the records say
     }
 
 

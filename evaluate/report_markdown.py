@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from cader.contracts.paper import PAPER, SELF_VERIFIER
 from cader.evaluate.calibration_binding import report_line
 from cader.evaluate.report_stats import ci_text, md_breakdowns, md_provenance
 
@@ -31,7 +32,27 @@ def _md_header(report: dict) -> list[str]:
             ),
             "",
         ]
+    # which verifier ran: as the Stage-2 records say (a merge has no flags of its own), else as the run was asked
+    # (unless its variant calls no verifier)
+    asked = cfg.get("verifier") and cfg.get("variant") not in ("no_stage2", "no_verifier")
+    found = report.get("verifiers") or (
+        [{"model": cfg["verifier"], "main_model": bool(cfg.get("verifier_is_main_model"))}] if asked else [])
+    lines += [verifier_line(v, cfg.get("model")) for v in found] + ([""] if found else [])
     return lines
+
+
+def verifier_line(verifier: dict, model: str | None) -> str:
+    """Which model verified the crops, and whether that is the paper's setting (CADER, Implementation Details).
+
+    verifier: a record's `stage2.verifier` block ({"model", "main_model"}).
+    model: the run's main model, when known.
+    """
+    if verifier.get("main_model"):
+        return (f"Verifier: the main model itself (`{verifier.get('model')}`, --verifier {SELF_VERIFIER}): not the "
+                f"paper's Stage 2, whose verifier is {PAPER.verifier}.")
+    paper = " (the paper's)" if verifier.get("model") == PAPER.verifier else ""
+    main = f"; main model `{model}`" if model else ""
+    return f"Verifier: `{verifier.get('model')}`{paper}{main}."
 
 
 def _sig(value) -> str:

@@ -21,6 +21,7 @@ Percentages are rounded to two decimals, as elsewhere in the report.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -131,6 +132,14 @@ def benchmark_breakdowns(benchmark: str, scored: Sequence[dict]) -> dict[str, di
 
 
 # ---- markdown ---------------------------------------------------------------------------------------------------
+
+
+def verifiers_of(records: Sequence[dict]) -> list[dict]:
+    """The distinct `stage2.verifier` blocks of `records` (the model that scored the crops, and whether it was the
+    main model), in a fixed order; records that name none add nothing."""
+    blocks = {json.dumps(r["stage2"]["verifier"], sort_keys=True) for r in records
+              if isinstance((r.get("stage2") or {}).get("verifier"), dict)}
+    return [json.loads(block) for block in sorted(blocks)]
 
 
 def ci_text(acc, ci) -> str:

@@ -1,14 +1,17 @@
 """Run CADER on one benchmark and write predictions.jsonl, report.json and report.md.
 
-    python evaluate/run.py --config configs/eval/cader.yaml --model PATH --verifier PATH --benchmark NAME \
-        --data_root DIR --out DIR [--calibration FILE | --temperature T --tau TAU] [--variant V] [--limit N] \
-        [--shard I/N]
+    python evaluate/run.py --config configs/eval/cader.yaml --model PATH --benchmark NAME --data_root DIR \
+        --out DIR [--verifier PATH | --verifier main_model] [--calibration FILE | --temperature T --tau TAU] \
+        [--variant V] [--limit N] [--shard I/N]
     python evaluate/run.py --merge true --out DIR        # join shard files, then write the report
 
 The run's own flags (models, inputs, outputs, runtime, parallelism) are the fields of
-cader.evaluate.run_options.RunOptions. Every CADER constant (r1, temperature, tau, delta, k_reflections, f_min,
-n_budget, r_min, r_max, min_crop, breadth limits, frame/pixel budgets, ...) is also a flag; see
-cader.evaluate.method.config.CaderConfig.
+cader.evaluate.run_options.RunOptions. The verifier is the paper's Qwen3-VL-4B-Instruct unless --verifier names
+another model; --verifier main_model has the main model verify its own crops (not the paper's Stage 2), and
+report.json and every Stage-2 record say which verifier ran. Weights load in bf16, the paper's precision, unless
+--dtype (or a CPU config's `dtype`) says otherwise. Every CADER constant (r1, temperature, tau, delta,
+k_reflections, f_min, n_budget, r_min, r_max, min_crop, breadth limits, frame/pixel budgets, ...) is also a flag; see
+cader.evaluate.method.config.CaderConfig; the paper's values and the code's departures are cader.contracts.paper.
 --calibration (calibration.json from calibrate/fit.py) sets temperature and tau, overriding the flags.
 """
 
@@ -27,9 +30,8 @@ from typing import Literal
 from cader.cli.docstrings import argument_help
 from cader.cli.function_cli import extend_help, function_parser
 from cader.contracts.jsonl import FileInUse, exclusive_writer
-from cader.evaluate.backends.base import BackendError
+from cader.contracts.paper import is_self_verifier
 from cader.evaluate.backends.server import ServerOptions
-from cader.evaluate.backends.server_build import MissingServers, server_roles, split_urls
 from cader.evaluate.backends.vllm import VLLMEngineConfig
 from cader.evaluate.benchmarks import available as available_benchmarks
 from cader.evaluate.launch import done_marker, launch, launched_rank, rank_device, wait_for_shards
@@ -37,6 +39,13 @@ from cader.evaluate.method.config import CROP_EDGE_MODES, P_YES_MODES, VARIANTS,
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError
 from cader.evaluate.report import write_report
 from cader.evaluate.run_checks import argument_problems, calibration_binding, path_problems
+from cader.evaluate.run_models import (
+    RunError,
+    describe_backends,
+    load_backends,
+    verifier_path,
+    write_server_accounting,
+)
 from cader.evaluate.run_options import RunOptions
 from cader.evaluate.runner import (
     load_stage1_priors,
@@ -55,10 +64,6 @@ log = logging.getLogger("cader.evaluate.run")
 
 # CaderConfig fields that take one of a few values: typed as a Literal so that --help prints them as choices
 CHOICES = {"variant": VARIANTS, "crop_edge": CROP_EDGE_MODES, "p_yes_mode": P_YES_MODES}
-
-
-class RunError(Exception):
-    """A whole-run problem (an unreadable input, a model that does not load, an output in use): one line, exit 2."""
 
 
 def build_parser(prog: str | None = None) -> ArgumentParser:
@@ -85,35 +90,6 @@ def add_cader_arguments(parser: ArgumentParser) -> None:
     group = parser.add_argument_group("CADER's settings (cader.evaluate.method.config.CaderConfig)")
     for f in dataclasses.fields(CaderConfig):
         group.add_argument(f"--{f.name}", type=types[f.name], default=f.default, help=descriptions[f.name])
-
-
-def make_backend(kind: str, path: str, device: str, dtype: str, attn_implementation: str | None, engine=None,
-                 urls: list[str] | None = None, server: ServerOptions | None = None,
-                 max_batch_tokens: int | None = None):
-    """A loaded model: HFBackend, VLLMBackend or ServerBackend.
-
-    kind: hf, vllm or server.
-    path: the model's folder or hub id.
-    device: the HF backend's torch device.
-    dtype: the weights dtype (auto: the checkpoint's).
-    attn_implementation: the HF attention kernel (None: transformers' choice).
-    engine: the vLLM engine settings (VLLMEngineConfig).
-    urls: the server backend's replicas.
-    server: the server backend's options (ServerOptions).
-    max_batch_tokens: the HF backend's padded tokens per forward (None: its default).
-    """
-    if kind == "server":
-        from cader.evaluate.backends.server import ServerBackend
-
-        return ServerBackend(path, urls or [], server)
-    if kind == "vllm":
-        from cader.evaluate.backends.vllm import VLLMBackend
-
-        return VLLMBackend(path, dtype=dtype, engine=engine)
-    from cader.evaluate.backends.hf import HFBackend
-
-    budget = {} if max_batch_tokens is None else {"max_batch_tokens": max_batch_tokens}
-    return HFBackend(path, dtype=dtype, device=device, attn_implementation=attn_implementation, **budget)
 
 
 def variant_configs(variants: str | None, values: dict) -> dict[str, CaderConfig] | None:
@@ -207,7 +183,9 @@ def run_mode(args, argv: list[str]) -> int:
     config_record = {
         **cfg.to_dict(),
         "model": args.model,
-        "verifier": args.verifier or args.model,
+        "verifier": verifier_path(args),
+        "verifier_is_main_model": is_self_verifier(args.verifier, args.model),
+        "dtype": args.dtype,
         "benchmark": args.benchmark,
         "calibration": args.calibration,
         "calibration_binding": binding,
@@ -332,96 +310,6 @@ def _load_samples(args, load_errors_file: Path) -> tuple[list, list[str]]:
         log.warning("skipped benchmark row: %s", message)
     write_json_atomic(load_errors_file, load_errors)
     return samples, load_errors
-
-
-def _load_backend(args, flag: str, path: str, engine, urls: list[str] | None = None):
-    """The backend of `path`; RunError (one line) when it does not load: a hub id that is not there, no network, a
-    server that cannot give exact scores.
-
-    args: the checked flags (--backend, --device, --dtype, --attn_implementation, --server).
-    flag: the flag that named `path`, for the message.
-    path: the model's folder or hub id.
-    engine: its vLLM engine settings.
-    urls: its servers (--backend server).
-    """
-    try:
-        return make_backend(args.backend, path, args.device, args.dtype, args.attn_implementation, engine=engine,
-                            urls=urls, server=args.server, max_batch_tokens=args.hf_max_batch_tokens)
-    except BackendError as err:  # a server refused at start: the message names the server flag it lacks
-        raise RunError(f"--{flag} {path}: {err}") from None
-    except (OSError, ValueError) as err:
-        log.debug("loading %s failed", path, exc_info=True)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise RunError(f"--{flag} {path}: cannot load it ({first})") from None
-
-
-def load_backends(args, cfgs: list[CaderConfig]):
-    """(main, verifier) backends; one copy when they are the same model or no configuration uses the verifier.
-
-    args: the checked flags.
-    cfgs: the configurations the run runs.
-    """
-    verifier_path = args.verifier or args.model
-    needs_verifier = any(c.uses_verifier and c.runs_stage2 for c in cfgs)
-    if args.backend == "server":  # which servers serve which role: the rule the lmms-eval model shares
-        try:
-            roles = server_roles(args.model, args.verifier, split_urls(args.model_urls), split_urls(args.verifier_urls),
-                                 needs_verifier)
-        except MissingServers as err:
-            if err.role == "model":
-                raise RunError("--backend server needs --model_urls (the main model's servers, comma separated)") from None
-            raise RunError(f"--verifier {err.path} is another model: give its servers with --verifier_urls") from None
-        main_backend = _load_backend(args, "model", args.model, args.vllm_main, list(roles.model_urls))
-        if roles.verifier is None:
-            return main_backend, main_backend
-        return main_backend, _load_backend(args, "verifier", roles.verifier, args.vllm_verifier,
-                                           list(roles.verifier_urls))
-    main_backend = _load_backend(args, "model", args.model, args.vllm_main)
-    if not needs_verifier or verifier_path == args.model:
-        return main_backend, main_backend
-    return main_backend, _load_backend(args, "verifier", verifier_path, args.vllm_verifier)
-
-
-def write_server_accounting(out: Path, shard, main_backend, verifier_backend) -> None:
-    """<out>/server_routing.json (per shard when sharded): each server backend's requests per replica and per
-    affinity key (which replica answered the requests carrying the same frames), for the logs and the tests.
-
-    out: the output folder.
-    shard: (I, N) or None.
-    main_backend: the main model's backend.
-    verifier_backend: the verifier's backend.
-    """
-    roles = {"model": main_backend} | ({} if verifier_backend is main_backend else {"verifier": verifier_backend})
-    accounting = {role: b.accounting() for role, b in roles.items() if hasattr(b, "accounting")}
-    if not accounting:
-        return
-    name = "server_routing.json" if shard is None else f"server_routing.shard-{shard[0]}-of-{shard[1]}.json"
-    write_json_atomic(out / name, accounting)
-    for role, acc in accounting.items():
-        log.info("%s servers: %s", role, ", ".join(f"{r['url']} {r['sent']} requests ({r['failed']} failed)"
-                                                   for r in acc["replicas"]))
-
-
-def describe_backends(main_backend, verifier_backend) -> dict:
-    """The report's `chat_template` and `backends` blocks for each role; warns of a template without thinking-off.
-
-    main_backend: the main model's backend.
-    verifier_backend: the verifier's backend.
-    """
-    roles = (("model", main_backend), ("verifier", verifier_backend))
-    # Whether each model's template honours enable_thinking, and so whether the backend adds the think block itself.
-    templates = {role: (backend.template.to_dict() if getattr(backend, "template", None) else None)
-                 for role, backend in roles}
-    # how each backend reads its scores (vLLM: logprob_token_ids over the whole vocabulary, never a top-k list)
-    described = {role: (backend.describe() if hasattr(backend, "describe") else {"name": type(backend).__name__})
-                 for role, backend in roles}
-    for role, check in templates.items():
-        if check and check["think_block_added"]:
-            log.warning(
-                "the %s's chat template ignores enable_thinking; thinking-off prompts get the empty think block "
-                "from cader (recorded in report.json config.chat_template)", role
-            )
-    return {"chat_template": templates, "backends": described}
 
 
 @dataclasses.dataclass

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from cader.contracts.calibration import NO_EXIT_TAU
+from cader.contracts.paper import SELF_VERIFIER
 from cader.evaluate.runner import parse_shard
 from cader.vlm.loading import missing_local_path
 
@@ -79,7 +80,10 @@ def path_problems(args) -> list[str]:
             problems.append(f"--{flag} {value}: no such file")
     if not args.merge:
         for flag in ("model", "verifier"):
-            problem = model_problem(getattr(args, flag))
+            value = getattr(args, flag)
+            if flag == "verifier" and value == SELF_VERIFIER:   # a keyword, not a path: the main model verifies
+                continue
+            problem = model_problem(value)
             if problem:
                 problems.append(f"--{flag} {problem}")
     return problems

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cader.contracts.paper import PAPER
 from cader.evaluate.backends.server import ServerOptions
 from cader.evaluate.backends.vllm import VERIFIER_ENGINE, VLLMEngineConfig
 
@@ -16,8 +17,10 @@ class RunOptions:
 
     Attributes:
         out: output folder: predictions.jsonl, report.json/md, load_errors.json
-        model: main VLM: HF folder or hub id
-        verifier: verifier VLM (default: --model)
+        model: main VLM: HF folder or hub id (the paper's: Qwen/Qwen3-VL-8B-Instruct, or its SFT export)
+        verifier: verifier VLM: HF folder or hub id (default: the paper's Qwen/Qwen3-VL-4B-Instruct);
+            main_model: the main model verifies its own crops, which is not the paper's Stage 2 and costs about
+            twice the 4B verifier (report.json and every Stage-2 record say which verifier ran)
         benchmark: benchmark to run, a registered name (`python -m cader.evaluate.benchmarks` lists them)
         data_root: folder holding the benchmarks' released layouts (or the benchmark's own folder)
         calibration: calibration.json from calibrate/fit.py; its T and tau override --temperature and --tau
@@ -28,7 +31,7 @@ class RunOptions:
         backend: model runtime: transformers (hf), vLLM in this process (vllm), or vLLM OpenAI servers (server:
             --model_urls, --verifier_urls; docs/serving.md)
         device: torch device of the HF backend (cpu, cuda, cuda:1)
-        dtype: weights dtype (auto: the checkpoint's; bfloat16, float16, float32)
+        dtype: weights dtype: bfloat16 (the paper's), float16, float32 (the CPU configs'), auto (the checkpoint's)
         attn_implementation: HF attention kernel (sdpa, flash_attention_2, eager; null: transformers' choice)
         hf_max_batch_tokens: HF backend: padded tokens (prompts x longest prompt) one forward may hold; a prompt
             over it runs alone (one 27k-token Stage-1 prompt of the 8B already fills a GPU)
@@ -37,8 +40,8 @@ class RunOptions:
         vllm_verifier: the verifier's vLLM engine; the defaults let 8B + 4B share one 80 GB GPU
         model_urls: --backend server: base URLs of the main model's replicas, comma separated
             (http://node1:8000,http://node2:8000); --model is still its folder or hub id (its processor is read here)
-        verifier_urls: --backend server: the verifier's replicas (default: --model_urls, when --verifier is unset or
-            is --model)
+        verifier_urls: --backend server: the verifier's replicas (default: --model_urls, when the verifier is the
+            main model: --verifier main_model)
         server: --backend server: requests in flight per replica, time-out, retries, back-off, the environment
             variable holding an API key (never a flag)
         accept_calibration_mismatch: use a --calibration certified under other settings (backbone, Stage-1 frames
@@ -61,7 +64,7 @@ class RunOptions:
 
     out: str
     model: str | None = None
-    verifier: str | None = None
+    verifier: str = PAPER.verifier
     benchmark: str | None = None
     data_root: str | None = None
     calibration: str | None = None
@@ -71,7 +74,7 @@ class RunOptions:
     compare: str | None = None
     backend: Literal["hf", "vllm", "server"] = "hf"
     device: str = "cpu"
-    dtype: str = "auto"
+    dtype: str = PAPER.dtype
     attn_implementation: str | None = None
     hf_max_batch_tokens: int = 8192
     progress: bool = True

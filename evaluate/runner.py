@@ -14,10 +14,11 @@
   asked twice). Records equal per-question processing but for timings and `cost.frames_shared` /
   `cost.forwards_shared` (what of the question's own cost came from work done for an earlier question or variant).
   Without it, each sample opens its video (one VideoReader, reused by Stage 1, the crops and RGR).
-- Whole-video frames: every RGR context is taken from the decode F1 came from, the video's r1 grid capped at the
-  frame budget (`cader.evaluate.method.whole_video`), so a video is decoded whole once (shared by its questions
-  when grouped); crops decode their own window.
-- Decode-ahead at every `concurrency` when grouped, 1 included: the next sample's F1 is decoded on a worker thread
+- Whole-video frames: F1 and every RGR context are taken from one decode of the video, F1 and the r1 lattice
+  (`cader.evaluate.method.whole_video`), so a video is decoded whole once (shared by its questions when grouped);
+  crops decode their own window.
+- Decode-ahead at every `concurrency` when grouped, 1 included: the next sample's whole-video decode is made on a
+  worker thread
   while the current samples wait on the model (`cader.evaluate.in_flight`).
 - Records are built through `cader.contracts.records.PredictionRecord` and read back through it: a line that
   breaks the contract is logged with file, line and field and skipped like a torn line (its sample counts as
@@ -45,7 +46,7 @@ from cader.contracts.records import PredictionRecord, build_record
 from cader.evaluate.backends.base import Backend
 from cader.evaluate.in_flight import records_in_flight, stage1_ahead
 from cader.evaluate.method.config import CaderConfig
-from cader.evaluate.method.stage1 import Cost, run_stage1, sample_stage1_frames
+from cader.evaluate.method.stage1 import Cost, run_stage1
 from cader.evaluate.method.stage1_reuse import Stage1ReuseError, mismatch, reuse_stage1, stage1_fingerprint
 from cader.evaluate.method.stage2 import Stage2Failure, run_stage2
 from cader.evaluate.method.whole_video import WholeVideo
@@ -341,7 +342,7 @@ def records_of(samples: Sequence, main: Backend, verifier: Backend, cfg: CaderCo
             return None
         if groups is None:
             return read_ahead(sample)
-        groups.prepare(sample, lambda reader: sample_stage1_frames(reader, cfg, Cost()))
+        groups.prepare(sample, lambda reader: WholeVideo(reader, cfg, Cost()).whole())
         return None
 
     def one(sample, main_backend, verifier_backend, prepared=None):

@@ -7,7 +7,8 @@ sample (each variant of a sample, under `--variants`) reads through its own `Sam
 that a `VideoReader` caller cannot tell apart from the reader itself.
 
 What is kept, and for how long:
-- whole-video samplings (F1 of each frame setting): for the whole group;
+- whole-video samplings (F1 of each frame setting, or the whole-video decode of F1 and the r1 lattice that the RGR
+  contexts are taken from, `cader.evaluate.method.whole_video`): for the whole group;
 - windowed samplings and frame lists (Stage-2 crops, RGR contexts): in the group too, shared when requested twice,
   but only the most recently used up to `stage2_bytes` of pixels (a sample in flight keeps its own alive anyway);
 - a group is closed (its frames dropped) as soon as its last sample is done: one group per sample in flight.
@@ -214,12 +215,19 @@ class SampleReader:
         self._held.append(frames)
         return frames
 
-    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None) -> Frames:
-        key = ("uniform", float(fps), start, end, max_frames, max_pixels)
+    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None,
+                       rule: str = "bin_centre") -> Frames:
+        key = ("uniform", float(fps), start, end, max_frames, max_pixels, rule)
         reader = self.group.reader()
         return self._sample(key, lambda: reader.sample_uniform(fps, start=start, end=end, max_frames=max_frames,
-                                                                max_pixels=max_pixels),
+                                                                max_pixels=max_pixels, rule=rule),
                             pinned=start is None and end is None)
+
+    def sample_grid(self, r1, max_frames=None, max_pixels=None, rule: str = "bin_centre") -> Frames:
+        """The video's one whole-video decode (F1 and the r1 lattice, `cader.vlm.frame_grid`): kept for the group."""
+        key = ("grid", float(r1), max_frames, max_pixels, rule)
+        reader = self.group.reader()
+        return self._sample(key, lambda: reader.sample_grid(r1, max_frames, max_pixels, rule), pinned=True)
 
     def sample_times(self, times: Sequence[float], max_pixels=None) -> Frames:
         key = ("times", tuple(float(t) for t in times), max_pixels)

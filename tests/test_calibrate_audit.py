@@ -9,12 +9,13 @@ from cader.calibrate.audit import (
     audit,
     audit_exit_error,
     audit_power,
-    critical_errors,
     labels_needed,
     main,
     plan_order,
 )
 from cader.calibrate.binomial import clopper_pearson_upper
+from cader.calibrate.ltt import certifiable_errors as critical_errors  # the audit's test is LTT's own
+from cader.calibrate.options import OutputOptions, Rule
 from cader.calibrate.pipeline import calibrate_predictions
 from cader.dev.calibration_rows import synthetic_prediction_rows
 
@@ -84,7 +85,8 @@ def test_a_target_row_with_a_non_finite_margin_or_logit_is_counted_and_named(tmp
 
 def test_audit_end_to_end_states_the_labels_then_tests(tmp_path, capsys):
     held, _ = _rows(tmp_path / "held.jsonl", 400, 1, seed=0)
-    calibrate_predictions([held], str(tmp_path / "cal"), alpha=0.1, min_exits=20, figures=False)
+    calibrate_predictions([held], str(tmp_path / "cal"), rule=Rule(alpha=0.1, min_exits=20),
+                          output=OutputOptions(figures=False))
     target, rows = _rows(tmp_path / "target.jsonl", 150, 3, seed=5)
     for row in rows[::2]:
         row["answer"] = None  # unlabelled
@@ -102,7 +104,8 @@ def test_audit_end_to_end_states_the_labels_then_tests(tmp_path, capsys):
 
 def test_labels_from_a_file_and_the_exit_codes(tmp_path, capsys):
     held, _ = _rows(tmp_path / "held.jsonl", 400, 1, seed=0)
-    calibrate_predictions([held], str(tmp_path / "cal"), alpha=0.1, min_exits=20, figures=False)
+    calibrate_predictions([held], str(tmp_path / "cal"), rule=Rule(alpha=0.1, min_exits=20),
+                          output=OutputOptions(figures=False))
     target, rows = _rows(tmp_path / "target.jsonl", 120, 2, seed=6)
     cal = str(tmp_path / "cal" / "calibration.json")
     labels = tmp_path / "labels.jsonl"

@@ -5,6 +5,7 @@ import json
 
 import pytest
 from cader.calibrate.calibration_file import read_calibration
+from cader.calibrate.options import OutputOptions, Rule
 from cader.calibrate.pipeline import calibrate_predictions
 from cader.calibrate.settings import collect_settings
 from cader.dev.calibration_rows import synthetic_prediction_rows
@@ -103,8 +104,8 @@ def test_calibrate_records_the_settings_of_real_rows_and_the_report(tmp_path):
         row["stage1"]["fingerprint"] = _fingerprint({"r1": 1.0, "max_frames": 32, "max_pixels": 4096})
     (run / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     (run / "report.json").write_text(json.dumps({"config": {"model": "runs/sft/export", "max_frames": 32}}))
-    calibrate_predictions([str(run / "predictions.jsonl")], str(tmp_path / "c"), alpha=0.2, min_exits=5,
-                          figures=False)
+    calibrate_predictions([str(run / "predictions.jsonl")], str(tmp_path / "c"), rule=Rule(alpha=0.2, min_exits=5),
+                          output=OutputOptions(figures=False))
     settings = read_calibration(tmp_path / "c" / "calibration.json")["settings"]
     assert settings["stage1"] == {"r1": 1.0, "max_frames": 32, "max_pixels": 4096, "enable_thinking": False}
     assert settings["backbone"] == {"name": "runs/sft/export", "fingerprint": "abc123"}

@@ -15,6 +15,7 @@ from cader.calibrate.clusters import (
     intraclass_correlation,
 )
 from cader.calibrate.ltt import binomial_tail_pvalue, select_tau_ltt
+from cader.calibrate.options import OutputOptions, Rule, SplitOptions
 from cader.calibrate.pipeline import calibrate_predictions
 from cader.calibrate.tau import exit_stats, select_tau_precision
 from cader.contracts.records import CalibrationFile
@@ -134,7 +135,8 @@ def _rows_on_videos(n_videos, per_video, seed=0):
 def test_calibration_json_records_the_split_and_the_cluster_bound(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in _rows_on_videos(60, 10)), encoding="utf-8")
-    out = calibrate_predictions([str(path)], str(tmp_path / "video"), alpha=0.2, figures=False)
+    out = calibrate_predictions([str(path)], str(tmp_path / "video"), rule=Rule(alpha=0.2),
+                                output=OutputOptions(figures=False))
     assert (out["split_by"], out["cluster_bound"], out["rows_without_video"]) == ("video", True, 1)
     # 61 videos (the lone row is one): floor(61 / 2) fit T, the rest select tau, none on both sides
     assert (out["videos_fit"], out["videos_select"], out["videos_in_both"]) == (30, 31, 0)
@@ -146,7 +148,7 @@ def test_calibration_json_records_the_split_and_the_cluster_bound(tmp_path):
     CalibrationFile.model_validate(saved)
     assert saved["select"]["design_effect"] == sel["design_effect"]
     assert "Fit/select split by video: 30 videos" in (tmp_path / "video" / "summary.md").read_text()
-    naive = calibrate_predictions([str(path)], str(tmp_path / "question"), alpha=0.2, figures=False,
-                                  split_by="question", cluster_bound=False)
+    naive = calibrate_predictions([str(path)], str(tmp_path / "question"), rule=Rule(alpha=0.2, cluster_bound=False),
+                                  split=SplitOptions(split_by="question"), output=OutputOptions(figures=False))
     assert naive["split_by"] == "question" and naive["videos_in_both"] > 0
     assert "design_effect" not in naive["select"] and "cluster_bound" not in naive["select"]

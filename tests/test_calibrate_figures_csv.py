@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from cader.calibrate import plots
 from cader.calibrate.pipeline import Rule
-from cader.calibrate.validity import plot_validity, validity_runs, validity_summary
+from cader.calibrate.validity import SplitDraw, plot_validity, validity_runs, validity_summary
 from cader.dev.calibration_rows import synthetic_logits
 
 
@@ -118,7 +118,7 @@ def test_guarantee_validity_csv_matches_its_summary(tmp_path):
     z, gold = synthetic_logits(600, 4, 1.5, rng)
     s1 = z.argmax(axis=1) == gold
     rule = Rule("precision", alpha=0.1, delta=0.1, min_exits=20)
-    rows = validity_runs(z, gold, s1, None, rule.choose, "exit_error", 0.1, n_splits=30, seed=3)
+    rows = validity_runs(z, gold, s1, None, rule.choose, "exit_error", 0.1, SplitDraw(n_splits=30, seed=3))
     summary = validity_summary(rows, 0.1, guaranteed=True)
     plot_validity(tmp_path, rows, summary, "precision")
     back = read_csv(tmp_path / "guarantee_validity.csv")
@@ -152,8 +152,8 @@ def test_guarantee_validity_says_its_split_and_bound(tmp_path, monkeypatch):
     video_words = "split by video (each video's questions on one side); bound on effective counts over the select"
     question_words = "split by question; bound counting questions as independent trials"
     for split_by, bound, words in (("video", True, video_words), ("question", False, question_words)):
-        rows = validity_runs(z, gold, s1, None, rule.choose, "exit_error", 0.1, n_splits=5, clusters=videos,
-                             split_by=split_by, cluster_bound=bound)
+        rows = validity_runs(z, gold, s1, None, rule.choose, "exit_error", 0.1,
+                             SplitDraw(n_splits=5, split_by=split_by, cluster_bound=bound), clusters=videos)
         summary = validity_summary(rows, 0.1, guaranteed=True)
         plot_validity(tmp_path, rows, summary, "precision")
         back = read_csv(tmp_path / "guarantee_validity.csv")

@@ -13,6 +13,7 @@ from cader.calibrate.compute import (
     text_shape_from_config,
 )
 from cader.calibrate.frontier import frontier_curve, frontier_markdown, main, operating_point
+from cader.calibrate.options import OutputOptions, Rule
 from cader.calibrate.pipeline import calibrate_predictions
 from cader.contracts.calibration import NO_EXIT_TAU
 from cader.dev.calibration_rows import synthetic_prediction_rows
@@ -84,7 +85,8 @@ def test_frontier_from_a_uniform_stage2_run(tmp_path, capsys):
     rows[1]["stage1"]["margin"] = float("nan")  # breaks the contract: counted and named, not used
     path = tmp_path / "u.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    calibrate_predictions([str(path)], str(tmp_path / "cal"), alpha=0.15, min_exits=10, figures=False)
+    calibrate_predictions([str(path)], str(tmp_path / "cal"), rule=Rule(alpha=0.15, min_exits=10),
+                          output=OutputOptions(figures=False))
     capsys.readouterr()
     assert main(["--predictions", str(path), "--calibration", str(tmp_path / "cal" / "calibration.json"),
                  "--out", str(tmp_path / "f")]) == 0

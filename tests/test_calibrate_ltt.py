@@ -18,7 +18,6 @@ from cader.calibrate.ltt import (
     cascade_loss_counts,
     certifiable_errors,
     certification_power,
-    exits_needed,
     fixed_sequence_rejections,
     select_tau_ltt,
     select_verifier_threshold,
@@ -29,6 +28,22 @@ from cader.dev.calibration_rows import synthetic_logits
 
 TRUE_T, K, Q2 = 1.5, 4, 0.7
 N_SPLITS, N_SELECT, N_POOL = 200, 600, 20_000
+
+
+def exits_needed(true_rate: float, level: float, delta: float, power: float = 0.8, n_max: int = 200_000) -> int | None:
+    """Smallest n (exits, or samples for the accuracy loss) certified with probability >= ``power``; None when
+    ``true_rate >= level`` (no n is enough) or beyond ``n_max``."""
+    if true_rate >= level:
+        return None
+    lo = max(1, math.ceil(math.log(delta) / math.log1p(-level) - 1e-12))
+    n = lo
+    while n <= n_max:  # doubling, then a linear scan of the last octave (the power saw-tooths in n)
+        if certification_power(n, true_rate, level, delta) >= power:
+            for m in range(max(lo, n // 2), n + 1):
+                if certification_power(m, true_rate, level, delta) >= power:
+                    return m
+        n *= 2
+    return None
 
 
 def test_pvalues_and_fixed_sequence_by_hand():

@@ -16,6 +16,7 @@ import json
 import numpy as np
 import pytest
 from cader.calibrate.margin import margins
+from cader.calibrate.options import FitOptions, OutputOptions, Rule
 from cader.calibrate.per_video import PerVideoError, check_per_video, one_per_video
 from cader.calibrate.pipeline import CalibrationInputError, calibrate_predictions
 from cader.calibrate.tau import select_tau_precision
@@ -69,24 +70,27 @@ def test_one_video_is_refused_rather_than_certified(tmp_path):
     path = _write(tmp_path / "p.jsonl", _rows_on_videos(1, 200))
     for per_video in (False, True):
         with pytest.raises(CalibrationInputError, match="refusal, not a certificate"):
-            calibrate_predictions([path], str(tmp_path / f"out{per_video}"), alpha=0.1, min_exits=5, figures=False,
-                                  per_video=per_video, temperature=1.5)
+            calibrate_predictions([path], str(tmp_path / f"out{per_video}"),
+                                  rule=Rule(alpha=0.1, min_exits=5, per_video=per_video),
+                                  fit=FitOptions(temperature=1.5), output=OutputOptions(figures=False))
 
 
 def test_the_split_recorded_is_the_one_used(tmp_path):
     # two benchmarks of one video each: a split by video falls back to questions, and calibration.json says so
     rows = _rows_on_videos(1, 60, "bench_a") + _rows_on_videos(1, 60, "bench_b", seed=1)
-    out = calibrate_predictions([_write(tmp_path / "p.jsonl", rows)], str(tmp_path / "c"), alpha=0.2, min_exits=5,
-                                figures=False)
+    out = calibrate_predictions([_write(tmp_path / "p.jsonl", rows)], str(tmp_path / "c"),
+                                rule=Rule(alpha=0.2, min_exits=5), output=OutputOptions(figures=False))
     assert (out["split_by"], out["split_by_requested"]) == ("question", "video")
     assert json.loads((tmp_path / "c" / "calibration.json").read_text())["split_by"] == "question"
     with pytest.raises(CalibrationInputError, match="split was by question"):
-        calibrate_predictions([_write(tmp_path / "p.jsonl", rows)], str(tmp_path / "d"), figures=False, per_video=True)
+        calibrate_predictions([_write(tmp_path / "p.jsonl", rows)], str(tmp_path / "d"),
+                              rule=Rule(per_video=True), output=OutputOptions(figures=False))
 
 
 def test_per_video_mode_selects_on_one_question_per_selection_video(tmp_path):
     path = _write(tmp_path / "p.jsonl", _rows_on_videos(300, 4))
-    out = calibrate_predictions([path], str(tmp_path / "c"), alpha=0.1, min_exits=20, figures=False, per_video=True)
+    out = calibrate_predictions([path], str(tmp_path / "c"), rule=Rule(alpha=0.1, min_exits=20, per_video=True),
+                                output=OutputOptions(figures=False))
     assert out["per_video"]["videos"] == out["videos_select"] == out["select"]["n"] == 150
     assert out["per_video"]["questions_in_selection"] == 600 and out["per_video"]["questions_used"] == 150
     assert out["cluster_bound"] is False and "design_effect" not in out["select"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cader.calibrate.margin import margins
+from cader.calibrate.options import OutputOptions
 from cader.calibrate.pipeline import calibrate_predictions
 from cader.calibrate.transfer import check_transfer, exchangeability_test, main, margin_summary
 from cader.dev.calibration_rows import synthetic_prediction_rows
@@ -50,7 +51,7 @@ def test_check_transfer_warns_on_a_different_model_and_passes_the_same_one(tmp_p
     rows = synthetic_prediction_rows("a", 800, 4, 1.5, seed=0)
     path = tmp_path / "a.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    payload = calibrate_predictions([str(path)], str(tmp_path / "cal"), figures=False)
+    payload = calibrate_predictions([str(path)], str(tmp_path / "cal"), output=OutputOptions(figures=False))
     assert payload["select_margins"]["n"] == payload["select"]["n"] == 400
     t = payload["temperature"]
     other = synthetic_prediction_rows("a", 600, 4, 1.5, seed=5)  # the same model on new samples
@@ -71,7 +72,8 @@ def test_transfer_command_line(tmp_path, capsys):
         for r in rows:
             r["stage1"]["logits"] = [x * scale for x in r["stage1"]["logits"]]
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "{torn\n")
-    calibrate_predictions([str(tmp_path / "held.jsonl")], str(tmp_path / "cal"), figures=False)
+    calibrate_predictions([str(tmp_path / "held.jsonl")], str(tmp_path / "cal"),
+                          output=OutputOptions(figures=False))
     cmd = [sys.executable, str(REPO / "calibrate" / "transfer.py"), "--calibration", str(tmp_path / "cal" /
            "calibration.json")]
     assert main([*cmd[2:], "--predictions", str(tmp_path / "held.jsonl")]) == 0  # in-process: one start is enough

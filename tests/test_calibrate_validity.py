@@ -14,9 +14,10 @@ import json
 import numpy as np
 import pytest
 from cader.calibrate import pipeline, validity
+from cader.calibrate.options import OutputOptions
 from cader.calibrate.pipeline import Outcomes, Rule, calibrate_predictions
 from cader.calibrate.records import read_predictions
-from cader.calibrate.validity import split_three, validity_runs, validity_summary
+from cader.calibrate.validity import SplitDraw, split_three, validity_runs, validity_summary
 from cader.dev.calibration_rows import synthetic_logits, synthetic_prediction_rows
 from scipy.special import expit, logit
 
@@ -40,8 +41,8 @@ def shared_difficulty(n_videos, per_video, sigma, seed):
 
 def runs(data, n_splits, **kw):
     z, gold, videos, s1 = data
-    return validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, n_splits=n_splits, seed=1,
-                         clusters=videos, **kw)
+    return validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, SplitDraw(n_splits=n_splits, seed=1, **kw),
+                         clusters=videos)
 
 
 @pytest.mark.slow
@@ -59,7 +60,8 @@ def test_video_splits_keep_each_video_on_one_side_and_the_bound_sees_the_select_
         return RULE.choose(margin, correct, s2, clusters=clusters)
 
     monkeypatch.setattr(validity, "split_three", record_split)
-    rows = validity_runs(z, gold, s1, None, record_choose, "exit_error", 0.1, n_splits=40, seed=1, clusters=videos)
+    rows = validity_runs(z, gold, s1, None, record_choose, "exit_error", 0.1, SplitDraw(n_splits=40, seed=1),
+                         clusters=videos)
     assert len(rows) == len(drawn) == 40
     for (fit, sel, test), clusters, row in zip(drawn, seen, rows):
         assert sorted(np.concatenate([fit, sel, test]).tolist()) == list(range(videos.size))
@@ -93,8 +95,8 @@ def test_video_splits_are_stratified_by_benchmark():
 
 def test_one_question_per_video_gives_the_question_level_rows_exactly():
     z, gold, _, s1 = shared_difficulty(400, 1, sigma=0.0, seed=2)
-    old = validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, n_splits=20, seed=4)
-    new = validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, n_splits=20, seed=4,
+    old = validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, SplitDraw(n_splits=20, seed=4))
+    new = validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, SplitDraw(n_splits=20, seed=4),
                         clusters=np.arange(400))
     assert old[0]["split_by"] == "question" and new[0]["split_by"] == "video" and new[0]["cluster_bound"]
     strip = [[{k: v for k, v in r.items() if k not in NEW_COLUMNS} for r in rows] for rows in (old, new)]
@@ -118,10 +120,10 @@ def test_independent_questions_sharing_videos_read_as_the_question_level_figure(
 def test_too_few_videos_fall_back_to_questions_and_say_so():
     z, gold, _, s1 = shared_difficulty(200, 1, sigma=0.0, seed=5)
     one_video = np.zeros(200, np.int64)
-    rows = validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, n_splits=3, clusters=one_video)
+    rows = validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, SplitDraw(n_splits=3), clusters=one_video)
     assert len(rows) == 3 and all(r["split_by"] == "question" and r["videos_in_two_parts"] == 1 for r in rows)
     with pytest.raises(ValueError, match="needs clusters"):
-        validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, split_by="video")
+        validity_runs(z, gold, s1, None, RULE.choose, "exit_error", 0.1, SplitDraw(split_by="video"))
 
 
 def test_the_pipeline_passes_the_runs_videos_split_and_bound(tmp_path, monkeypatch):
@@ -139,9 +141,10 @@ def test_the_pipeline_passes_the_runs_videos_split_and_bound(tmp_path, monkeypat
 
     monkeypatch.setattr(pipeline, "guarantee_validity", record)
     monkeypatch.setattr(pipeline, "write_figures", lambda *a, **k: [])  # only the validity figure is under test
-    out = calibrate_predictions([str(path)], str(tmp_path / "o"), alpha=0.1, min_exits=20, validity_splits=10)
-    videos = calls[0][7]
-    assert calls[0][8:] == ("video", True) and len(set(videos.tolist())) == 40
+    out = calibrate_predictions([str(path)], str(tmp_path / "o"), rule=Rule(alpha=0.1, min_exits=20),
+                                output=OutputOptions(validity_splits=10))
+    videos, draw = calls[0][1].videos, calls[0][3]
+    assert (draw.split_by, draw.cluster_bound) == ("video", True) and len(set(videos.tolist())) == 40
     assert out["guarantee_validity"]["split_by"] == "video" and out["guarantee_validity"]["cluster_bound"] is True
     with open(tmp_path / "o" / "figures" / "guarantee_validity.csv", newline="", encoding="utf-8") as fh:
         back = list(csv.DictReader(fh))
@@ -150,5 +153,5 @@ def test_the_pipeline_passes_the_runs_videos_split_and_bound(tmp_path, monkeypat
     recs = read_predictions([str(path)]).records
     assert len(set(zip(videos.tolist(), [r.video for r in recs]))) == 40
     o = Outcomes.of(recs)
-    summary, _ = real(tmp_path / "q", o, RULE, None, 0, 0.5, 5, videos, "question", False)
+    summary, _ = real(tmp_path / "q", o, RULE, SplitDraw(5, 0, 0.5, None, "question", False))
     assert summary["split_by"] == "question" and summary["cluster_bound"] is False

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from cader.calibrate.ltt import select_verifier_threshold
+from cader.calibrate.options import FitOptions, OutputOptions
 from cader.calibrate.pipeline import calibrate_predictions
 from cader.calibrate.verifier import misses_evidence, verify_observations
 from cader.calibrate.videos import video_key
@@ -60,7 +61,8 @@ def test_first_verify_step_per_sample_and_rows_left_out_by_reason(tmp_path):
 def test_fit_verifier_alpha_end_to_end(tmp_path, capsys):
     path = tmp_path / "p.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in _rows(1500)))
-    payload = calibrate_predictions([str(path)], str(tmp_path / "cal"), verifier_alpha=0.1, figures=False)
+    payload = calibrate_predictions([str(path)], str(tmp_path / "cal"), fit=FitOptions(verifier_alpha=0.1),
+                                    output=OutputOptions(figures=False))
     v = payload["verifier"]
     assert v["n"] == 1500 and v["threshold"] is not None and v["upper_bound_miss"] <= 0.1
     # miss probability 0.6 (1 - p): the accepted crops' true miss rate at threshold t is 0.3 (1 - t)
@@ -69,7 +71,8 @@ def test_fit_verifier_alpha_end_to_end(tmp_path, capsys):
     hopeless = tmp_path / "h.jsonl"
     hopeless.write_text("".join(json.dumps(r) + "\n" for r in _rows(200, miss_given_p=lambda p: 0.5)))
     capsys.readouterr()
-    payload = calibrate_predictions([str(hopeless)], str(tmp_path / "h"), verifier_alpha=0.05, figures=False)
+    payload = calibrate_predictions([str(hopeless)], str(tmp_path / "h"),
+                                    fit=FitOptions(verifier_alpha=0.05), output=OutputOptions(figures=False))
     assert payload["verifier"]["threshold"] is None
     assert "no verifier threshold certified" in capsys.readouterr().err
 

@@ -34,7 +34,7 @@ DOCUMENTED = [
      "--stage1_from runs/lvbench/predictions.jsonl"),
     "evaluate/run.py --merge true --out runs/lvbench",
     ("evaluate/run.py --config configs/eval/cader_tiny.yaml --model runs/tiny/sft/export "
-     "--verifier runs/tiny/sft/export --benchmark synthetic --data_root runs/tiny/data/eval --out runs/tiny/eval "
+     "--verifier runs/tiny/verifier --benchmark synthetic --data_root runs/tiny/data/eval --out runs/tiny/eval "
      "--variant full --limit 8 --progress false --calibration c.json --compare p.jsonl --limit 48"),
     ("calibrate/fit.py --predictions runs/heldout/predictions.jsonl --out runs/calibration --mode precision "
      "--alpha 0.05 --delta 0.1"),
@@ -152,13 +152,13 @@ def test_choices_print_as_choices(capsys):
 def test_choice_literals_match_the_registries():
     from typing import get_args, get_type_hints
 
-    from cader.calibrate.pipeline import calibrate_predictions
+    from cader.calibrate.options import Rule
     from cader.calibrate.tau import MODES
     from cader.evaluate.judge.adapters import PREDICTION_FORMATS
     from cader.evaluate.judge.providers import PROVIDERS
 
     judge = load_script(STAGES["judge"])
-    mode = get_type_hints(calibrate_predictions)["mode"]
+    mode = get_type_hints(Rule)["mode"]
     assert get_args(mode) == MODES
     assert set(get_args(judge.PredictionFormat)) == set(PREDICTION_FORMATS)
     assert set(get_args(judge.Provider)) == set(PROVIDERS)

@@ -347,13 +347,14 @@ def test_contract_for_names_the_pipeline_files():
 
 def run_pipeline(root: Path, video: Path) -> None:
     """predictions (every route, fallback, failure, reuse, shards), calibration.json, judgments.jsonl."""
+    from cader.calibrate.options import FitOptions, OutputOptions
     from cader.calibrate.pipeline import calibrate_predictions
     from cader.dev.judge_double import LoopbackJudgeServer
     from cader.dev.judge_inputs import synthetic_benchmark
     from cader.dev.scripted import ScriptedBackend
     from cader.evaluate.benchmarks.base import Sample
     from cader.evaluate.judge.client import RetryPolicy
-    from cader.evaluate.judge.pipeline import judge_predictions
+    from cader.evaluate.judge.pipeline import JudgeRun, judge_predictions
     from cader.evaluate.judge.providers import make_provider
     from cader.evaluate.judge.questions import load_predictions, load_questions
     from cader.evaluate.method.config import CaderConfig
@@ -392,11 +393,10 @@ def run_pipeline(root: Path, video: Path) -> None:
                         progress=False, stage1_priors=priors)
     merge_shards(root / "no_rgr")
 
-    calibrate_predictions(
-        [str(root / "full" / "predictions.jsonl")], str(root / "calibration"), figures=False
-    )
+    calibrate_predictions([str(root / "full" / "predictions.jsonl")], str(root / "calibration"),
+                          output=OutputOptions(figures=False))
     calibrate_predictions([str(root / "full" / "predictions.jsonl")], str(root / "calibration_fixed"),
-                          temperature=2.0, figures=False)
+                          fit=FitOptions(temperature=2.0), output=OutputOptions(figures=False))
 
     questions, rows = synthetic_benchmark(6, seed=0)
     write_lines(root / "questions.jsonl", questions)
@@ -406,7 +406,7 @@ def run_pipeline(root: Path, video: Path) -> None:
         provider = make_provider("openai", "loopback-judge", server.base_url, timeout=5.0)
         judge_predictions(provider, load_questions(root / "questions.jsonl")[0],
                           load_predictions(root / "judge_input" / "predictions.jsonl")[0], root / "judge",
-                          framework="cader", concurrency=2, policy=policy, use_cache=False)
+                          framework="cader", run=JudgeRun(concurrency=2, cache=False, progress=False), policy=policy)
 
 
 def test_every_file_the_pipeline_writes_validates(tmp_path, barcode_video, monkeypatch):

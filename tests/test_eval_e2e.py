@@ -15,25 +15,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, Frames, Timeline, make_synthetic_data
 
     out = tmp_path_factory.mktemp("synthetic_data")
     make_synthetic_data(
         out,
         seed=0,
-        n_train=8,        # enough LongVT rows for each of its five release files
-        n_images=1,
-        n_tool=1,
-        n_eval=3,
-        n_heldout=2,
-        width=64,
-        height=48,
-        fps=4,
-        eval_duration=(24, 30),
-        train_duration=24,
-        scene_len=8,      # short scenes keep the videos short (the default is 16 s in 128 s)
-        event_len=2.0,
-        train_event_len=4.0,  # the default (4-10 s) must fit the 8 s scene with 1 s either side
+        counts=Counts(n_train=8,  # enough LongVT rows for each of its five release files
+                      n_images=1, n_tool=1, n_eval=3, n_heldout=2),
+        frames=Frames(width=64, height=48, fps=4),
+        timeline=Timeline(eval_duration=(24, 30), train_duration=24,
+                          scene_len=8,  # short scenes keep the videos short (the default is 16 s in 128 s)
+                          event_len=2.0,
+                          train_event_len=4.0),  # the default (4-10 s) must fit the 8 s scene with 1 s either side
     )
     return out / "eval"
 
@@ -236,6 +230,8 @@ def test_calibration_file_sets_t_and_tau(tiny_model_dir, data_root, tmp_path):
         str(cal),
         "--progress",
         "false",
+        "--verifier",   # the config names the miniature's verifier; this test's one tiny model verifies itself
+        "main_model",
     ]
     # certified under the run's own settings: used as it is
     from cader.evaluate.method.stage1_reuse import model_fingerprint

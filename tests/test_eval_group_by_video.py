@@ -83,15 +83,16 @@ def test_grouped_records_equal_per_question_records(tmp_path, barcode_video, cou
     assert sum(r["cost"]["frames_decoded"] for r in a) == alone["frames"]
     assert sum(r["cost"]["frames_decoded"] - r["cost"]["frames_shared"] for r in g) == grouped["frames"]
     assert grouped["frames"] < 0.5 * alone["frames"]
-    # the first question of a video pays its F1 (8 frames); every later one takes it from the group
+    # the first question of a video pays its whole-video decode (F1's 8 frames and the 60 of the 1-fps lattice the
+    # RGR contexts are taken from, frame 0 in both); every later one takes it from the group
     first = {"s0", "s1", "s4"}
     assert all(r["cost"]["frames_shared"] == 0 for r in g if r["sample_id"] in first)
-    assert all(r["cost"]["frames_shared"] >= 8 for r in g if r["sample_id"] not in first)
+    assert all(r["cost"]["frames_shared"] >= 8 + 60 - 1 for r in g if r["sample_id"] not in first)
     # same proposal [20, 30] for every question: its crop is decoded once per video too, by the first question of
     # the video that goes to Stage 2; every later one decodes nothing at all
     stage2 = [r for r in g if r["route"] == "stage2"]
     later = [r for k, r in enumerate(stage2) if any(x["video"] == r["video"] for x in stage2[:k])]
-    assert later and all(r["cost"]["frames_shared"] == r["cost"]["frames_decoded"] == 16 for r in later)
+    assert later and all(r["cost"]["frames_shared"] == r["cost"]["frames_decoded"] == 67 + 8 for r in later)
     assert all(r["cost"]["forwards_shared"] == 0 for r in g)
 
 
@@ -235,7 +236,7 @@ class FakeReader:
         self.decodes.append(n)
         return Frames(np.zeros((n, 2, 2, 3), np.uint8), np.arange(n, dtype=float), np.arange(n), 10.0)
 
-    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None):
+    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None, rule="bin_centre"):
         return self._frames(int(((end or 60.0) - (start or 0.0)) * fps))
 
     def sample_times(self, times, max_pixels=None):

@@ -213,9 +213,11 @@ def test_stage1_ahead_gives_the_same_records_and_decodes_f1_once(barcode_video, 
     backend = ScriptedBackend({"q0": [0.0, 0.1, 0.0, 0.0], "q1": [0.0, 40.0, 0.0, 0.0]})
     samples = [Sample("bench", f"s{i}", barcode_video.name, f"q{i}", ["a", "b", "c", "d"], LETTERS, "B", 60.0, {})
                for i in range(2)]
-    decodes = []
-    real_scan = VideoReader._scan
+    decodes = []   # frames of each decode that ran (a decode answered by `keep` runs none)
+    real_scan, real_sequential = VideoReader._scan, VideoReader._decode_sequentially
     monkeypatch.setattr(VideoReader, "_scan", lambda self, idx, *a: decodes.append(len(idx)) or real_scan(self, idx, *a))
+    monkeypatch.setattr(VideoReader, "_decode_sequentially",
+                        lambda self, idx, *a: decodes.append(len(idx)) or real_sequential(self, idx, *a))
 
     def strip(record):
         return {**record, "cost": {k: v for k, v in record["cost"].items() if k != "seconds"}}
@@ -225,7 +227,7 @@ def test_stage1_ahead_gives_the_same_records_and_decodes_f1_once(barcode_video, 
     prepare = stage1_ahead(lambda s: barcode_video, cfg, priors={("bench", "s1"): {"logits": [0, 1, 0, 0]}})
     assert prepare(samples[1]) is None  # a stored Stage 1: nothing ahead
     prepared = prepare(samples[0])
-    assert decodes == alone_decodes[:1] == [8]  # F1, decoded ahead
+    assert decodes == alone_decodes[:1] == [8 + 60 - 1]  # the whole-video decode (F1 and the 1-fps lattice), ahead
     record = strip(process_sample(samples[0], barcode_video, backend, backend, cfg, reader=prepared))
     assert record == alone and record["route"] == "stage2" and record["cost"]["frames_decoded"] > 8
     assert decodes == alone_decodes  # then only the Stage-2 decodes: F1 not again

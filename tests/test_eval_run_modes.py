@@ -5,7 +5,8 @@ import json
 from pathlib import Path
 
 import pytest
-from cader.evaluate import run
+from cader.contracts.paper import PAPER
+from cader.evaluate import run, run_models
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def nothing_loads(monkeypatch):
     def refuse_to_load(*args, **kwargs):
         raise AssertionError("a refused run loaded a model")
 
-    monkeypatch.setattr(run, "make_backend", refuse_to_load)
+    monkeypatch.setattr(run_models, "make_backend", refuse_to_load)
     monkeypatch.setattr(run, "_load_samples", refuse_to_load)
 
 
@@ -94,23 +95,30 @@ def test_the_paper_eval_config_on_a_machine_without_cuda_is_refused_before_any_l
 def _server_args(**flags):
     from types import SimpleNamespace
 
-    base = dict(backend="server", model="main", verifier=None, model_urls="http://a:1", verifier_urls=None,
-                vllm_main=None, vllm_verifier=None, device="cpu", dtype="float32", attn_implementation=None,
-                server=None, hf_max_batch_tokens=None)
+    base = {"backend": "server", "model": "main", "verifier": PAPER.verifier, "model_urls": "http://a:1",
+            "verifier_urls": None, "vllm_main": None, "vllm_verifier": None, "device": "cpu", "dtype": "float32",
+            "attn_implementation": None, "server": None, "hf_max_batch_tokens": None}
     return SimpleNamespace(**{**base, **flags})
 
 
 @pytest.mark.parametrize(("flags", "built", "shared"), [
-    ({}, [("main", ["http://a:1"])], True),  # the verifier is the main model: its servers serve both roles
-    ({"model_urls": "http://a:1|http://b:2"}, [("main", ["http://a:1", "http://b:2"])], True),  # lmms-eval's "|"
+    # the default: the paper's verifier, on servers of its own
+    ({"verifier_urls": "http://c:3"}, [("main", ["http://a:1"]), (PAPER.verifier, ["http://c:3"])], False),
+    # the main model verifies (--verifier main_model, or --model named again): its servers serve both roles
+    ({"verifier": "main_model"}, [("main", ["http://a:1"])], True),
+    ({"verifier": "main"}, [("main", ["http://a:1"])], True),
+    ({"verifier": "main_model", "model_urls": "http://a:1|http://b:2"}, [("main", ["http://a:1", "http://b:2"])],
+     True),  # lmms-eval's "|"
     ({"verifier": "small", "verifier_urls": "http://c:3"}, [("main", ["http://a:1"]), ("small", ["http://c:3"])], False),
-    ({"verifier_urls": "http://c:3"}, [("main", ["http://a:1"]), ("main", ["http://c:3"])], False),  # own replicas
+    ({"verifier": "main_model", "verifier_urls": "http://c:3"}, [("main", ["http://a:1"]), ("main", ["http://c:3"])],
+     False),  # the main model verifying on replicas of its own
 ])
 def test_server_roles_decide_which_backends_a_run_builds(monkeypatch, flags, built, shared):
     from cader.evaluate.method.config import CaderConfig
 
     made = []
-    monkeypatch.setattr(run, "make_backend", lambda kind, path, *a, urls=None, **k: made.append((path, urls)) or object())
+    monkeypatch.setattr(run_models, "make_backend",
+                        lambda kind, path, *a, urls=None, **k: made.append((path, urls)) or object())
     main, verifier = run.load_backends(_server_args(**flags), [CaderConfig()])
     assert made == built and (main is verifier) == shared
 
@@ -118,10 +126,13 @@ def test_server_roles_decide_which_backends_a_run_builds(monkeypatch, flags, bui
 @pytest.mark.parametrize(("flags", "message"), [
     ({"model_urls": None}, "--backend server needs --model_urls"),
     ({"verifier": "small"}, "--verifier small is another model: give its servers with --verifier_urls"),
+    # the paper's verifier is the default: without its servers the run is refused, naming the way out
+    ({}, (f"--verifier {PAPER.verifier} is another model: give its servers with --verifier_urls \\(or "
+          "--verifier main_model: the main model's servers verify too, not the paper's Stage 2\\)")),
 ])
 def test_a_server_run_without_the_servers_it_needs_is_refused_by_flag(monkeypatch, flags, message):
     from cader.evaluate.method.config import CaderConfig
 
-    monkeypatch.setattr(run, "make_backend", lambda *a, **k: pytest.fail("a refused run built a backend"))
+    monkeypatch.setattr(run_models, "make_backend", lambda *a, **k: pytest.fail("a refused run built a backend"))
     with pytest.raises(run.RunError, match=message):
         run.load_backends(_server_args(**flags), [CaderConfig()])

@@ -77,7 +77,9 @@ def test_run_resume_and_routes(tmp_path, video_root):
     s2 = records[1]["stage2"]
     assert s2["accepted"] == [20.0, 30.0] and s2["pred"] == "B" and records[1]["correct"] is True
     assert s2["steps"][1]["r2"] == 8.0 and records[1]["duration"] == 60.0
-    assert records[1]["cost"]["forwards"] == 4 and records[1]["cost"]["frames_decoded"] == 8 + 8
+    # the whole-video decode (F1's 8 frames and the 1-fps lattice's 60, which the RGR contexts would come from; frame
+    # 0 in both) and the accepted crop's 8
+    assert records[1]["cost"]["forwards"] == 4 and records[1]["cost"]["frames_decoded"] == 8 + 60 - 1 + 8
     assert records[0]["stage2"] is None and records[0]["cost"]["forwards"] == 1
 
 

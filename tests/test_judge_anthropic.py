@@ -10,7 +10,7 @@ from cader.dev.judge_double import LoopbackJudgeServer, reply_text, synthetic_ju
 from cader.dev.judge_inputs import synthetic_benchmark
 from cader.evaluate.judge.client import RetryPolicy, judge_one
 from cader.evaluate.judge.params import CONTEXT_1M_BETA
-from cader.evaluate.judge.pipeline import judge_predictions, read_judgments
+from cader.evaluate.judge.pipeline import JudgeRun, judge_predictions, read_judgments
 from cader.evaluate.judge.prompt import SYSTEM_PROMPT_WITH_SCHEMA
 from cader.evaluate.judge.providers import LOOPBACK_MODEL, ProviderError, make_provider
 from cader.evaluate.judge.questions import Question, load_predictions, load_questions
@@ -136,7 +136,7 @@ def test_bad_request_is_not_retried_and_becomes_an_error_row(tmp_path):
     with LoopbackJudgeServer(also_answers_as=[MODEL], per_question={"2": ["400", "valid"]}) as server:
         provider = make_provider("anthropic", MODEL, server.anthropic_base_url, timeout=5.0)
         counts = judge_predictions(provider, questions, predictions, tmp_path / "out", framework="cader",
-                                   concurrency=2, policy=FAST, use_cache=False)
+                                   run=JudgeRun(concurrency=2, cache=False, progress=False), policy=FAST)
     assert counts["judged"] == 3 and counts["failed"] == 1 and server.calls["2"] == 1
     row = read_judgments(tmp_path / "out" / "judgments.jsonl")["2"]
     assert row["attempts"] == 1 and row["scores"] is None and row["traj"] is None

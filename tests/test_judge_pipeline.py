@@ -12,7 +12,7 @@ import pytest
 from cader.dev.judge_double import LoopbackJudgeServer
 from cader.dev.judge_inputs import synthetic_benchmark
 from cader.evaluate.judge.client import RetryPolicy
-from cader.evaluate.judge.pipeline import judge_predictions, read_judgments
+from cader.evaluate.judge.pipeline import JudgeRun, judge_predictions, read_judgments
 from cader.evaluate.judge.providers import make_provider
 from cader.evaluate.judge.questions import load_predictions, load_questions
 
@@ -34,8 +34,8 @@ def write_inputs(root: Path, n: int, seed: int = 0):
 
 def judge(server, questions, predictions, out, concurrency=4, use_cache=True):
     provider = make_provider("openai", "loopback-judge", server.base_url, timeout=5.0)
-    return judge_predictions(provider, questions, predictions, out, framework="cader", concurrency=concurrency,
-                             policy=FAST, use_cache=use_cache)
+    return judge_predictions(provider, questions, predictions, out, framework="cader", policy=FAST,
+                             run=JudgeRun(concurrency=concurrency, cache=use_cache, progress=False))
 
 
 def test_concurrent_run_appends_one_row_per_question(tmp_path):

@@ -11,6 +11,7 @@ from cader.dev.judge_inputs import synthetic_benchmark
 from cader.evaluate.judge.aggregate import build_report
 from cader.evaluate.judge.client import RetryPolicy
 from cader.evaluate.judge.pipeline import (
+    JudgeRun,
     current_prompt_hashes,
     judge_predictions,
     read_judgments,
@@ -39,11 +40,11 @@ def load(root: Path):
     return load_questions(root / "questions.jsonl")[0], load_predictions(root / "predictions.jsonl")[0]
 
 
-def judge(server, root, max_tokens=4096, **kwargs):
+def judge(server, root, max_tokens=4096, force=False):
     questions, predictions = load(root)
     provider = make_provider("openai", LOOPBACK_MODEL, server.base_url, timeout=5.0, max_tokens=max_tokens)
     return judge_predictions(provider, questions, predictions, root / "out", framework="cader", policy=FAST,
-                             **kwargs)
+                             run=JudgeRun(force=force, progress=False))
 
 
 def append_corrected_prediction(root: Path, rows: list[dict], index: int) -> dict:

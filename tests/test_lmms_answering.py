@@ -133,7 +133,7 @@ def test_backend_vllm_takes_the_config_files_engines(monkeypatch):
     main, verifier = load_backends("vllm", "M", "M", engines={}, **kwargs)
     assert main is verifier and len(made) == 1
     with pytest.raises(ValueError, match="backend='tgi'; choose one of hf, vllm"):
-        load_backends("tgi", "M", None, engines={}, **kwargs)
+        load_backends("tgi", "M", "V", engines={}, **kwargs)
 
 
 def test_the_records_are_cader_evals_grouped_records_at_any_concurrency(tmp_path, barcode_video):
@@ -160,7 +160,8 @@ def test_the_records_are_cader_evals_grouped_records_at_any_concurrency(tmp_path
         assert [r["lmms"]["doc_id"] for r in records] == [0, 1, 2, 3, 4]  # request order
         runs[level] = [{k: v for k, v in r.items() if k != "lmms"} for r in read_jsonl(side.path)]
     samples = [sample_from_doc("videomme_long", doc, i, visual(doc)[0]) for i, doc in enumerate(docs)]
-    run_samples(samples, tmp_path, tmp_path / "cader.jsonl", ScriptedBackend(logits), ScriptedBackend(logits), cfg,
+    backend = ScriptedBackend(logits)   # one model in both roles, as in the lmms-eval runs above
+    run_samples(samples, tmp_path, tmp_path / "cader.jsonl", backend, backend, cfg,
                 video_path=lambda s, _root: s.video, progress=False, group_by_video=True)
     runs["cader eval"] = read_jsonl(tmp_path / "cader.jsonl")
     for name, records in runs.items():
@@ -169,9 +170,10 @@ def test_the_records_are_cader_evals_grouped_records_at_any_concurrency(tmp_path
     assert runs[2] == runs["cader eval"]  # the runner's own records_of: the same records, shared cost included
     assert [r["sample_id"] for r in runs[2]] == ["000-1", "002-1", "003-1", "001-1", "004-1"]  # video by video
     assert [r["route"] for r in runs[2]] == ["stage2", "exit", "stage2", "stage2", "stage2"]
-    # the first question of each video pays its Stage-1 decode; the later ones take F1 (8 frames) from the group,
-    # and those in Stage 2 also the crop an earlier question of the video asked for (the scripted proposal: 8 more)
-    assert [r["cost"]["frames_shared"] for r in runs[2]] == [0, 8, 16, 0, 16]
+    # the first question of each video pays its whole-video decode (F1 and the r1 lattice the RGR contexts take
+    # from: 67 frames of this video); the later ones take it from the group, and those in Stage 2 also the crop an
+    # earlier question of the video asked for (the scripted proposal: 8 more)
+    assert [r["cost"]["frames_shared"] for r in runs[2]] == [0, 67, 75, 0, 75]
     assert all(r["cost"]["forwards_shared"] == 0 for r in runs[2])
 
 
@@ -199,13 +201,15 @@ def test_a_document_whose_doc_to_visual_stops_fails_alone(tmp_path):
     assert records[2]["error"].startswith("bad_sample: lvbench doc 0: its doc_to_visual stopped (")
 
 
-def test_the_weights_dtype_is_the_model_arg_else_the_config_files_else_float32():
+def test_the_weights_dtype_is_the_model_arg_else_the_config_files_else_the_papers_bf16():
     from pathlib import Path
 
     import yaml
     from cader.evaluate.lmms.answering import weights_dtype
 
-    paper = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/eval/cader.yaml").read_text())
-    assert weights_dtype(None, paper) == "bf16"   # the paper's config on a GPU: not an fp32 8B
+    configs = Path(__file__).resolve().parents[1] / "configs/eval"
+    paper, tiny = (yaml.safe_load((configs / name).read_text()) for name in ("cader.yaml", "cader_tiny.yaml"))
+    assert weights_dtype(None, paper) == "bfloat16"   # the paper's config on a GPU: not an fp32 8B
     assert weights_dtype("float16", paper) == "float16"
-    assert weights_dtype(None, {}) == "float32"
+    assert weights_dtype(None, tiny) == "float32"     # the CPU config says so
+    assert weights_dtype(None, {}) == "bfloat16"      # no config: the paper's precision, never a silent fp32

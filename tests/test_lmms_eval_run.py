@@ -131,8 +131,8 @@ import sys
 from cader.cli.main import main
 config, model, out = sys.argv[1:4]
 for benchmark, data_root, name in zip(sys.argv[4::3], sys.argv[5::3], sys.argv[6::3]):
-    code = main(["eval", "--config", config, "--model", model, "--benchmark", benchmark, "--data_root", data_root,
-                 "--out", f"{out}/{name}", "--progress", "false"])
+    code = main(["eval", "--config", config, "--model", model, "--verifier", "main_model", "--benchmark", benchmark,
+                 "--data_root", data_root, "--out", f"{out}/{name}", "--progress", "false"])
     assert code == 0, (benchmark, code)
 """
 
@@ -165,8 +165,8 @@ def test_lmms_eval_scores_cader_through_its_own_task_yamls_offline(tmp_path, tin
     config = REPO / "configs" / "eval" / "cader_tiny.yaml"
     out = home / "out"
     run([str(VENV / "bin" / "lmms-eval"), "--model", "cader", "--model_args",
-         f"model={tiny_model_dir},config={config},concurrency=2", "--tasks", ",".join(TASKS), "--output_path",
-         str(out), "--log_samples", "--batch_size", "1", "--device", "cpu"], cwd=home, env=env)
+         f"model={tiny_model_dir},verifier=main_model,config={config},concurrency=2", "--tasks", ",".join(TASKS),
+         "--output_path", str(out), "--log_samples", "--batch_size", "1", "--device", "cpu"], cwd=home, env=env)
     cader_runs = [("videomme_long", data_root, "videomme_long"), ("mlvu_dev", data_root, "mlvu_dev"),
                   ("lvbench", data_root, "lvbench"), ("longvideobench_val", data_root, "longvideobench_val_v"),
                   ("videomme_long", data_root / "v2_as_videomme", "videomme_v2")]

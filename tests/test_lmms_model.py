@@ -31,12 +31,12 @@ def requests(task):
     return [SimpleNamespace(args=("ctx", {}, lambda doc: [video], i, task, "test")) for i in range(len(docs))]
 out = {}
 process_sample = runner.process_sample
-first = Cader(model=model, config=config, records=records, tau=0.5)
+first = Cader(model=model, verifier="main_model", config=config, records=records, tau=0.5)
 first.task_dict = {"videomme_x": {"test": docs}}
 out["answers"] = first.generate_until(requests("videomme_x"))
 out["failures"] = first.failures
 runner.process_sample = lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed"))
-again = Cader(model=model, config=config, records=records)
+again = Cader(model=model, verifier="main_model", config=config, records=records)
 again.task_dict = {"videomme_x": {"test": docs}}
 out["again"] = again.generate_until(requests("videomme_x"))
 try:
@@ -55,7 +55,7 @@ two = [{"question_id": f"t{i}", "videoID": "v", "duration": "long", "question": 
 visual = lambda doc: [video if doc["question_id"] in ("t0", "t2") else other_video]
 asked = [SimpleNamespace(args=("ctx", {}, visual, i, "videomme_y", "test")) for i in range(4)]
 for n in (1, 2):
-    model_n = Cader(model=model, config=config, records=f"{records}.c{n}", concurrency=n)
+    model_n = Cader(model=model, verifier="main_model", config=config, records=f"{records}.c{n}", concurrency=n)
     model_n.task_dict = {"videomme_y": {"test": two}}
     out[f"replies_c{n}"] = model_n.generate_until(asked)
 os.environ["WORLD_SIZE"] = "2"

@@ -43,8 +43,8 @@ def test_lmms_eval_through_a_vllm_server_writes_the_hf_backends_records(tmp_path
 
     def lmms_eval(model_args: str, out: str, expect: int = 0) -> str:
         return run([str(VENV / "bin" / "lmms-eval"), "--model", "cader", "--model_args",
-                    f"model={tiny_model_dir},config={CONFIG},concurrency=2,{model_args}", "--tasks", "lvbench",
-                    "--output_path", str(work / out), "--batch_size", "1", "--device", "cpu"],
+                    f"model={tiny_model_dir},verifier=main_model,config={CONFIG},concurrency=2,{model_args}",
+                    "--tasks", "lvbench", "--output_path", str(work / out), "--batch_size", "1", "--device", "cpu"],
                    cwd=work, env=lmms_env(home), expect=expect)
 
     lmms_eval("backend=hf", "hf")

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from cader.contracts.paper import PAPER, SELF_VERIFIER
 from cader.evaluate.backends.server_build import MissingServers, ServerRoles, server_roles, split_urls
 from cader.evaluate.lmms.run_context import refusal
 from cader.evaluate.lmms.server_args import ServerRefusal, load_servers, server_options, url_list
@@ -56,14 +57,21 @@ def test_good_server_settings_pass_and_take_evaluate_runs_names():
     assert options.timeout_s == 600.0  # evaluate/run.py's default
 
 
-def test_the_verifier_shares_the_main_servers_unless_it_is_another_model():
-    assert server_roles("m", None, [A], [], True) == server_roles("m", "m", [A], [A], True) == ServerRoles("m", (A,))
+def test_the_verifier_is_the_papers_on_its_own_servers_and_shares_the_main_ones_only_when_the_main_model_verifies():
+    # no verifier named: the paper's, which needs servers of its own
+    assert server_roles("m", None, [A], [B], True) == ServerRoles("m", (A,), PAPER.verifier, (B,))
+    with pytest.raises(MissingServers, match=f"verifier {PAPER.verifier}"):
+        server_roles("m", None, [A], [], True)
+    # the main model verifies (SELF_VERIFIER, or the main model named again): its servers serve both roles
+    assert (server_roles("m", SELF_VERIFIER, [A], [], True) == server_roles("m", "m", [A], [], True)
+            == server_roles("m", "m", [A], [A], True) == ServerRoles("m", (A,)))
     assert server_roles("m", "v", [A], [], False) == ServerRoles("m", (A,))  # the run never calls the verifier
     assert server_roles("m", "v", [A], [B], True) == ServerRoles("m", (A,), "v", (B,))
     assert server_roles("m", "m", [A], [B], True) == ServerRoles("m", (A,), "m", (B,))  # its own servers
     with pytest.raises(MissingServers, match="verifier v"):
         server_roles("m", "v", [A], [], True)
-    with pytest.raises(ServerRefusal, match=r"verifier=v is another model than model= .* verifier_urls=URL\|URL"):
+    with pytest.raises(ServerRefusal, match=r"verifier=v is another model than model= .* verifier_urls=URL\|URL "
+                                            r"\(or verifier=main_model: the main model's servers verify too"):
         load_servers("m", "v", A, None, True, {})
 
 
@@ -99,7 +107,7 @@ def test_a_server_that_cannot_give_exact_scores_or_does_not_answer_is_refused_na
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         with pytest.raises(ServerRefusal) as refused:
-            load_servers(str(tiny_model_dir), None, f"{url}|{url}", None, True, {"timeout_s": 30})
+            load_servers(str(tiny_model_dir), SELF_VERIFIER, f"{url}|{url}", None, True, {"timeout_s": 30})
     finally:
         server.shutdown()
         server.server_close()
@@ -111,7 +119,7 @@ def test_a_server_that_cannot_give_exact_scores_or_does_not_answer_is_refused_na
         probe.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
     with pytest.raises(ServerRefusal, match=f"{dead}: cannot list its models"):
-        load_servers(str(tiny_model_dir), None, dead, None, True, {"timeout_s": 5})
+        load_servers(str(tiny_model_dir), SELF_VERIFIER, dead, None, True, {"timeout_s": 5})
 
 
 def test_lmms_evals_own_parser_keeps_a_bar_list_whole_and_url_list_reads_it():

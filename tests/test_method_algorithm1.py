@@ -26,7 +26,7 @@ class FakeReader:
         self.duration = duration
         self.calls = []
 
-    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None):
+    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None, rule="bin_centre"):
         self.calls.append(("uniform", fps, start, end))
         times = uniform_times(start or 0.0, self.duration if end is None else end, fps)
         return frames_at(times[:max_frames])

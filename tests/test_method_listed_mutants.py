@@ -28,9 +28,9 @@ LISTED = [
     ),
     (
         "Stage 1 at 2 fps (config)",
-        "evaluate/method/config.py",
-        "r1: float = 1.0",
-        "r1: float = 2.0",
+        "contracts/paper.py",
+        "r1: float = cite(1.0,",
+        "r1: float = cite(2.0,",
         "test_method_algorithm1.py",
     ),
     (
@@ -42,9 +42,9 @@ LISTED = [
     ),
     (
         "P_yes renormalised by default",
-        "evaluate/method/config.py",
-        'p_yes_mode: str = "vocab"',
-        'p_yes_mode: str = "yes_no"',
+        "contracts/paper.py",
+        '"p_yes_mode": Departure("vocab",',
+        '"p_yes_mode": Departure("yes_no",',
         "test_method_algorithm1.py",
     ),
     (
@@ -70,9 +70,9 @@ LISTED = [
     ),
     (
         "crop clipped at the edges by default",
-        "evaluate/method/config.py",
-        'crop_edge: str = "shift"',
-        'crop_edge: str = "clip"',
+        "contracts/paper.py",
+        '"crop_edge": Departure("shift",',
+        '"crop_edge": Departure("clip",',
         "test_method_algorithm1.py",
     ),
     (
@@ -144,10 +144,11 @@ LISTED = [
 
 @pytest.fixture(scope="module")
 def package_copy(tmp_path_factory):
-    """The four package folders under `cader/` (imported ahead of the installed package via PYTHONPATH)."""
+    """The five package folders under `cader/` (imported ahead of the installed package via PYTHONPATH); contracts/
+    holds the paper's values, the defaults of the method."""
     root = tmp_path_factory.mktemp("mutant")
     ignore = shutil.ignore_patterns("__pycache__")
-    for name in ("evaluate", "calibrate", "vlm", "train"):
+    for name in ("evaluate", "calibrate", "vlm", "train", "contracts"):
         shutil.copytree(REPO / name, root / "cader" / name, ignore=ignore)
     shutil.copytree(REPO / "tests", root / "tests", ignore=ignore)
     # the copy, not the installed package, must be the one under test: checked once for every mutated module (one

@@ -33,8 +33,8 @@ class Reader:
         self.duration = duration
         self.calls = []
 
-    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None):
-        self.calls.append(("uniform", fps, start, end, max_frames, max_pixels))
+    def sample_uniform(self, fps, start=None, end=None, max_frames=None, max_pixels=None, rule="bin_centre"):
+        self.calls.append(("uniform", fps, start, end, max_frames, max_pixels, rule))
         times = uniform_times(start or 0.0, self.duration if end is None else end, fps)
         return frames_at(times[:max_frames])
 
@@ -104,7 +104,9 @@ def test_stage1_frames_pass_the_pixel_budget_and_add_to_the_cost():
     reader = Reader(20.0)
     cost = Cost(frames_decoded=5)
     sample_stage1_frames(reader, CaderConfig(max_frames=8, max_pixels=1234), cost)
-    assert reader.calls == [("uniform", 1.0, None, None, 8, 1234)] and cost.frames_decoded == 13
+    assert reader.calls == [("uniform", 1.0, None, None, 8, 1234, "backbone")] and cost.frames_decoded == 13
+    sample_stage1_frames(reader, CaderConfig(max_frames=8, max_pixels=1234, frame_rule="bin_centre"), cost)
+    assert reader.calls[-1] == ("uniform", 1.0, None, None, 8, 1234, "bin_centre")
 
 
 def test_cost_to_dict_and_stop():
@@ -189,6 +191,7 @@ def test_stage2_trajectory_exactly():
         "accepted": [200.123, 230.0],
         "cycles": 2,
         "fallback": None,
+        "verifier": {"model": None, "main_model": False},   # two test doubles that name no model
     }
     # cost: on top of what the caller had
     assert (
@@ -208,9 +211,9 @@ def test_stage2_trajectory_exactly():
     assert len(ver0.video) == 240 and ver0.video.timestamps.min() > 100 and ver0.video.timestamps.max() < 130
     assert ver1.video is prompts[2].video  # the accepted crop is what the final answer sees
     assert reader.calls == [
-        ("uniform", 8.0, 100.0, 130.0, 500, 4321),
+        ("uniform", 8.0, 100.0, 130.0, 500, 4321, "backbone"),
         ("times", 288, 4321),
-        ("uniform", 8.0, 200.12345, 230.0, 500, 4321),
+        ("uniform", 8.0, 200.12345, 230.0, 500, 4321, "backbone"),
     ]
 
 
@@ -346,3 +349,15 @@ def test_prompt_seconds_round_once():
         format_seconds(float("inf"))
     _, user = verifier_prompt(QUESTION, OPTIONS, LETTERS)
     assert QUESTION in user and "D. yellow" in user
+
+
+def test_the_stage1_fingerprint_names_the_frame_rule_and_refuses_the_other():
+    from cader.evaluate.method.stage1_reuse import frames_fingerprint, mismatch
+
+    backbone, bins = CaderConfig(max_frames=8), CaderConfig(max_frames=8, frame_rule="bin_centre")
+    assert frames_fingerprint(backbone) == {"r1": 1.0, "max_frames": 8, "max_pixels": 65_536, "frame_rule": "backbone"}
+    # a record written before the rule was named was made with bin centres: it stands in for a bin-centre run only
+    assert frames_fingerprint(bins) == {"r1": 1.0, "max_frames": 8, "max_pixels": 65_536}
+    old = {"model": "m", "frames": frames_fingerprint(bins), "sample": "s"}
+    assert mismatch(old, {**old, "frames": frames_fingerprint(bins)}) is None
+    assert "Stage-1 frame settings differ" in mismatch(old, {**old, "frames": frames_fingerprint(backbone)})

@@ -320,3 +320,19 @@ def test_the_docs_quickstart_block_explains_the_ece_and_the_other_layouts():
     assert "the NLL-optimal T leaves the model under-confident" in text
     assert "the 2 released layouts (8 questions each): accuracy 0.0 %–12.5 % at chance 3.8 %–25.0 %" in text
     assert "training letter in 3/11 questions" in text
+
+
+def test_the_stage2_section_names_the_verifier_and_says_when_the_main_model_verified(tmp_path):
+    _quickstart(tmp_path, good=True)
+    text, facts = summary.summarize(tmp_path)
+    assert "- verifier: not named in the records" in text   # records written before they named it
+    rows = [json.loads(line) for line in (tmp_path / "eval/full/synthetic/predictions.jsonl").read_text().splitlines()]
+    for own in (True, False):
+        block = {"model": "runs/tiny/verifier" if own else "runs/tiny/sft/export", "main_model": not own}
+        _run(tmp_path, "full", [{**r, "stage2": {**r["stage2"], "verifier": block}} if r["stage2"] else r
+                                for r in rows])
+        text, facts = summary.summarize(tmp_path)
+        assert facts["stage2"]["verifier_models"] == [block]
+        said = ("`runs/tiny/verifier`, a model of its own beside the main model, as in the paper" if own else
+                "`runs/tiny/sft/export`, the main model itself: not the paper's two-model Stage 2")
+        assert f"- verifier: {said}" in text

@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 # the README's first three lines of code: .ci/run runs the second, tests/conftest.py runs the third
 SETUP = ["python3 -m venv .venv && . .venv/bin/activate && bash scripts/install.sh", "python -m pytest -q",
-         ("python scripts/make_tiny_model.py --out runs/tiny/model && python scripts/make_synthetic_data.py "
+         ("python scripts/make_tiny_model.py --out runs/tiny/model && python scripts/make_tiny_model.py "
+          "--out runs/tiny/verifier --role verifier && python scripts/make_synthetic_data.py "
           "--out runs/tiny/data && python train/sft.py --config configs/train/cot_mix_tiny.yaml")]
 MEASURED = REPO / "docs" / "measured"
 

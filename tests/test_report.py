@@ -602,6 +602,7 @@ def test_flagged_samples_and_odd_benchmark_rows_are_counted_in_the_report():
 
 
 def test_a_run_whose_margins_differ_from_the_calibrations_is_warned_in_the_report(tmp_path, caplog):
+    from cader.calibrate.options import OutputOptions, Rule
     from cader.calibrate.pipeline import calibrate_predictions
     from cader.calibrate.margin import margin
     from cader.dev.calibration_rows import synthetic_prediction_rows
@@ -609,8 +610,8 @@ def test_a_run_whose_margins_differ_from_the_calibrations_is_warned_in_the_repor
 
     rows = synthetic_prediction_rows("synthetic", 400, seed=1)
     (tmp_path / "heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    calibrate_predictions([str(tmp_path / "heldout.jsonl")], str(tmp_path / "cal"), mode="budget", budget=0.5,
-                          figures=False, validity_splits=0)
+    calibrate_predictions([str(tmp_path / "heldout.jsonl")], str(tmp_path / "cal"), rule=Rule(mode="budget", budget=0.5),
+                          output=OutputOptions(figures=False, validity_splits=0))
     calibration = tmp_path / "cal" / "calibration.json"
     payload = json.loads(calibration.read_text())
     reference = payload["select_margins"]["sorted"]

@@ -48,12 +48,13 @@ def fleet(tiny_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, Frames, Timeline, make_synthetic_data
 
     out = tmp_path_factory.mktemp("server_synthetic")
-    make_synthetic_data(out, seed=0, n_train=8, n_images=1, n_tool=1, n_eval=4, n_heldout=2, width=64, height=48,
-                        fps=4, eval_duration=(24, 30), train_duration=24, scene_len=8, event_len=2.0,
-                        train_event_len=4.0)
+    make_synthetic_data(out, seed=0, counts=Counts(n_train=8, n_images=1, n_tool=1, n_eval=4, n_heldout=2),
+                        frames=Frames(width=64, height=48, fps=4),
+                        timeline=Timeline(eval_duration=(24, 30), train_duration=24, scene_len=8, event_len=2.0,
+                                          train_event_len=4.0))
     return out / "eval"
 
 
@@ -101,7 +102,8 @@ def test_a_videos_questions_land_on_one_replica_and_hit_its_prefix_cache(tiny_mo
     from cader.vlm.video import Frames
 
     rng = np.random.default_rng(1)
-    videos = [Frames(rng.integers(0, 255, (16, 64, 64, 3), dtype=np.uint8), np.arange(16.0), np.arange(16), 1.0)
+    videos = [Frames(rng.integers(0, 255, (16, 64, 64, 3), dtype=np.uint8), np.arange(16.0), np.arange(16),
+                     1.0)
               for _ in range(2)]
     prompts = []
     for video in videos:
@@ -128,8 +130,11 @@ def test_a_videos_questions_land_on_one_replica_and_hit_its_prefix_cache(tiny_mo
 def _run(tiny_model_dir, data_root, out, *extra):
     from cader.evaluate.run import main
 
-    return main(["--config", CONFIG, "--model", str(tiny_model_dir), "--benchmark", "lvbench",
-                 "--data_root", str(data_root), "--out", str(out), "--progress", "false", "--limit", "8", *extra])
+    # the main model verifies too (the config names the miniature's own verifier): one model, on the module's fleet;
+    # tests/test_quickstart_server.py serves a separate verifier
+    return main(["--config", CONFIG, "--model", str(tiny_model_dir), "--verifier", "main_model", "--benchmark",
+                 "lvbench", "--data_root", str(data_root), "--out", str(out), "--progress", "false", "--limit", "8",
+                 *extra])
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from cader.dev.synthetic.dataset import make_synthetic_data
+from cader.dev.synthetic.dataset import Counts, Frames, Timeline, make_synthetic_data
 from cader.dev.synthetic.media import (
     BACKGROUND,
     EVENT_COLOURS,
@@ -44,12 +44,10 @@ SMALL = {
     "train_event_max_s": 2,
 }
 LIB = {
-    **{k: v for k, v in SMALL.items() if k in ("n_train", "n_images", "n_tool", "n_eval", "n_heldout", "n_test")},
-    "eval_duration": (8, 16),
-    "train_duration": 16,
-    "scene_len": 4,
-    "event_len": (1, 2),
-    "train_event_len": (1, 2),
+    "counts": Counts(**{k: v for k, v in SMALL.items()
+                        if k in ("n_train", "n_images", "n_tool", "n_eval", "n_heldout", "n_test")}),
+    "timeline": Timeline(eval_duration=(8, 16), train_duration=16, scene_len=4, event_len=(1, 2),
+                         train_event_len=(1, 2)),
 }
 TOOL_MARKERS = re.compile(r"<tool_call>|<tool_response>|<tools>")
 
@@ -454,7 +452,7 @@ def test_cli_is_deterministic_by_seed(data, tmp_path):
 
 def test_rejects_odd_frame_sizes(tmp_path):
     with pytest.raises(ValueError, match="even"):
-        make_synthetic_data(tmp_path, width=95)
+        make_synthetic_data(tmp_path, frames=Frames(width=95))
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cader.dev.synthetic.dataset import make_synthetic_data
+from cader.dev.synthetic.dataset import Counts, make_synthetic_data
 from cader.dev.tiny_pretrain import write_pretraining_set
 from cader.evaluate.method.parsing import parse_window
 from cader.evaluate.method.prompts import GROUNDING_SYSTEM
@@ -48,7 +48,8 @@ def test_grounding_rows_are_c2_prompts_whose_target_holds_the_event(tmp_path):
 
 def test_grounding_videos_are_not_the_sft_or_evaluation_videos(tmp_path):
     write_pretraining_set(tmp_path / "ground", n_videos=8)
-    make_synthetic_data(tmp_path / "data", seed=0, n_train=8, n_images=0, n_tool=0, n_eval=2, n_heldout=8, n_test=2)
+    make_synthetic_data(tmp_path / "data", seed=0, counts=Counts(n_train=8, n_images=0, n_tool=0, n_eval=2,
+                                                                 n_heldout=8, n_test=2))
     assert not _digests(tmp_path / "ground") & _digests(tmp_path / "data")
 
 
@@ -93,3 +94,50 @@ def test_zero_epochs_writes_the_random_model(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert "pretraining" not in json.loads((out / "cader_tiny.json").read_text())
     assert not (tmp_path / "model_pretrain").exists()
+
+
+# ---- the tiny verifier (cader.dev.tiny_verifier, scripts/make_tiny_model.py --role verifier) -------------------------
+
+
+def test_the_verifier_trains_on_c3_rows_of_videos_of_its_own_with_brief_events_too(tmp_path):
+    from cader.dev.tiny_verifier import (
+        VERIFY_EVENT_LEN,
+        verifier_rows,
+        verifier_user_text,
+        write_verifier_set,
+    )
+
+    rows_file, specs = write_verifier_set(tmp_path, n_videos=2, seed=3)
+    rows = json.loads(rows_file.read_text())
+    assert len(rows) == 4 and all(row["messages"][1]["content"] == "<video>" + verifier_user_text() for row in rows)
+    answers = {row["videos"][0]: row["messages"][2]["content"].rsplit("\n", 1)[-1] for row in rows}
+    assert sorted(answers.values()) == ["No", "No", "Yes", "Yes"]
+    assert all(clip.endswith("_pos.mp4") == (said == "Yes") and (tmp_path / clip).is_file()
+               for clip, said in answers.items())
+    assert not (tmp_path / "media" / "videos").exists()   # the clips alone: the verifier never sees a whole video
+    # the evaluation's brief events as well as the training's: 1 to 10 s, inside the 16 s scene
+    assert all(VERIFY_EVENT_LEN[0] <= s.t_e - s.t_s <= VERIFY_EVENT_LEN[1] for s in specs)
+    assert VERIFY_EVENT_LEN[0] == 1
+    with pytest.raises(ValueError, match="no verifier rows"):
+        verifier_rows([r for r in json.loads(rows_file.read_text()) if r["messages"][2]["content"] == "x"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_script_writes_a_narrower_verifier_with_a_vocabulary_of_its_own(tmp_path, tiny_model_dir):
+    from transformers import AutoConfig, AutoTokenizer
+
+    out = tmp_path / "verifier"
+    cmd = [sys.executable, str(REPO / "scripts/make_tiny_model.py"), "--out", str(out), "--role", "verifier",
+           "--verify_epochs", "1", "--pretrain_videos", "2"]
+    run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    record = json.loads((out / "cader_tiny.json").read_text())
+    assert record["role"] == "verifier" and record["size"] == "verifier"
+    assert record["pretraining"]["verify_rows"] == 4 and record["pretraining"]["verify_epochs"] == 1
+    assert not (tmp_path / "verifier_pretrain" / "data" / "media" / "videos").exists()
+    verifier, main = (AutoConfig.from_pretrained(p).text_config for p in (out, tiny_model_dir))
+    assert verifier.hidden_size * 2 == main.hidden_size
+    ids = [{w: AutoTokenizer.from_pretrained(p).convert_tokens_to_ids(w) for w in ("Yes", "No", "<|video_pad|>")}
+           for p in (out, tiny_model_dir)]
+    assert all(ids[0][w] != ids[1][w] for w in ids[0]), ids   # no token id in common by chance

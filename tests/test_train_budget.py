@@ -3,7 +3,8 @@ import math
 
 import pytest
 from cader.train.budget import BudgetConfig, ImageSpec, VideoSpec, image_tokens, plan_budget
-from cader.train.schedule import lr_factors, optimizer_steps, warmup_steps
+from cader.train.schedule import optimizer_steps, warmup_steps
+from test_train_schedule import lr_factors
 
 # factor 32, temporal patch 2, timestamp 8 tokens: a 256x256 frame pair costs 8*8 + 2 + 8 = 74 tokens
 SQUARE = {"height": 256, "width": 256}

@@ -12,11 +12,12 @@ from cader.vlm.loading import load_processor
 
 @pytest.fixture(scope="module")
 def sft_data(tmp_path_factory):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, Timeline, make_synthetic_data
 
     out = tmp_path_factory.mktemp("sft_data")
     # 32 s training videos: the budget checks below read a plan of a few timestamps (the default is 128 s)
-    make_synthetic_data(out, n_train=8, n_images=4, n_tool=1, n_eval=1, n_heldout=1, train_duration=32)
+    make_synthetic_data(out, counts=Counts(n_train=8, n_images=4, n_tool=1, n_eval=1, n_heldout=1),
+                        timeline=Timeline(train_duration=32))
     return out / "train"
 
 

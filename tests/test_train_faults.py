@@ -10,8 +10,6 @@ from cader.train.guards import (
     GuardState,
     LossGuard,
     TrainingStopped,
-    explosion_threshold,
-    first_stop,
     judge_loss,
     reference_loss,
 )
@@ -20,18 +18,28 @@ from test_train_threads import run_sft, tiny_fit_config
 REPO = Path(__file__).resolve().parents[1]
 
 
+def first_stop(losses: list[float], rule: GuardRule) -> tuple[int, str] | None:
+    """The index of the first loss of `losses` that stops training and why (None: the whole sequence passes)."""
+    state = GuardState()
+    for index, loss in enumerate(losses):
+        state, reason = judge_loss(state, loss, rule)
+        if reason is not None:
+            return index, reason
+    return None
+
+
 @pytest.fixture(scope="module")
 def train_dir(tmp_path_factory):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, make_synthetic_data
 
     out = tmp_path_factory.mktemp("faults_train")
-    make_synthetic_data(out, n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    make_synthetic_data(out, counts=Counts(n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1))
     return out / "train"
 
 
 def test_explosion_threshold_is_factor_times_the_median():
-    assert explosion_threshold([1.0, 3.0, 2.0], 10) == 20.0
-    assert explosion_threshold([2.0, 100.0, 2.5], 4) == 10.0   # one bad first step does not move the median
+    assert 10 * reference_loss([1.0, 3.0, 2.0], 0.0) == 20.0
+    assert 4 * reference_loss([2.0, 100.0, 2.5], 0.0) == 10.0   # one bad first step does not move the median
 
 
 def test_non_finite_losses_stop_at_once_even_in_the_baseline():
@@ -50,8 +58,8 @@ def test_explosion_needs_patience_consecutive_steps_over_the_threshold():
 
 
 def test_a_baseline_below_the_uniform_guess_loss_is_raised_to_it():
-    assert explosion_threshold([0.05, 0.06, 0.07], 10, floor=math.log(1044)) == pytest.approx(10 * math.log(1044))
-    assert explosion_threshold([20.0, 30.0, 40.0], 10, floor=6.95) == 300.0
+    assert 10 * reference_loss([0.05, 0.06, 0.07], math.log(1044)) == pytest.approx(10 * math.log(1044))
+    assert 10 * reference_loss([20.0, 30.0, 40.0], 6.95) == 300.0
 
 
 def test_the_miniatures_healthy_start_runs_on_and_its_lr_1000_divergence_stops():
@@ -171,10 +179,11 @@ def test_an_empty_mix_is_an_error_not_a_base_model_export(tiny_model_dir, train_
 
 
 def test_a_video_failing_in_a_worker_is_counted_and_not_replaced_by_a_neighbour(tiny_model_dir, tmp_path):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, make_synthetic_data
     from cader.train.datamodule import SFTDataModule, Source
 
-    make_synthetic_data(tmp_path / "data", n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    make_synthetic_data(tmp_path / "data", counts=Counts(n_train=8, n_images=2, n_tool=1, n_eval=1,
+                                                         n_heldout=1))
     train = tmp_path / "data" / "train"
     rows = json.loads((train / "video_r1_cot.json").read_text())
     victim = next(r for r in rows if r["data_type"] == "video"
@@ -212,11 +221,12 @@ def test_a_nan_or_divergent_run_stops_naming_the_step_and_exports_nothing(tiny_m
 
 def test_under_a_trainer_the_worker_failure_reaches_the_report(tiny_model_dir, tmp_path):
     import lightning as L
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, make_synthetic_data
     from cader.train.datamodule import SFTDataModule, Source
     from cader.train.module import SFTModule
 
-    make_synthetic_data(tmp_path / "data", n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    make_synthetic_data(tmp_path / "data", counts=Counts(n_train=8, n_images=2, n_tool=1, n_eval=1,
+                                                         n_heldout=1))
     train = tmp_path / "data" / "train"
     rows = json.loads((train / "video_r1_cot.json").read_text())
     victim = next(r for r in rows if r["data_type"] == "video" and sum(x["path"] == r["path"] for x in rows) == 1)
@@ -355,13 +365,14 @@ def test_a_failure_log_forgets_what_a_resume_fetches_again():
 @pytest.mark.slow
 def test_a_resumed_fit_counts_a_failure_after_its_checkpoint_once(tiny_model_dir, tmp_path):
     import lightning as L
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, make_synthetic_data
     from cader.train.collate import LengthGroupedBatchSampler
     from cader.train.datamodule import SFTDataModule, Source
     from cader.train.module import SFTModule
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    make_synthetic_data(tmp_path / "data", n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    make_synthetic_data(tmp_path / "data", counts=Counts(n_train=8, n_images=2, n_tool=1, n_eval=1,
+                                                         n_heldout=1))
     train = tmp_path / "data" / "train"
     rows = json.loads((train / "video_r1_cot.json").read_text())
 

@@ -5,11 +5,11 @@ import pytest
 
 @pytest.mark.slow
 def test_a_source_left_out_of_the_frame_cache_is_decoded_and_not_filled(tiny_model_dir, tmp_path):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, Timeline, make_synthetic_data
     from cader.train.datamodule import SFTDataModule, Source
 
-    make_synthetic_data(tmp_path / "data", n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1,
-                        train_duration=32)
+    make_synthetic_data(tmp_path / "data", counts=Counts(n_train=8, n_images=2, n_tool=1, n_eval=1,
+                                                         n_heldout=1), timeline=Timeline(train_duration=32))
     train = tmp_path / "data" / "train"
     cache = tmp_path / "frames"
     dm = SFTDataModule([Source("long", "video_r1", str(train / "video_r1_cot.json")),

@@ -3,7 +3,7 @@
 
 Videos are 128 s with a 1-6 s coloured event inside a 16 s light scene (cader.dev.synthetic.media), so the
 1 fps Stage-1 pass (32 frames, one every 4 s) misses some of the brief events. The export is probed in every CADER
-role the way CADER calls it (cader.dev.synthetic.probe): each must beat what a model blind to the pixels gets,
+role the way CADER calls it (tests/role_probe.py): each must beat what a model blind to the pixels gets,
 by a one-sided binomial (or rank) test:
 - Stage 1 (C.1 logits, thinking off) is at least twice chance, right where its frames showed the
   event, and more often right on its larger-margin half than on its smaller one (the routing signal, Fig. 5);
@@ -24,8 +24,8 @@ from scipy.stats import binom, mannwhitneyu
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_tiny_recipe_learns_the_cader_roles_from_pixels(shipped_tiny_run, capsys):
-    from cader.dev.synthetic.probe import probe_roles
     from cader.evaluate.backends.hf import HFBackend
+    from role_probe import probe_roles
 
     tmp_path = shipped_tiny_run   # the README's main job, run once per session (tests/conftest.py)
     export = tmp_path / "runs/tiny/sft/export"

@@ -37,11 +37,12 @@ def test_the_loss_is_the_mean_over_labelled_tokens_by_hand():
 def _batch(tiny_model_dir, tmp_path, n: int = 2):
     """A right-padded batch of `n` synthetic video samples, as training builds it (each sample after the first a few
     target tokens shorter, so the batch carries padding)."""
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, make_synthetic_data
     from cader.train.collate import pad_batch
     from cader.train.datamodule import PlannedDataset, SFTDataModule, Source
 
-    make_synthetic_data(tmp_path / "data", n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    make_synthetic_data(tmp_path / "data", counts=Counts(n_train=8, n_images=2, n_tool=1, n_eval=1,
+                                                         n_heldout=1))
     src = Source("video_r1", "video_r1", str(tmp_path / "data" / "train" / "video_r1_cot.json"))
     dm = SFTDataModule([src], processor_path=str(tiny_model_dir), batch_size=n, max_length=1024,
                        report_dir=str(tmp_path), plan_cache_dir=None, plan_workers=1)

@@ -31,10 +31,10 @@ def _dict_mix():
 @pytest.fixture(scope="module")
 def shipped_mix(tmp_path_factory):
     """The synthetic mix as `python scripts/make_synthetic_data.py --out DIR --n_train 16` writes it."""
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, make_synthetic_data
 
     out = tmp_path_factory.mktemp("mix_arrow")
-    make_synthetic_data(out, n_train=16)
+    make_synthetic_data(out, counts=Counts(n_train=16))
     return out / "train"
 
 

@@ -24,11 +24,12 @@ def test_uint8_pixels_without_their_normalisation_are_refused():
 
 @pytest.fixture(scope="module")
 def mix(tiny_model_dir, tmp_path_factory):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, Timeline, make_synthetic_data
     from cader.train.datamodule import SFTDataModule, Source
 
     out = tmp_path_factory.mktemp("pixels")
-    make_synthetic_data(out, n_train=8, n_images=4, n_tool=1, n_eval=1, n_heldout=1, train_duration=32)
+    make_synthetic_data(out, counts=Counts(n_train=8, n_images=4, n_tool=1, n_eval=1, n_heldout=1),
+                        timeline=Timeline(train_duration=32))
     sources = [Source("longvt", "longvt", str(out / "train" / "longvt_sft.parquet"))]
     dm = SFTDataModule(sources, processor_path=str(tiny_model_dir), batch_size=2, max_length=2048,
                        report_dir=str(out), plan_cache_dir=None, plan_workers=1, num_workers=1)

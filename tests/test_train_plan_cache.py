@@ -16,10 +16,10 @@ SOURCES = SYNTHETIC_MIX
 
 @pytest.fixture(scope="module")
 def base_data(tmp_path_factory):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, make_synthetic_data
 
     out = tmp_path_factory.mktemp("plan_cache_data")
-    make_synthetic_data(out, n_train=8, n_images=3, n_tool=1, n_eval=1, n_heldout=1)
+    make_synthetic_data(out, counts=Counts(n_train=8, n_images=3, n_tool=1, n_eval=1, n_heldout=1))
     return out / "train"
 
 

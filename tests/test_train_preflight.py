@@ -138,10 +138,11 @@ def test_another_runs_checkpoint_is_one_line_naming_the_keys():
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncate", "empty"])
 def test_resuming_from_a_damaged_last_checkpoint_is_one_line_naming_the_file(tiny_model_dir, tmp_path, damage):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, make_synthetic_data
     from test_train_threads import run_sft, tiny_fit_config
 
-    make_synthetic_data(tmp_path / "data", n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    make_synthetic_data(tmp_path / "data", counts=Counts(n_train=8, n_images=2, n_tool=1, n_eval=1,
+                                                         n_heldout=1))
     config = tiny_fit_config(tmp_path / "run", tiny_model_dir, tmp_path / "data" / "train", max_steps=2,
                              enable_checkpointing=True,
                              callbacks=[{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",

@@ -5,9 +5,23 @@ import math
 from pathlib import Path
 
 import pytest
-from cader.train.schedule import SCHEDULERS, lr_factors, optimizer_steps, warmup_steps
+import torch
+from cader.train.schedule import SCHEDULERS, make_scheduler, optimizer_steps, warmup_steps
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def lr_factors(kind: str, total_steps: int, warmup: int, steps: int | None = None) -> list[float]:
+    """The multiplier of the base lr used by each of the first `steps` (default total_steps + 1) updates, read
+    off the real scheduler on a one-parameter optimizer: what a run's optimizer sees, step by step."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = make_scheduler(optimizer, kind, total_steps, warmup)
+    out = []
+    for _ in range(total_steps + 1 if steps is None else steps):
+        out.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return out
 
 # total 10 optimizer steps, 2 of warmup: after warmup, progress = (step - 2) / 8
 EXPECTED = {

@@ -15,10 +15,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def train_dir(tmp_path_factory):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, make_synthetic_data
 
     out = tmp_path_factory.mktemp("sft_train")
-    make_synthetic_data(out, n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1)
+    make_synthetic_data(out, counts=Counts(n_train=8, n_images=2, n_tool=1, n_eval=1, n_heldout=1))
     return out / "train"
 
 

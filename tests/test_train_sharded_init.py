@@ -6,12 +6,25 @@ import math
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import lightning as L
 import pytest
 import torch
 from cader.train.module import SFTModule
 from test_train_zero3_multiprocess import _clean_environ, _free_port
+
+
+def state_dict_from_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
+    """Module state dict from a Lightning checkpoint file or a DeepSpeed checkpoint folder (ZeRO shards merged)."""
+    path = Path(path)
+    if path.is_dir():
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+        state = get_fp32_state_dict_from_zero_checkpoint(str(path), tag="checkpoint")
+        return {k.removeprefix("_forward_module."): v for k, v in state.items()}
+    return torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+
 
 TEXTS = ["What is 2 + 2? <think>2 + 2 = 4.</think><answer>B</answer>",
          "Which colour is the sky? <think>It is blue.</think><answer>A</answer>"]
@@ -145,7 +158,6 @@ class PartitionProbe(L.Callback):
 def test_zero3_configure_model_partitions_and_the_export_equals_the_consolidated_shards(tiny_model_dir, tmp_path):
     pytest.importorskip("deepspeed")
     from cader.train.cli import run_export
-    from cader.train.export import state_dict_from_checkpoint
     from cader.train.strategies import CPUDeepSpeedStrategy
     from transformers import AutoModelForImageTextToText
 
@@ -317,7 +329,6 @@ def _merged_lora(consolidated: dict[str, torch.Tensor], scaling: float) -> dict[
 @pytest.mark.parametrize("lora_r", [0, 4])
 def test_zero3_two_ranks_hold_half_each_and_export_the_consolidated_model(tiny_model_dir, tmp_path, lora_r):
     pytest.importorskip("deepspeed")
-    from cader.train.export import state_dict_from_checkpoint
     from transformers import AutoModelForImageTextToText
 
     root = _run_two_ranks(tiny_model_dir, tmp_path, lora_r)

@@ -132,7 +132,7 @@ def test_run_py_names_an_unreachable_credentialed_replica_without_its_credential
     url = credentialed(closed_port())
     argv = ["--model", str(tiny_model_dir), "--benchmark", "synthetic", "--data_root", str(tmp_path / "data"),
             "--out", str(tmp_path / "out"), "--progress", "false", "--backend", "server", "--model_urls",
-            f"{url},{url}", "--server.timeout_s", "5"]
+            f"{url},{url}", "--server.timeout_s", "5", "--verifier", "main_model"]   # one model: its servers alone
     with caplog.at_level(logging.DEBUG):
         assert main(argv) == 2
     captured = capsys.readouterr()
@@ -174,7 +174,7 @@ def test_the_lmms_model_refuses_an_unreachable_credentialed_replica_without_its_
 
     url = credentialed(closed_port())
     with caplog.at_level(logging.DEBUG), pytest.raises(ServerRefusal) as refused:
-        load_servers(str(tiny_model_dir), None, f"{url}|{url}", None, True, {"timeout_s": 5})
+        load_servers(str(tiny_model_dir), "main_model", f"{url}|{url}", None, True, {"timeout_s": 5})
     assert "http://***@127.0.0.1:" in str(refused.value) and "cannot list its models" in str(refused.value)
     assert SECRET not in str(refused.value) + caplog.text
 

@@ -206,7 +206,7 @@ def test_an_engine_without_logprob_token_ids_is_refused(monkeypatch, tiny_model_
 
 def test_run_parses_engine_settings_into_engine_configs(monkeypatch, tmp_path):
     """evaluate/run.py hands make_backend real VLLMEngineConfig objects (jsonargparse leaves namespaces)."""
-    from cader.evaluate import run
+    from cader.evaluate import run, run_models
 
     seen = {}
 
@@ -214,7 +214,7 @@ def test_run_parses_engine_settings_into_engine_configs(monkeypatch, tmp_path):
         seen[path] = engine
         raise SystemExit(0)
 
-    monkeypatch.setattr(run, "make_backend", fake_make_backend)
+    monkeypatch.setattr(run_models, "make_backend", fake_make_backend)
     monkeypatch.setattr(run, "load_benchmark", lambda *a: ([], []), raising=False)
     from cader.evaluate import benchmarks
 

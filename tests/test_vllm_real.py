@@ -6,7 +6,10 @@ verifier, final answer, and a prompt with images) on a constant-rate and a varia
 - Stage-1 letter scores and margins, P(Yes) and P(No) agree to 1e-4 (fp32), with "Yes" ranked far outside any
   top-20, so a probability read from a top-k list (0) fails;
 - the engine answers the same prompts from 4 threads at once (as `--concurrency` calls it) exactly as one at a time;
-- evaluate/run.py --backend vllm --concurrency 3 writes the records --backend hf writes;
+- the miniature's verifier (another, narrower model with its own vocabulary) scores its prompts in the engine with
+  its own token ids, as the HF backend does;
+- evaluate/run.py --backend vllm --concurrency 3 with that separate verifier (two engines in one process) writes the
+  records --backend hf writes, each naming the verifier;
 - the README's CPU route (no engine flag, no VLLM_* variable) reaches its first record.
 The vLLM side runs in its own interpreter (`CADER_VLLM_PYTHON`, default .venv-vllm/bin/python) with the
 transformers it is installed with; the HF side here, with the main environment's. Skipped only when that
@@ -128,22 +131,55 @@ def test_the_backends_say_how_they_score_and_with_which_transformers(parity):
 
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, Frames, Timeline, make_synthetic_data
 
     out = tmp_path_factory.mktemp("vllm_synthetic")
-    make_synthetic_data(out, seed=0, n_train=8, n_images=1, n_tool=1, n_eval=3, n_heldout=2, width=64, height=48,
-                        fps=4, eval_duration=(24, 30), train_duration=24, scene_len=8, event_len=2.0,
-                        train_event_len=4.0)
+    make_synthetic_data(out, seed=0, counts=Counts(n_train=8, n_images=1, n_tool=1, n_eval=3, n_heldout=2),
+                        frames=Frames(width=64, height=48, fps=4),
+                        timeline=Timeline(eval_duration=(24, 30), train_duration=24, scene_len=8, event_len=2.0,
+                                          train_event_len=4.0))
     return out / "eval"
 
 
-def test_run_py_records_under_vllm_equal_the_hf_records(tiny_model_dir, data_root, tmp_path):
+@pytest.fixture(scope="module")
+def tiny_verifier_dir(tmp_path_factory):
+    from cader.dev.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny_verifier") / "verifier", seed=0, size="verifier")
+
+
+def test_the_separate_verifier_scores_in_the_engine_with_its_own_token_ids(tiny_verifier_dir, tiny_model_dir):
+    from cader.evaluate.backends.hf import HFBackend
+
+    bench = _bench()
+    constant, _, _ = _clips()
+    cases = [case for case in bench.build_cases("What does the person pick up?", ["a cup", "a book"], "AB", constant,
+                                                20.0) if case["kind"] == "verifier"]
+    verifier = HFBackend(str(tiny_verifier_dir), dtype="fp32")
+    result = bench.parity(str(tiny_verifier_dir), cases, dtype="fp32", tolerance=1e-4, vllm_python=VLLM_PYTHON,
+                          hf_backend=verifier)
+    assert result["failures"] == [] and result["prompt_ids_equal"] == len(cases) == 1
+    main_ids = HFBackend(str(tiny_model_dir), dtype="fp32").prompt_token_ids([cases[0]["prompt"]])[0]
+    (answer,) = result["answers"]["vllm"]
+    assert answer["prompt_token_ids"] != main_ids   # the verifier's vocabulary, not the main model's
+
+
+def test_run_py_records_under_vllm_equal_the_hf_records(tiny_model_dir, tiny_verifier_dir, data_root, tmp_path):
+    import json
+
     bench = _records_bench()
-    # uniform_stage2 sends every sample to Stage 2: its proposals and fallbacks are compared too
+    # uniform_stage2 sends every sample to Stage 2: its proposals and fallbacks are compared too; the verifier is a
+    # model of its own, so each backend loads two (vLLM: two engines in one process)
     result = bench.records(str(tiny_model_dir), str(data_root), str(tmp_path / "runs"), limit=3, concurrency=3,
-                           extra_args="--variant uniform_stage2", vllm_python=VLLM_PYTHON)
+                           extra_args="--variant uniform_stage2", vllm_python=VLLM_PYTHON,
+                           verifier=str(tiny_verifier_dir))
     assert result["failures"] == [] and result["n"] == 3 and result["routes"]["stage2"] == 3
     assert result["hf_samples_per_s"] and result["vllm_samples_per_s"]
+    for name in ("hf", "vllm"):
+        report = json.loads((tmp_path / "runs" / name / "report.json").read_text())
+        assert report["config"]["backends"]["verifier"]["name"] == name
+        rows = [json.loads(line) for line in (tmp_path / "runs" / name / "predictions.jsonl").read_text().splitlines()]
+        assert all(r["stage2"]["verifier"] == {"model": str(tiny_verifier_dir), "main_model": False} for r in rows)
 
 
 def test_trained_export_records_under_vllm_equal_hf_with_every_stage2_step(shipped_tiny_run, tmp_path):
@@ -152,10 +188,10 @@ def test_trained_export_records_under_vllm_equal_hf_with_every_stage2_step(shipp
     bench = _records_bench()
     root = shipped_tiny_run / "runs" / "tiny"
     # no calibration: every sample goes to Stage 2, whose proposals parse on the trained export, so the crop, the
-    # verifier (main model and verifier batcher threads calling the engine at once), reflection and the final answer
-    # all run under --concurrency 4
+    # miniature's own verifier (its engine beside the main model's, their batcher threads calling at once),
+    # reflection and the final answer all run under --concurrency 4
     result = bench.records(str(root / "sft" / "export"), str(root / "data" / "eval"), str(tmp_path / "runs"), limit=6,
-                           concurrency=4, vllm_python=VLLM_PYTHON)
+                           concurrency=4, vllm_python=VLLM_PYTHON, verifier=str(root / "verifier"))
     assert result["failures"] == [] and result["n"] == 6, result["failures"]
     rows = [json.loads(line) for line in (tmp_path / "runs" / "vllm" / "predictions.jsonl").read_text().splitlines()]
     assert all(r["error"] is None and r["route"] == "stage2" for r in rows), [r["error"] for r in rows]

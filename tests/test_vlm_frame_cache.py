@@ -356,12 +356,13 @@ def test_the_fill_script_decodes_each_planned_video_once_and_training_then_only_
                                                                                       monkeypatch):
     import importlib
 
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, Timeline, make_synthetic_data
     from cader.train.cli import make_cli, parse_sft_args
     from cader.train.datamodule import PlannedDataset, SFTDataModule
 
     fill = importlib.import_module("cader.scripts.fill_frame_cache")
-    make_synthetic_data(tmp_path / "data", n_train=6, n_images=2, n_tool=1, n_eval=1, n_heldout=1, train_duration=32)
+    make_synthetic_data(tmp_path / "data", counts=Counts(n_train=6, n_images=2, n_tool=1, n_eval=1,
+                                                         n_heldout=1), timeline=Timeline(train_duration=32))
     train = tmp_path / "data" / "train"
     source = {"name": "video_r1", "format": "video_r1", "path": str(train / "video_r1_cot.json"),
               "media_root": str(train)}

@@ -239,11 +239,11 @@ def needs_lmms_eval(body: str) -> bool:
 
 @pytest.mark.slow
 def test_the_walkthrough_runs_as_written_on_a_cpu(tiny_model_dir, tmp_path):
-    from cader.dev.synthetic.dataset import make_synthetic_data
+    from cader.dev.synthetic.dataset import Counts, make_synthetic_data
     from cader.evaluate.judge.providers import LOOPBACK_MODEL
 
     data = tmp_path / "data"
-    make_synthetic_data(data, n_train=8, n_images=4, n_tool=1, n_eval=4, n_heldout=4, n_test=4)
+    make_synthetic_data(data, counts=Counts(n_train=8, n_images=4, n_tool=1, n_eval=4, n_heldout=4, n_test=4))
     work = tmp_path / "work"
     work.mkdir()
     # the docs' paths, from the repo root; lmms-eval's side environment where scripts/install.sh puts it (CI has it)

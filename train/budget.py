@@ -34,15 +34,34 @@ class VisionGeometry:
 
 
 @dataclass(frozen=True)
-class BudgetConfig:
-    max_length: int = 10_240                 # Table 6
-    fps: float = 1.0                         # supplementary A, "Data Preprocessing"
+class TokenBudget:
+    """The token budget every sample is fitted into (paper Table 6 and supplementary A, "Data Preprocessing").
+
+    Args:
+        max_length: most tokens per sample, vision included (paper Table 6: 10,240); the token budget
+            (cader.train.budget) lowers frames, then pixels, then cuts the target's end to fit.
+        fps: frames per second sampled from each training video (supplementary A: 1.0).
+        max_frames: most frames per video (supplementary A: 4,096).
+        video_max_pixels: most pixels per video frame (supplementary A: 65,536).
+        image_max_pixels: most pixels per image (supplementary A: 262,144).
+        min_frames: the budget never lowers a video below this many frames (step 1's floor).
+        min_pixels: the budget never lowers a frame or image below this many pixels (step 2's floor).
+        min_target_tokens: a sample whose assistant target would keep fewer tokens than this after the cut is
+            dropped (and counted) instead of trained on.
+    """
+
+    max_length: int = 10_240
+    fps: float = 1.0
     max_frames: int = 4_096
     video_max_pixels: int = 65_536
     image_max_pixels: int = 262_144
-    min_frames: int = 4                      # floor of step 1
-    min_pixels: int = 128 * 128              # floor of step 2 (per frame / image)
-    min_target_tokens: int = 32              # step 3 keeps at least this much of the assistant target
+    min_frames: int = 4
+    min_pixels: int = 128 * 128
+    min_target_tokens: int = 32
+
+
+@dataclass(frozen=True)
+class BudgetConfig(TokenBudget):
     timestamp_tokens: int = 8                # upper bound of tokens in "<t seconds>" (measure with the tokenizer)
 
 

@@ -264,10 +264,11 @@ def run_export(trainer, module, metadata: dict | None = None) -> Path | None:
     state = gather_state_dict(trainer, module)
     if state is None:
         return None
-    hp = module.hparams
+    trainable = module.settings
     lora = None
-    if hp.lora_r > 0:
-        lora = {"r": hp.lora_r, "lora_alpha": hp.lora_alpha, "lora_dropout": hp.lora_dropout,
-                "target_modules": hp.lora_targets, "bias": "none"}
+    if trainable.lora_r > 0:
+        lora = {"r": trainable.lora_r, "lora_alpha": trainable.lora_alpha, "lora_dropout": trainable.lora_dropout,
+                "target_modules": trainable.lora_targets, "bias": "none"}
     meta = {"global_step": int(trainer.global_step), **(metadata or {})}
-    return export_hf(state, hp.model_path, Path(trainer.default_root_dir) / "export", lora=lora, metadata=meta)
+    return export_hf(state, module.hparams.model_path, Path(trainer.default_root_dir) / "export", lora=lora,
+                     metadata=meta)

@@ -19,14 +19,14 @@ import os
 import random
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
 
 import lightning as L
 import numpy as np
 import torch
-from cader.train.budget import BudgetConfig
+from cader.train.budget import BudgetConfig, TokenBudget
 from cader.train.collate import LengthGroupedBatchSampler, PlannedSample, SampleEncoder
 from cader.train.dataset_info import DatasetInfoError, SharegptAttr, load_entry
 from cader.train.decode_failures import (
@@ -82,20 +82,65 @@ class ReadSource:
     n_rows: int
 
 
+@dataclass(frozen=True)
+class Batching:
+    """How samples are batched and loaded.
+
+    Args:
+        batch_size: per-device micro-batch.
+        num_workers: DataLoader worker processes that decode and tokenise samples (0: in the training process).
+        seed: seed of the length-grouped sampler's shuffle (the epoch is added each epoch).
+        mega_batch: length grouping: each shuffled run of batch_size * mega_batch samples is sorted by length
+            before it is cut into micro-batches, so a batch holds samples of similar length (less padding).
+    """
+
+    batch_size: int = 1
+    num_workers: int = 0
+    seed: int = 0
+    mega_batch: int = 32
+
+
+@dataclass(frozen=True)
+class Caches:
+    """What is kept for later runs and ranks: the mix's plans and the decoded frames.
+
+    Args:
+        plan_cache_dir: where the mix's Arrow tables (rows read by `datasets`, the tool filter, the token-budget
+            plans) are cached, so later runs and the other ranks memory-map them instead of reading, parsing
+            and probing media again. "auto": a `.cader_plan_cache/` folder next to each source file (shared by
+            every run and node that sees the data), or `<report_dir or default_root_dir>/plan_cache/` when that
+            folder is not writable; a path: that folder for all sources; null or "": nothing is kept (the
+            tables go to a temporary folder removed at exit). A plan is reused only while its row (position
+            and content), the row's media files (size, mtime), the budget fields and the processor are
+            unchanged; an edited source file or a changed media file re-plans only the rows it touches.
+        plan_workers: processes (`datasets` num_proc) that parse rows and plan samples on a cache miss
+            (default: min(8, CPU cores)); 1 works in this process. The tables are identical either way.
+        frame_cache_dir: a folder that keeps each video sample's decoded frames, at its pixel budget, for every
+            later epoch, run and rank (`cader.vlm.frame_cache`; fill it ahead with scripts/fill_frame_cache.py);
+            the same frames and timestamps, without the decode. null or "": decode every time.
+    """
+
+    plan_cache_dir: str | None = "auto"
+    plan_workers: int | None = None
+    frame_cache_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class DataSettings(Caches, TokenBudget, Batching):
+    """SFTDataModule's grouped settings, one base class per group; their fields are keys of `data:` as they stand
+    (`--data.batch_size`, `--data.max_length`), so configs and command lines name them without the group."""
+
+
 class SFTDataModule(L.LightningDataModule):
-    def __init__(self, sources: list[Source], processor_path: str = "", batch_size: int = 1, num_workers: int = 0,
-                 seed: int = 0, mega_batch: int = 32, max_length: int = 10_240, fps: float = 1.0,
-                 max_frames: int = 4_096, video_max_pixels: int = 65_536, image_max_pixels: int = 262_144,
-                 min_frames: int = 4, min_pixels: int = 16_384, min_target_tokens: int = 32,
-                 report_dir: str | None = None, plan_cache_dir: str | None = "auto",
-                 plan_workers: int | None = None, release_root: str = "", media_root: str = "",
-                 max_source_loss: float = 0.05, frame_cache_dir: str | None = None):
+    def __init__(self, sources: list[Source], processor_path: str = "", release_root: str = "", media_root: str = "",
+                 max_source_loss: float = 0.05, report_dir: str | None = None, **settings):
         """
         Args:
             sources: the mix (name, format, path, media_root, optional ratio, group). A LLaMA-Factory sharegpt
                 data set can be named by its dataset_info.json entry instead of a path: `{name, format: sharegpt,
                 dataset_info: <data folder or its dataset_info.json>, dataset: <entry name>}`; the entry's
                 file_name, columns and tags are then honoured (cader.train.dataset_info).
+            processor_path: HF folder or hub id of the processor (linked to model.model_path by sft.py).
             release_root: folder of a downloaded release (e.g. LongVT-Parquet): relative source paths are file
                 names inside it, so a whole release is pointed at with this one setting.
             media_root: folder the rows' media paths are relative to (e.g. the LongVT-Source download), for every
@@ -103,47 +148,18 @@ class SFTDataModule(L.LightningDataModule):
                 row error.
             max_source_loss: a source losing more than this fraction of its tool-free rows (row errors, missing
                 media, budget drops) is reported with a loud warning; a source with no trainable row stops the run.
-            processor_path: HF folder or hub id of the processor (linked to model.model_path by sft.py).
-            batch_size: per-device micro-batch.
-            num_workers: DataLoader worker processes that decode and tokenise samples (0: in the training process).
-            seed: seed of the length-grouped sampler's shuffle (the epoch is added each epoch).
-            mega_batch: length grouping: each shuffled run of batch_size * mega_batch samples is sorted by length
-                before it is cut into micro-batches, so a batch holds samples of similar length (less padding).
-            max_length: most tokens per sample, vision included (paper Table 6: 10,240); the token budget
-                (cader.train.budget) lowers frames, then pixels, then cuts the target's end to fit.
-            fps: frames per second sampled from each training video (supplementary A: 1.0).
-            max_frames: most frames per video (supplementary A: 4,096).
-            video_max_pixels: most pixels per video frame (supplementary A: 65,536).
-            image_max_pixels: most pixels per image (supplementary A: 262,144).
-            min_frames: the budget never lowers a video below this many frames (step 1's floor).
-            min_pixels: the budget never lowers a frame or image below this many pixels (step 2's floor).
-            min_target_tokens: a sample whose assistant target would keep fewer tokens than this after the cut is
-                dropped (and counted) instead of trained on.
             report_dir: where data_report.json goes (default: the trainer's default_root_dir).
-            plan_cache_dir: where the mix's Arrow tables (rows read by `datasets`, the tool filter, the token-budget
-                plans) are cached, so later runs and the other ranks memory-map them instead of reading, parsing
-                and probing media again. "auto": a `.cader_plan_cache/` folder next to each source file (shared by
-                every run and node that sees the data), or `<report_dir or default_root_dir>/plan_cache/` when that
-                folder is not writable; a path: that folder for all sources; null or "": nothing is kept (the
-                tables go to a temporary folder removed at exit). A plan is reused only while its row (position
-                and content), the row's media files (size, mtime), the budget fields and the processor are
-                unchanged; an edited source file or a changed media file re-plans only the rows it touches.
-            plan_workers: processes (`datasets` num_proc) that parse rows and plan samples on a cache miss
-                (default: min(8, CPU cores)); 1 works in this process. The tables are identical either way.
-            frame_cache_dir: a folder that keeps each video sample's decoded frames, at its pixel budget, for every
-                later epoch, run and rank (`cader.vlm.frame_cache`; fill it ahead with scripts/fill_frame_cache.py);
-                the same frames and timestamps, without the decode. null or "": decode every time.
+            settings: the fields of Batching, TokenBudget and Caches (DataSettings), by name.
         """
         super().__init__()
-        self.sources = [s if isinstance(s, Source) else Source(**s) for s in sources]
-        self.processor_path, self.batch_size, self.num_workers = processor_path, batch_size, num_workers
-        self.seed, self.mega_batch, self.report_dir = seed, mega_batch, report_dir
-        self.plan_cache_dir, self.frame_cache_dir = plan_cache_dir, frame_cache_dir
+        s = DataSettings(**settings)
+        self.sources = [src if isinstance(src, Source) else Source(**src) for src in sources]
+        self.processor_path, self.batch_size, self.num_workers = processor_path, s.batch_size, s.num_workers
+        self.seed, self.mega_batch, self.report_dir = s.seed, s.mega_batch, report_dir
+        self.plan_cache_dir, self.frame_cache_dir = s.plan_cache_dir, s.frame_cache_dir
         self.release_root, self.media_root, self.max_source_loss = release_root, media_root, max_source_loss
-        self.plan_workers = default_plan_workers() if plan_workers is None else max(1, int(plan_workers))
-        self.budget = BudgetConfig(max_length=max_length, fps=fps, max_frames=max_frames,
-                                   video_max_pixels=video_max_pixels, image_max_pixels=image_max_pixels,
-                                   min_frames=min_frames, min_pixels=min_pixels, min_target_tokens=min_target_tokens)
+        self.plan_workers = default_plan_workers() if s.plan_workers is None else max(1, int(s.plan_workers))
+        self.budget = BudgetConfig(**{f.name: getattr(s, f.name) for f in fields(TokenBudget)})
         self.items: PlannedRows | None = None
         self.report: dict = {}
         self.processor = None

@@ -151,14 +151,3 @@ def export_hf(state: dict[str, torch.Tensor], model_path: str, out_dir: str | Pa
     os.replace(tmp, out_dir)
     log.info("exported HF model to %s", out_dir)
     return out_dir
-
-
-def state_dict_from_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
-    """Module state dict from a Lightning checkpoint file or a DeepSpeed checkpoint folder (ZeRO shards merged)."""
-    path = Path(path)
-    if path.is_dir():
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
-
-        state = get_fp32_state_dict_from_zero_checkpoint(str(path), tag="checkpoint")
-        return {k.removeprefix("_forward_module."): v for k, v in state.items()}
-    return torch.load(path, map_location="cpu", weights_only=False)["state_dict"]

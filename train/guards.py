@@ -56,11 +56,6 @@ class GuardState:
     exploded: int = 0
 
 
-def explosion_threshold(baseline_losses: list[float], factor: float, floor: float = 0.0) -> float:
-    """The loss above which a step counts as exploded: `factor` x max(the median of the baseline losses, `floor`)."""
-    return factor * max(statistics.median(baseline_losses), floor)
-
-
 def reference_loss(baseline: tuple[float, ...] | list[float], floor: float) -> float | None:
     """max(median of `baseline`, `floor`); None when there is neither (no loss yet and no floor to compare with)."""
     if baseline:
@@ -91,16 +86,6 @@ def judge_loss(state: GuardState, loss: float, rule: GuardRule) -> tuple[GuardSt
         return GuardState(state.baseline, exploded), None
     baseline = state.baseline + (loss,) if len(state.baseline) < rule.baseline_steps else state.baseline
     return GuardState(baseline, 0), None
-
-
-def first_stop(losses: list[float], rule: GuardRule) -> tuple[int, str] | None:
-    """The index of the first loss of `losses` that stops training and why (None: the whole sequence passes)."""
-    state = GuardState()
-    for index, loss in enumerate(losses):
-        state, reason = judge_loss(state, loss, rule)
-        if reason is not None:
-            return index, reason
-    return None
 
 
 def uniform_guess_loss(module) -> float | None:

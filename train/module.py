@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import lightning as L
@@ -17,46 +18,80 @@ log = logging.getLogger(__name__)
 DEFAULT_LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 
 
+@dataclass(frozen=True)
+class Optimization:
+    """AdamW and its learning-rate schedule (paper supplementary A, Table 6).
+
+    Args:
+        lr: peak learning rate of AdamW (paper Table 6: 1e-5).
+        weight_decay: AdamW weight decay of the weight matrices (biases and norms get none).
+        betas: AdamW's (beta1, beta2).
+        warmup_ratio: share of the optimizer steps spent in linear warmup from 0 to `lr` (Table 6: 0.1), then
+            `lr_scheduler_type` over the rest; counted on the real number of optimizer steps.
+        lr_scheduler_type: decay after warmup, as LLaMA-Factory/transformers name it: "cosine" (Table 6) to 0,
+            "linear" to 0, or "constant_with_warmup".
+    """
+
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_ratio: float = 0.1
+    lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"] = "cosine"
+
+
+@dataclass(frozen=True)
+class Trainable:
+    """Which weights train: the parts kept frozen, and LoRA adapters instead of full-parameter SFT.
+
+    Args:
+        freeze_vision_tower: keep the vision encoder's parameters fixed.
+        freeze_merger: keep the vision-to-language merger (projector) fixed.
+        freeze_language_model: keep the language model fixed (with LoRA: its adapters still train).
+        lora_r: 0 = full-parameter SFT (the paper); > 0 trains LoRA adapters of this rank (merged into the
+            weights on export).
+        lora_alpha: LoRA scaling numerator (the update is scaled by lora_alpha / lora_r).
+        lora_dropout: dropout on the LoRA branch's input.
+        lora_targets: modules that get adapters: a regular expression over module names, or a list of names
+            (default: the language model's attention and MLP projections, not the vision tower).
+    """
+
+    freeze_vision_tower: bool = False
+    freeze_merger: bool = False
+    freeze_language_model: bool = False
+    lora_r: int = 0
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    lora_targets: str | list[str] = DEFAULT_LORA_TARGETS
+
+
+@dataclass(frozen=True)
+class ModuleSettings(Trainable, Optimization):
+    """SFTModule's grouped settings, one base class per group; their fields are keys of `model:` as they stand
+    (`--model.lr`, `--model.lora_r`), so configs and command lines name them without the group."""
+
+
 class SFTModule(L.LightningModule):
-    def __init__(self, model_path: str, lr: float = 1e-5, weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.999),
-                 warmup_ratio: float = 0.1, gradient_checkpointing: bool = False, freeze_vision_tower: bool = False,
-                 freeze_merger: bool = False, freeze_language_model: bool = False, lora_r: int = 0,
-                 lora_alpha: int = 16, lora_dropout: float = 0.0, lora_targets: str | list[str] = DEFAULT_LORA_TARGETS,
-                 dtype: str = "float32", vision_guard: bool = True, seed: int = 0,
-                 lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"] = "cosine",
-                 loss_positions: Literal["labelled", "all"] = "labelled"):
+    def __init__(self, model_path: str, dtype: str = "float32", seed: int = 0, gradient_checkpointing: bool = False,
+                 vision_guard: bool = True, loss_positions: Literal["labelled", "all"] = "labelled", **settings):
         """
         Args:
             model_path: HF folder or hub id (Qwen3-VL-8B-Instruct for the paper recipe).
-            lr: peak learning rate of AdamW (paper Table 6: 1e-5).
-            weight_decay: AdamW weight decay of the weight matrices (biases and norms get none).
-            betas: AdamW's (beta1, beta2).
-            warmup_ratio: share of the optimizer steps spent in linear warmup from 0 to `lr` (Table 6: 0.1), then
-                `lr_scheduler_type` over the rest; counted on the real number of optimizer steps.
-            lr_scheduler_type: decay after warmup, as LLaMA-Factory/transformers name it: "cosine" (Table 6) to 0,
-                "linear" to 0, or "constant_with_warmup".
-            gradient_checkpointing: recompute activations in backward (needed at 10,240 tokens on the 8B model).
-            freeze_vision_tower: keep the vision encoder's parameters fixed.
-            freeze_merger: keep the vision-to-language merger (projector) fixed.
-            freeze_language_model: keep the language model fixed (with LoRA: its adapters still train).
-            lora_r: 0 = full-parameter SFT (the paper); > 0 trains LoRA adapters of this rank (merged into the
-                weights on export).
-            lora_alpha: LoRA scaling numerator (the update is scaled by lora_alpha / lora_r).
-            lora_dropout: dropout on the LoRA branch's input.
-            lora_targets: modules that get adapters: a regular expression over module names, or a list of names
-                (default: the language model's attention and MLP projections, not the vision tower).
             dtype: weights' dtype at load; use the trainer's precision ("bf16-true"/"bf16-mixed") for bf16 on GPU.
+            seed: torch seed set before the weights load (LoRA initialisation and any random init).
+            gradient_checkpointing: recompute activations in backward (needed at 10,240 tokens on the 8B model).
             vision_guard: with more than one process, run the vision tower in lockstep on every rank (image slot,
                 video slot, then the language model; a dummy input for a modality the batch lacks), because ZeRO-3
                 gathers parameters collectively and hangs when one rank skips the tower (see `_lockstep_vision`).
-            seed: torch seed set before the weights load (LoRA initialisation and any random init).
             loss_positions: where lm_head and the cross-entropy run: "labelled" (the labelled positions only,
                 `cader.train.loss`; memory grows with the target, not the sequence) or "all" (transformers' own
                 `model(**inputs).loss`). The same loss up to float summation order; the tiny recipes keep "all"
                 because their short training is chaotic: a 1e-7 change of one step moves the miniature's final
                 model, and its measured numbers (docs/miniature.md) were made with it.
+            settings: the fields of Optimization and Trainable (ModuleSettings), by name.
         """
         super().__init__()
+        self.settings = ModuleSettings(**settings)
+        settings.update(asdict(self.settings))   # hparams (read from this frame) hold every setting, defaults included
         self.save_hyperparameters()
         torch.manual_seed(seed)
         self._last_time, self._grad_norm = None, None
@@ -79,15 +114,15 @@ class SFTModule(L.LightningModule):
             return
         from cader.train.strategies import load_model_for
 
-        hp = self.hparams
+        hp, trainable = self.hparams, self.settings
         strategy = self._trainer.strategy if self._trainer is not None else None
         self.model = load_model_for(strategy, hp.model_path, hp.dtype).train()
         self._apply_freezing()
-        if hp.lora_r > 0:
+        if trainable.lora_r > 0:
             self.model = self._with_lora(self.model)
         if hp.gradient_checkpointing:
             enable_checkpointing(self.model, {"use_reentrant": False})
-            if hp.lora_r > 0 or hp.freeze_language_model:
+            if trainable.lora_r > 0 or trainable.freeze_language_model:
                 self.model.enable_input_require_grads()
         numel = [getattr(p, "ds_numel", p.numel()) for p in self.model.parameters()]   # ZeRO-3: the full size
         trainable = sum(n for n, p in zip(numel, self.model.parameters()) if p.requires_grad)
@@ -99,11 +134,11 @@ class SFTModule(L.LightningModule):
         from cader.train.strategies import outside_zero_init
         from peft import LoraConfig, get_peft_model
 
-        hp = self.hparams
-        config = LoraConfig(r=hp.lora_r, lora_alpha=hp.lora_alpha, lora_dropout=hp.lora_dropout,
-                            target_modules=hp.lora_targets, bias="none")
+        lora = self.settings
+        config = LoraConfig(r=lora.lora_r, lora_alpha=lora.lora_alpha, lora_dropout=lora.lora_dropout,
+                            target_modules=lora.lora_targets, bias="none")
         with outside_zero_init(), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(hp.seed)
+            torch.manual_seed(self.hparams.seed)
             return get_peft_model(model, config)
 
     # ---- model surgery ----
@@ -116,14 +151,14 @@ class SFTModule(L.LightningModule):
         visual = core.visual
         mergers = [visual.merger, *getattr(visual, "deepstack_merger_list", [])]
         merger_params = {id(p) for m in mergers for p in m.parameters()}
-        if self.hparams.freeze_vision_tower:
+        if self.settings.freeze_vision_tower:
             for p in visual.parameters():
                 if id(p) not in merger_params:
                     p.requires_grad_(False)
-        if self.hparams.freeze_merger:
+        if self.settings.freeze_merger:
             for m in mergers:
                 m.requires_grad_(False)
-        if self.hparams.freeze_language_model:
+        if self.settings.freeze_language_model:
             core.language_model.requires_grad_(False)
             self.model.lm_head.requires_grad_(False)
 
@@ -286,16 +321,16 @@ class SFTModule(L.LightningModule):
         # a ZeRO-3 parameter is a 1-D placeholder here: its real shape is ds_shape
         decay = [p for p in params if len(getattr(p, "ds_shape", p.shape)) >= 2]
         no_decay = [p for p in params if len(getattr(p, "ds_shape", p.shape)) < 2]
-        groups = [{"params": decay, "weight_decay": self.hparams.weight_decay},
+        opt = self.settings
+        groups = [{"params": decay, "weight_decay": opt.weight_decay},
                   {"params": no_decay, "weight_decay": 0.0}]
         # DeepSpeed drops an empty group (LoRA trains matrices only), and the scheduler must see the same groups
         groups = [g for g in groups if g["params"]]
-        optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))
+        optimizer = torch.optim.AdamW(groups, lr=opt.lr, betas=tuple(opt.betas))
         total = self._total_optimizer_steps()
-        warm = warmup_steps(total, self.hparams.warmup_ratio)
-        kind = self.hparams.get("lr_scheduler_type", "cosine")   # checkpoints from before the setting: cosine
-        log.info("optimizer steps %d, warmup %d, %s decay", total, warm, kind)
-        scheduler = make_scheduler(optimizer, kind, total, warm)
+        warm = warmup_steps(total, opt.warmup_ratio)
+        log.info("optimizer steps %d, warmup %d, %s decay", total, warm, opt.lr_scheduler_type)
+        scheduler = make_scheduler(optimizer, opt.lr_scheduler_type, total, warm)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 

@@ -30,16 +30,3 @@ def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, total_steps: int
     if kind not in SCHEDULERS:
         raise ValueError(f"unknown lr_scheduler_type {kind!r}; expected one of {SCHEDULERS}")
     return get_scheduler(kind, optimizer, num_warmup_steps=warmup, num_training_steps=total_steps)
-
-
-def lr_factors(kind: str, total_steps: int, warmup: int, steps: int | None = None) -> list[float]:
-    """The multiplier of the base lr used by each of the first `steps` (default total_steps + 1) updates, read
-    off the real scheduler on a one-parameter optimizer: what a run's optimizer sees, step by step."""
-    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-    scheduler = make_scheduler(optimizer, kind, total_steps, warmup)
-    out = []
-    for _ in range(total_steps + 1 if steps is None else steps):
-        out.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        scheduler.step()
-    return out

@@ -117,8 +117,7 @@ class SFTDeepSpeedStrategy(DeepSpeedStrategy):
                  offload_optimizer: bool | None = None, offload_parameters: bool | None = None,
                  pg_timeout_minutes: float | None = None, process_group_backend: str | None = None,
                  load_full_weights: bool = False, exclude_frozen_parameters: bool = False,
-                 logging_level: int = logging.WARNING, accelerator=None, parallel_devices=None,
-                 cluster_environment=None, precision_plugin=None):
+                 logging_level: int = logging.WARNING):
         """
         Args:
             zero_config: a shipped ZeRO config by name (zero2, zero3, zero3_offload: configs/deepspeed/) or a JSON
@@ -134,7 +133,8 @@ class SFTDeepSpeedStrategy(DeepSpeedStrategy):
             load_full_weights: resume from a consolidated single-file checkpoint instead of ZeRO shards.
             exclude_frozen_parameters: leave frozen parameters out of checkpoints.
             logging_level: DeepSpeed's logger level.
-            accelerator, parallel_devices, cluster_environment, precision_plugin: set by the Trainer.
+
+        The Trainer sets the accelerator, devices, cluster environment and precision plugin on the strategy itself.
         """
         self.zero_config = zero_config
         silence_deepspeed_collective_deprecations()
@@ -146,8 +146,7 @@ class SFTDeepSpeedStrategy(DeepSpeedStrategy):
             kwargs["timeout"] = timedelta(minutes=pg_timeout_minutes)
         super().__init__(config=config, process_group_backend=process_group_backend,
                          load_full_weights=load_full_weights, exclude_frozen_parameters=exclude_frozen_parameters,
-                         logging_level=logging_level, accelerator=accelerator, parallel_devices=parallel_devices,
-                         cluster_environment=cluster_environment, precision_plugin=precision_plugin, **kwargs)
+                         logging_level=logging_level, **kwargs)
 
 
 class CPUDeepSpeedStrategy(SFTDeepSpeedStrategy):

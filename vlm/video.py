@@ -3,8 +3,8 @@
 A `VideoReader` opens a file once and reads its index (`cader.vlm.video_index`: decord's, or PyAV's where decord
 cannot read the file; frame count, rate, keyframes, frame times) and serves many samplings of it:
 CADER samples the same video several times per question (Stage 1 at 1 fps, then crops and RGR maps in Stage 2).
-Every sampling method reduces to a list of times (see `cader.vlm.sampling`), then to sorted unique frame indices,
-then to one decode. The decode is planned per keyframe interval (`cader.vlm.decode_plan`): seek to the keyframe,
+Every sampling method reduces to sorted unique frame indices (see `cader.vlm.sampling`, `cader.vlm.frame_grid` and
+`cader.vlm.video_sampling`, where the samplers are), then to one decode. The decode is planned per keyframe interval (`cader.vlm.decode_plan`): seek to the keyframe,
 decode forward to the last wanted frame of the interval, never decode a frame twice, and run the intervals on
 parallel PyAV decoders. On the way, H.264 and HEVC decoders drop the pictures that are neither wanted nor referenced
 by another picture (unreferenced B-frames: about half the frames of web video) without decoding them. Where the
@@ -37,7 +37,6 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -71,21 +70,16 @@ from cader.vlm.pyav_settings import (
     reformat_options,
     steps_on,
 )
-from cader.vlm.sampling import (
-    cap_times,
-    count_times,
-    fit_pixels,
-    fps_map_times,
-    uniform_times,
-)
+from cader.vlm.sampling import fit_pixels
 from cader.vlm.video_index import VideoIndex, read_index, video_stream
+from cader.vlm.video_sampling import ReaderSampling
 
 log = logging.getLogger(__name__)
 
 
-class VideoReader:
+class VideoReader(ReaderSampling):
     """One video file: its index (decord's, or PyAV's where decord fails), PyAV decoders per sampling;
-    thread-safe."""
+    thread-safe. The samplings (`sample_uniform`, `sample_grid`, ...) are `cader.vlm.video_sampling`'s."""
 
     # A job gives up when this many pictures after a seek match no frame of the table; the decode then falls back to
     # a sequential one.
@@ -143,11 +137,6 @@ class VideoReader:
 
     def __repr__(self) -> str:
         return f"VideoReader({str(self.path)!r}, frames={self.num_frames}, fps={self.native_fps:.3f})"
-
-    def _window(self, start: float | None, end: float | None) -> tuple[float, float]:
-        s = 0.0 if start is None else max(0.0, float(start))
-        e = self.duration if end is None else min(self.duration, float(end))
-        return s, e
 
     def keep(self, frames: Frames, max_pixels: int | None = None) -> None:
         """Hold `frames`, a decode of this reader made ahead of its use at `max_pixels` (by the decode-ahead stage of
@@ -443,60 +432,3 @@ class VideoReader:
                 if drop:
                     droppable.add(index)
             yield from packet.decode()
-
-    def _sampled(self, sample):
-        """`sample()`, and once more when its decode found the stream shorter than the index (`FrameCountMismatch`):
-        the table is trimmed to the stream by then, so the second sampling asks only for frames that exist."""
-        try:
-            return sample()
-        except FrameCountMismatch:
-            return sample()
-
-    def sample_times(self, times: Sequence[float], max_pixels: int | None = None) -> Frames:
-        """The frames showing the given times (deduplicated, sorted)."""
-        return self._sampled(lambda: self._frames_showing(times, max_pixels))
-
-    def _frames_showing(self, times, max_pixels: int | None) -> Frames:
-        return self.decode_indices(self.frame_table.showing(times), max_pixels)
-
-    def sample_uniform(
-        self,
-        fps: float,
-        start: float | None = None,
-        end: float | None = None,
-        max_frames: int | None = None,
-        max_pixels: int | None = None,
-    ) -> Frames:
-        """Constant-rate sampling over the whole video or [start, end]; capped uniformly at `max_frames`.
-
-        A window shorter than one frame interval still yields one frame (its centre), so a crop is never empty.
-        """
-        def sample() -> Frames:
-            s, e = self._window(start, end)
-            times = uniform_times(s, e, fps)
-            if len(times) == 0 and e > s:
-                times = np.array([(s + e) / 2])
-            return self._frames_showing(cap_times(times, max_frames), max_pixels)
-
-        return self._sampled(sample)
-
-    def sample_count(self, n: int, start: float | None = None, end: float | None = None, max_pixels=None) -> Frames:
-        """`n` frames spread evenly over [start, end] (fewer if the window holds fewer distinct frames)."""
-        def sample() -> Frames:
-            s, e = self._window(start, end)
-            return self._frames_showing(count_times(s, e, n), max_pixels)
-
-        return self._sampled(sample)
-
-    def sample_fps_map(
-        self,
-        segments: Sequence[tuple[float, float, float]],
-        max_frames: int | None = None,
-        max_pixels: int | None = None,
-    ) -> Frames:
-        """Piecewise-rate sampling: floor((e - s) * f) frames in each (s, e, f) segment, sorted by time."""
-        def sample() -> Frames:
-            clipped = [(max(0.0, s), min(self.duration, e), f) for s, e, f in segments]
-            return self._frames_showing(cap_times(fps_map_times(clipped), max_frames), max_pixels)
-
-        return self._sampled(sample)

@@ -4,5 +4,4 @@
 - `train_mix`: the CoT training mix in the released formats; `format_rows` builds one row in each format.
 - `eval_sets`: evaluation sets in each benchmark's released layout, with their ground truth.
 - `dataset`: one call writing both (``make_synthetic_data``).
-- `probe`: what a trained miniature does in each CADER role on the held-out split.
 """

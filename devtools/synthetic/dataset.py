@@ -3,11 +3,14 @@
 ``<out>/train/`` holds the CoT training mix (see ``train_mix``), ``<out>/eval/`` the benchmark layouts (see
 ``eval_sets``; pass ``<out>/eval`` as ``--data_root``). Separate child generators are spawned from the seed for
 the training and evaluation halves, so changing ``n_train`` leaves the evaluation files unchanged and vice versa.
+What is drawn comes in three groups: how many of each thing (``Counts``), what a frame is (``Frames``) and how long
+videos, scenes and events last (``Timeline``).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,29 +18,49 @@ from cader.dev.synthetic.eval_sets import write_eval_sets
 from cader.dev.synthetic.train_mix import write_json, write_training_mix
 
 
-def make_synthetic_data(
-    out: str | Path,
-    seed: int = 0,
-    n_train: int = 96,
-    n_images: int = 24,
-    n_tool: int = 3,
-    n_eval: int = 8,
-    n_heldout: int = 240,
-    n_test: int | None = None,
-    width: int = 96,
-    height: int = 64,
-    fps: int = 2,
-    eval_duration: tuple[int, int] = (128, 128),
-    train_duration: int = 128,
-    scene_len: int = 16,
-    event_len: float | tuple[int, int] = (1, 6),
-    train_event_len: float | tuple[int, int] = (4, 10),
-    decoy_rate: float = 0.5,
-) -> dict:
-    """Write train/ and eval/ under ``out``; return a summary (also written to ``out/summary.json``).
+@dataclass(frozen=True)
+class Counts:
+    """How many of each thing is drawn.
 
-    ``n_test`` questions go to the ``synthetic`` test split (default ``n_eval``; the CLI asks for 96, enough for
-    the quickstart's ablation table); every other benchmark gets ``n_eval``.
+    Args:
+        n_train: training videos (shared round-robin by the four formats).
+        n_images: training images (image CoT samples).
+        n_tool: tool-call samples per training format (the training loader must drop them).
+        n_eval: questions per benchmark (LVBench: videos, two questions each).
+        n_heldout: questions in the synthetic_heldout split (calibration). 240, so that half of it (the selection
+            split) can certify early exits at alpha = 0.05, delta = 0.1: with no error among them that takes at
+            least 45 exits (Clopper-Pearson), and calibrate/fit.py tests only thresholds with 50 or more.
+        n_test: questions in the synthetic test split (full CADER and the ablation table; null: n_eval).
+            scripts/make_synthetic_data.py asks for 96, so that a Table 2 gap of ~10 points is significant by
+            McNemar's test (on 32 one seed's 12.5-point gap had p = 0.12).
+    """
+
+    n_train: int = 96
+    n_images: int = 24
+    n_tool: int = 3
+    n_eval: int = 8
+    n_heldout: int = 240
+    n_test: int | None = None
+
+
+@dataclass(frozen=True)
+class Frames:
+    """What a frame is.
+
+    Args:
+        width: frame width in pixels (even).
+        height: frame height in pixels (even).
+        fps: native frame rate of every video.
+    """
+
+    width: int = 96
+    height: int = 64
+    fps: int = 2
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """How long videos, scenes and events last.
 
     ``event_len`` is the evidence of every evaluation video, in seconds, or a ``(lo, hi)`` range of whole seconds
     drawn per video: mostly brief, so Stage 1's sparse pass (32 frames over 128 s, one every 4 s) shows a 1 s event
@@ -51,24 +74,40 @@ def make_synthetic_data(
     where the sparse pass misses a brief event, the two scenes look alike and the first proposal can pick the decoy,
     which is what CADER's verifier and reflection are for.
     """
-    if width % 2 or height % 2:
-        raise ValueError(f"width and height must be even for yuv420 video, got {width}x{height}")
-    if min(n_train, n_eval, n_heldout, n_eval if n_test is None else n_test) < 1 or min(n_images, n_tool) < 0:
+
+    eval_duration: tuple[int, int] = (128, 128)
+    train_duration: int = 128
+    scene_len: int = 16
+    event_len: float | tuple[int, int] = (1, 6)
+    train_event_len: float | tuple[int, int] = (4, 10)
+    decoy_rate: float = 0.5
+
+
+def make_synthetic_data(out: str | Path, seed: int = 0, counts: Counts | None = None, frames: Frames | None = None,
+                        timeline: Timeline | None = None) -> dict:
+    """Write train/ and eval/ under ``out`` (a group left out takes its defaults); return a summary (also written to
+    ``out/summary.json``). ``n_test`` questions go to the ``synthetic`` test split, ``n_eval`` to every other
+    benchmark."""
+    c, f, t = counts or Counts(), frames or Frames(), timeline or Timeline()
+    if f.width % 2 or f.height % 2:
+        raise ValueError(f"width and height must be even for yuv420 video, got {f.width}x{f.height}")
+    if min(c.n_train, c.n_eval, c.n_heldout, c.n_eval if c.n_test is None else c.n_test) < 1 \
+            or min(c.n_images, c.n_tool) < 0:
         raise ValueError("n_train, n_eval, n_heldout and n_test must be >= 1; n_images and n_tool >= 0")
-    if not 2 * scene_len <= eval_duration[0] <= eval_duration[1] or train_duration < 2 * scene_len:
+    if not 2 * t.scene_len <= t.eval_duration[0] <= t.eval_duration[1] or t.train_duration < 2 * t.scene_len:
         raise ValueError(
-            f"video durations must hold two scenes ({2 * scene_len} s) and eval min <= max; got eval "
-            f"{eval_duration}, train {train_duration}"
+            f"video durations must hold two scenes ({2 * t.scene_len} s) and eval min <= max; got eval "
+            f"{t.eval_duration}, train {t.train_duration}"
         )
     out = Path(out)
     train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     train = write_training_mix(
-        out / "train", train_rng, n_train, n_images, n_tool, width, height, fps, train_duration, scene_len,
-        train_event_len, decoy_rate,
+        out / "train", train_rng, c.n_train, c.n_images, c.n_tool, f.width, f.height, f.fps, t.train_duration,
+        t.scene_len, t.train_event_len, t.decoy_rate,
     )
     evals = write_eval_sets(
-        out / "eval", eval_rng, n_eval, n_heldout, tuple(eval_duration), width, height, fps, scene_len, event_len,
-        n_test, decoy_rate,
+        out / "eval", eval_rng, c.n_eval, c.n_heldout, tuple(t.eval_duration), f.width, f.height, f.fps, t.scene_len,
+        t.event_len, c.n_test, t.decoy_rate,
     )
     summary = {
         "seed": seed,

@@ -187,34 +187,6 @@ def write_image(colour: str, path: Path, width: int = 96, height: int = 64, inde
     return path
 
 
-def random_spec(
-    rng: np.random.Generator,
-    name: str,
-    duration_range: tuple[int, int],
-    event_len_range: tuple[int, int] = (3, 6),
-    fps: int = 4,
-    colours: tuple[str, ...] = tuple(EVENT_COLOURS),
-    width: int = 96,
-    height: int = 64,
-) -> VideoSpec:
-    """A spec with whole-second duration and event bounds, the event kept off the very first/last second."""
-    duration = int(rng.integers(duration_range[0], duration_range[1] + 1))
-    length = int(rng.integers(event_len_range[0], event_len_range[1] + 1))
-    length = min(length, max(1, duration - 2))
-    t_s = int(rng.integers(1, duration - length))  # at least 1 s of background before and after
-    colour = colours[int(rng.integers(len(colours)))]
-    return VideoSpec(
-        name=name,
-        duration=float(duration),
-        fps=fps,
-        t_s=float(t_s),
-        t_e=float(t_s + length),
-        colour=colour,
-        width=width,
-        height=height,
-    )
-
-
 def random_cued_spec(
     rng: np.random.Generator,
     name: str,

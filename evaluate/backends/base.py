@@ -101,3 +101,11 @@ class Backend(ABC):
 
     @abstractmethod
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int) -> list[Generation]: ...
+
+
+def verifier_used(main: Backend, verifier: Backend) -> dict:
+    """A Stage-2 record's `verifier` block: the model that scored the crops, and whether it is the main model (one
+    backend object serving both roles, or two naming the same model)."""
+    path = verifier.model_path()
+    same = verifier is main or (path is not None and path == main.model_path())
+    return {"model": None if path is None else str(path), "main_model": bool(same)}

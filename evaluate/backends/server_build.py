@@ -4,9 +4,10 @@
 - URLs: a list of base URLs, given as one string separated by commas, `|` or white space (`split_urls`). `|` is
   the separator for lmms-eval's `--model_args`, which it splits on commas (lmms_eval/utils.py
   `simple_parse_args_string`: a comma outside quotes, braces and brackets ends an argument).
-- Roles (`server_roles`): the main model needs its servers; the verifier is served by the main model's servers when
-  it is the same model and has no servers of its own, and needs its own servers when it is another model that the
-  run uses; a run that never calls the verifier builds only the main model's backend.
+- Roles (`server_roles`): the main model needs its servers; the verifier (the paper's Qwen3-VL-4B-Instruct unless
+  another is named) needs servers of its own when the run calls it; only when the main model verifies its own crops
+  (`main_model`, or the main model named again) do the main model's servers serve both roles; a run that never calls
+  the verifier builds only the main model's backend.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cader.contracts.paper import PAPER, is_self_verifier
 from cader.evaluate.backends.server import ServerOptions
 
 URL_SEPARATORS = re.compile(r"[,|\s]+")
@@ -59,14 +61,15 @@ def server_roles(model: str, verifier: str | None, model_urls: Sequence[str], ve
 
     Args:
         model: the main model
-        verifier: the verifier (None: the main model)
+        verifier: the verifier (None: the paper's, PAPER.verifier; SELF_VERIFIER or `model`: the main model)
         model_urls: the main model's replicas
         verifier_urls: the verifier's replicas (empty: the main model's, when it is the same model)
         needs_verifier: whether any configuration of the run calls the verifier
     """
     if not model_urls:
         raise MissingServers("model", model)
-    verifier = verifier or model
+    verifier = PAPER.verifier if verifier is None else verifier
+    verifier = model if is_self_verifier(verifier, model) else verifier
     shared = verifier == model and (not verifier_urls or list(verifier_urls) == list(model_urls))
     if not needs_verifier or shared:
         return ServerRoles(model, tuple(model_urls))

@@ -13,7 +13,8 @@ Judge a predictions file:
 Compare systems on the same questions (the `compare` subcommand):
     python evaluate/judge.py compare A/predictions.jsonl B/predictions.jsonl [...] [--questions questions.jsonl]
 
-The flags are the parameters of `judge` and `compare` below, with their help taken from the docstrings.
+The flags are the parameters of `judge` and `compare` below and the fields of judge's option groups (JudgeApi,
+ProtocolOptions, RetryPolicy, JudgeRun), with their help taken from the docstrings.
 """
 
 # The annotations stay objects (no `from __future__ import annotations`): jsonargparse builds the flags from them.
@@ -21,10 +22,11 @@ The flags are the parameters of `judge` and `compare` below, with their help tak
 import json
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from cader.cli.function_cli import function_parser
+from cader.cli.function_cli import function_parser, grouped_arguments
 from cader.contracts.jsonl import FileInUse
 from cader.contracts.provenance import collect_provenance
 from cader.evaluate.judge.adapters import load_prediction_source, run_framework
@@ -34,6 +36,7 @@ from cader.evaluate.judge.compare import compare_files, format_comparison
 from cader.evaluate.judge.params import JudgeConfigError
 from cader.evaluate.judge.pipeline import (
     JUDGMENTS_FILE,
+    JudgeRun,
     current_prompt_hashes,
     describe_rejudging,
     judge_predictions,
@@ -62,85 +65,84 @@ Metric = Literal["accuracy", "traj"]
 Protocol = Literal["paper", "official"]  # cader.evaluate.judge.protocol.PROTOCOLS
 
 # What judging needs and `compare` does not: optional to the parser (argparse would demand them of `compare` too),
-# checked in main.
-JUDGE_INPUTS = ("predictions", "questions", "out", "model")
+# checked in main (with the judge's --model).
+JUDGE_INPUTS = ("predictions", "questions", "out")
+# judge's option groups, each field a flag of its own name (cader.cli.function_cli)
+GROUPS = ("api", "protocol_options", "policy", "run")
 
 
-def judge(
-    predictions: str,
-    questions: str,
-    out: str,
-    model: str,
-    prediction_format: PredictionFormat = "cader",
-    protocol: Protocol = "paper",
-    harness_root: str | None = None,
-    provider: Provider = "openai",
-    base_url: str | None = None,
-    system: str | None = None,
-    concurrency: int = 16,
-    max_replies: int = 3,
-    max_api_retries: int = 5,
-    backoff_base: float = 1.0,
-    backoff_max: float = 30.0,
-    retry_after_max: float = 120.0,
-    time_budget: float = 900.0,
-    timeout: float = 120.0,
-    max_tokens: int | None = None,
-    families: list[dict] | None = None,
-    cache: bool = True,
-    force: bool = False,
-    progress: bool = True,
-) -> dict:
-    """Judge one system's AgentVidBench trajectories and write judgments.jsonl and judge_report.json/md.
+@dataclass(frozen=True)
+class JudgeApi:
+    """The judge model and the API that serves it.
 
     Args:
-        predictions: predictions.jsonl of one system (a run folder for --prediction_format agentvidbench_run)
-        questions: the AgentVidBench questions.jsonl, as the release publishes it
-        out: output folder for judgments.jsonl and judge_report.json/md
-        model: judge model name as the API serves it (a local path for hf-local)
-        prediction_format: how to read --predictions: cader's predictions.jsonl, or another framework's output
-            through its adapter
-        protocol: what the judge is sent and how accuracy is counted: paper (App. D.5 text; every question in the
-            denominator) or official (the official harness's prompt files read from --harness_root, a run
-            folder's trajectories/question<N>.txt verbatim, unanswered and errored questions left out of the
-            denominator as its evaluate.py does)
-        harness_root: a checkout of the official AgentVidBench harness (needed by --protocol official; its
-            evaluation/prompts/judge_system.md and evaluation/judge.py USER_TEMPLATE are read, never shipped)
         provider: judge API, a name of the provider registry (cader.evaluate.judge.providers.PROVIDERS; each
             class there says which API it speaks)
+        model: judge model name as the API serves it (a local path for hf-local); required to judge
         base_url: the API's address: an OpenAI-compatible .../v1, or the Anthropic root (null: the provider's own)
-        system: the FRAMEWORK name the judge prompt shows (default: a harness run folder's experiment, as
-            its summary.json names it, else cader)
-        concurrency: questions judged at once
-        max_replies: judge replies per question, counting the repairs of replies that fail validation
-        max_api_retries: retries after 429, 5xx, timeouts and unreadable 200 replies
-        backoff_base: exponential backoff: retry k waits between d/2 and d seconds, d = min(backoff_max,
-            backoff_base * 2**k)
-        backoff_max: longest wait between retries, in seconds
-        retry_after_max: longest server Retry-After honoured, in seconds; a longer one waits this long
-        time_budget: seconds one question may take in all, calls and retry waits together
         timeout: seconds per judge call
         max_tokens: output tokens per judge reply (default: 4,096 under --protocol paper, App. D.5 Table 16;
             8,000 under official, as its Anthropic call sends; its OpenAI call sends no limit)
         families: request parameters per model family (see configs/judge/default.yaml; null: the built-in table,
             or under --protocol official the harness's settings: temperature 0 with a fallback, and for OpenAI
             json output and seed 42)
-        cache: reuse replies keyed by (prompt, judge configuration)
-        force: re-judge every question, even unchanged ones, without reading the cache
-        progress: a progress bar
+    """
+
+    provider: Provider = "openai"
+    model: str | None = None
+    base_url: str | None = None
+    timeout: float = 120.0
+    max_tokens: int | None = None
+    families: list[dict] | None = None
+
+
+@dataclass(frozen=True)
+class ProtocolOptions:
+    """What the judge is sent and how accuracy is counted.
+
+    Args:
+        protocol: paper (App. D.5 text; every question in the denominator) or official (the official harness's
+            prompt files read from --harness_root, a run folder's trajectories/question<N>.txt verbatim, unanswered
+            and errored questions left out of the denominator as its evaluate.py does)
+        harness_root: a checkout of the official AgentVidBench harness (needed by --protocol official; its
+            evaluation/prompts/judge_system.md and evaluation/judge.py USER_TEMPLATE are read, never shipped)
+    """
+
+    protocol: Protocol = "paper"
+    harness_root: str | None = None
+
+
+def judge(predictions: str, questions: str, out: str, prediction_format: PredictionFormat = "cader",
+          system: str | None = None, api: JudgeApi | None = None, protocol_options: ProtocolOptions | None = None,
+          policy: RetryPolicy | None = None, run: JudgeRun | None = None) -> dict:
+    """Judge one system's AgentVidBench trajectories and write judgments.jsonl and judge_report.json/md.
+
+    Args:
+        predictions: predictions.jsonl of one system (a run folder for --prediction_format agentvidbench_run)
+        questions: the AgentVidBench questions.jsonl, as the release publishes it
+        out: output folder for judgments.jsonl and judge_report.json/md
+        prediction_format: how to read --predictions: cader's predictions.jsonl, or another framework's output
+            through its adapter
+        system: the FRAMEWORK name the judge prompt shows (default: a harness run folder's experiment, as
+            its summary.json names it, else cader)
+        api: the judge model and its API (JudgeApi; its model is required)
+        protocol_options: what the judge is sent and how accuracy is counted
+        policy: how each question is retried
+        run: how many questions are judged at once, and what is reused
 
     Returns:
         The judge report (also written as judge_report.json).
     """
-    judge_protocol = make_protocol(protocol, harness_root)
+    api, policy, run = api or JudgeApi(), policy or RetryPolicy(), run or JudgeRun()
+    options = protocol_options or ProtocolOptions()
+    judge_protocol = make_protocol(options.protocol, options.harness_root)
     official = judge_protocol.name == "official"
-    if max_tokens is None:
-        max_tokens = OFFICIAL_MAX_TOKENS if official else PAPER_MAX_TOKENS
-    if families is None and official:
-        families = official_families(PROVIDERS, DEFAULT_FAMILIES)
+    max_tokens = api.max_tokens if api.max_tokens is not None else OFFICIAL_MAX_TOKENS if official else PAPER_MAX_TOKENS
+    families = official_families(PROVIDERS, DEFAULT_FAMILIES) if api.families is None and official else api.families
     if system is None:
         system = (run_framework(predictions) if prediction_format == "agentvidbench_run" else None) or "cader"
-    judge_model = make_provider(provider, model, base_url, timeout=timeout, max_tokens=max_tokens, families=families)
+    judge_model = make_provider(api.provider, api.model, api.base_url, timeout=api.timeout, max_tokens=max_tokens,
+                                families=families)
     for path in (questions, predictions):  # a path that is not there ends the run in one line naming it
         if not Path(path).exists():
             raise InputFileError(path)
@@ -152,10 +154,7 @@ def judge(
     # The official evaluate.py judges only the run's results that did not error; the paper judges every one.
     to_judge = prediction_rows if not judge_protocol.drops_unanswered else \
         {k: r for k, r in prediction_rows.items() if not r.get("error")}
-    policy = RetryPolicy(max_replies=max_replies, max_api_retries=max_api_retries, backoff_base=backoff_base,
-                         backoff_max=backoff_max, retry_after_max=retry_after_max, time_budget=time_budget)
-    counts = judge_predictions(judge_model, question_rows, to_judge, out, framework=system,
-                               concurrency=concurrency, policy=policy, use_cache=cache, progress=progress, force=force,
+    counts = judge_predictions(judge_model, question_rows, to_judge, out, framework=system, run=run, policy=policy,
                                protocol=judge_protocol)
     judgments = read_judgments(f"{out}/{JUDGMENTS_FILE}")
     report = build_report(question_rows, prediction_rows, judgments, input_errors=input_errors,
@@ -245,7 +244,8 @@ def compare_parser(prog: str | None = None) -> ArgumentParser:
 def judge_parser(prog: str | None = None) -> ArgumentParser:
     """The whole command line: judge's parameters, and `compare` as a subcommand."""
     # the inputs are required to judge but not to compare: optional flags, checked in main()
-    parser = function_parser(judge, prog, optional=JUDGE_INPUTS, description=judge.__doc__.split("\n")[0])
+    parser = function_parser(judge, prog, optional=JUDGE_INPUTS, groups=GROUPS,
+                             description=judge.__doc__.split("\n")[0])
     subcommands = parser.add_subcommands(required=False, dest="command")
     subcommands.add_subcommand("compare", compare_parser(), help=compare.__doc__.split("\n")[0])
     return parser
@@ -262,11 +262,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> None:
         run_compare(args.compare.as_dict())
         return
     options = {key: value for key, value in args.as_dict().items() if key not in ("config", "command", "compare")}
-    missing = [f"--{name}" for name in JUDGE_INPUTS if options[name] is None]
+    missing = [f"--{name}" for name in (*JUDGE_INPUTS, "model") if options[name] is None]
     if missing:
         parser.error(f"judging needs {', '.join(missing)}")
     try:
-        report = judge(**options)
+        report = judge(**grouped_arguments(judge, options, GROUPS))
     except (JudgeConfigError, ProviderError) as error:  # ProviderError here: no key in the environment
         sys.exit(f"config error: {error}")
     except InputFileError as error:

@@ -30,12 +30,24 @@ from cader.evaluate.judge.scoring import mc_rate, traj_score
 
 @dataclass
 class RetryPolicy:
-    max_replies: int = 3          # judge replies allowed per question (first + repairs after validation errors)
-    max_api_retries: int = 5      # retries after transient API errors
-    backoff_base: float = 1.0     # seconds; delay k is in [d/2, d] with d = min(backoff_max, base * 2**k)
+    """How each question is retried.
+
+    Args:
+        max_replies: judge replies per question, counting the repairs of replies that fail validation
+        max_api_retries: retries after 429, 5xx, timeouts and unreadable 200 replies
+        backoff_base: exponential backoff: retry k waits between d/2 and d seconds, d = min(backoff_max,
+            backoff_base * 2**k)
+        backoff_max: longest wait between retries, in seconds
+        retry_after_max: longest server Retry-After honoured, in seconds; a longer one waits this long
+        time_budget: seconds one question may take in all, calls and retry waits together
+    """
+
+    max_replies: int = 3
+    max_api_retries: int = 5
+    backoff_base: float = 1.0
     backoff_max: float = 30.0
-    retry_after_max: float = 120.0  # the longest Retry-After honoured; a longer request waits this long
-    time_budget: float = 900.0    # seconds one question may take in all (calls and waits)
+    retry_after_max: float = 120.0
+    time_budget: float = 900.0
 
 
 def backoff_delay(retry_index: int, base: float, cap: float, rng: random.Random) -> float:

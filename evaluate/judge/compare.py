@@ -109,15 +109,6 @@ def _by_lmms_doc(path: str | Path) -> dict[str, float]:
     return by_doc
 
 
-def per_question_scores(path: str | Path, metric: str, questions: dict | None) -> dict[str, float]:
-    """question id -> score: 1/0 correctness ("accuracy", from predictions or lmms-eval samples) or the Traj
-    score ("traj", judgments)."""
-    system = read_system(path, metric, questions)
-    if system.by_question is None:
-        raise CompareInputError(path, f"no question ids ({system.no_key_why})")
-    return system.by_question
-
-
 def _all_rows(path: str | Path) -> list[dict]:
     return [row for row in read_jsonl(path) if isinstance(row, dict)]
 

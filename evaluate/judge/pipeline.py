@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 from cader.contracts.jsonl import JsonlAppender, exclusive_writer, read_validated
@@ -108,22 +109,40 @@ def judgment_row(future, question: Question, framework: str, model: str, reason:
         return build_record(JudgmentRecord, row)
 
 
+@dataclass(frozen=True)
+class JudgeRun:
+    """How the questions are judged.
+
+    Args:
+        concurrency: questions judged at once
+        cache: reuse replies keyed by (prompt, judge configuration)
+        force: re-judge every question, even unchanged ones, without reading the cache
+        progress: a progress bar
+    """
+
+    concurrency: int = 16
+    cache: bool = True
+    force: bool = False
+    progress: bool = True
+
+
 def judge_predictions(provider: Provider, questions: dict[str, Question], predictions: dict[str, dict],
-                      out_dir: str | Path, *, framework: str, concurrency: int = 16,
-                      policy: RetryPolicy | None = None, use_cache: bool = True, progress: bool = False,
-                      force: bool = False, protocol: JudgeProtocol = PAPER, **judge_kwargs) -> dict:
+                      out_dir: str | Path, *, framework: str, run: JudgeRun | None = None,
+                      policy: RetryPolicy | None = None, protocol: JudgeProtocol = PAPER, **judge_kwargs) -> dict:
     """Judge every prediction that needs it, appending to <out_dir>/judgments.jsonl as each finishes.
 
-    Returns counts: {"pending", "judged", "failed", "cached", "up_to_date", "reasons": {reason: n}}; `reasons`
-    counts why each pending question was judged (REASONS). `judge_kwargs` go to client.judge_one (sleep, clock).
+    `run` None: JudgeRun's defaults without the progress bar. Returns counts: {"pending", "judged", "failed",
+    "cached", "up_to_date", "reasons": {reason: n}}; `reasons` counts why each pending question was judged
+    (REASONS). `judge_kwargs` go to client.judge_one (sleep, clock).
     """
+    run = run or JudgeRun(progress=False)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / JUDGMENTS_FILE
     # one judge run per judgments file: two would judge (and pay for) every question twice
     with exclusive_writer(path):
-        todo = plan_judging(provider, questions, predictions, read_judgments(path), framework, force, protocol)
-        cache = JudgeCache(out_dir / CACHE_DIR) if use_cache else None
+        todo = plan_judging(provider, questions, predictions, read_judgments(path), framework, run.force, protocol)
+        cache = JudgeCache(out_dir / CACHE_DIR) if run.cache else None
         counts = {"pending": len(todo), "judged": 0, "failed": 0, "cached": 0,
                   "up_to_date": sum(1 for k in predictions if k in questions) - len(todo),
                   "reasons": dict(Counter(todo.values()))}
@@ -131,13 +150,13 @@ def judge_predictions(provider: Provider, questions: dict[str, Question], predic
             return counts
         appender = JsonlAppender(path)
         bar = None
-        if progress:
+        if run.progress:
             from tqdm import tqdm
             bar = tqdm(total=len(todo), desc=f"judging ({provider.model})", unit="q")
         try:
-            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            with ThreadPoolExecutor(max_workers=max(1, run.concurrency)) as pool:
                 futures = {pool.submit(judge_one, provider, questions[key], predictions[key], framework,
-                                       policy=policy, cache=cache, read_cache=not force, protocol=protocol,
+                                       policy=policy, cache=cache, read_cache=not run.force, protocol=protocol,
                                        **judge_kwargs): key
                            for key in todo}
                 for future in as_completed(futures):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cader.contracts.records import PredictionRecord, describe_errors, present_field_errors
-from cader.evaluate.benchmarks.agentvidbench import parse_question, read_video_table
+from cader.evaluate.benchmarks.agentvidbench import parse_question
 from cader.evaluate.benchmarks.base import RowError
 
 
@@ -126,15 +126,6 @@ def load_questions(path: str | Path) -> tuple[dict[str, Question], list[InputRow
             continue
         questions[question.key] = question
     return questions, errors
-
-
-def load_videos(path: str | Path) -> tuple[dict[str, dict], list[InputRowError]]:
-    """videos.jsonl rows keyed by ``file_name`` (a question's ``video_path``), each with ``duration_seconds`` added
-    (None for "unknown"); malformed rows are returned as errors."""
-    path = Path(path)
-    table = read_video_table(path)
-    videos = {name: {**row, "duration_seconds": table.seconds[name]} for name, row in table.rows.items()}
-    return videos, [InputRowError(f"{path}:{line}: {reason}") for line, reason in table.errors]
 
 
 def prediction_key(row: dict) -> str | None:

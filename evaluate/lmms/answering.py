@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cader.contracts.jsonl import JsonlAppender, exclusive_writer, read_jsonl, repair_torn_tail
+from cader.contracts.paper import PAPER, is_self_verifier
 from cader.evaluate.lmms.docs import BadDocument, doc_hash, family_of, sample_from_doc
 from cader.evaluate.video_groups import group_by_video
 from tqdm import tqdm
@@ -195,18 +196,26 @@ def answer_requests(requests: Sequence[DocRequest], side: SideFile,
 
 def weights_dtype(given: str | None, config: Mapping) -> str:
     """The backends' weights dtype: the dtype= model_arg, else the config file's `dtype` (evaluate/run.py reads the
-    same key: bf16 in configs/eval/cader.yaml, the paper's), else float32 (the CPU default)."""
-    return given or config.get("dtype") or "float32"
+    same key: float32 in configs/eval/cader_tiny.yaml), else bfloat16, the paper's precision (as evaluate/run.py)."""
+    return given or config.get("dtype") or PAPER.dtype
 
 
-def load_backends(backend: str, model: str, verifier: str | None, *, device: str, verifier_device: str | None,
+def verifier_model(given: str | None, config: Mapping, model: str) -> str:
+    """The verifier's folder or hub id: the verifier= model_arg, else the config file's `verifier` (evaluate/run.py
+    reads the same key), else the paper's Qwen3-VL-4B-Instruct; `main_model` (SELF_VERIFIER) names the main model
+    `model` itself, which then verifies its own crops (not the paper's Stage 2)."""
+    chosen = given or config.get("verifier") or PAPER.verifier
+    return model if is_self_verifier(chosen, model) else chosen
+
+
+def load_backends(backend: str, model: str, verifier: str, *, device: str, verifier_device: str | None,
                   dtype: str, attn_implementation: str | None, engines: Mapping[str, dict]):
-    """(main, verifier) backends; one copy when the verifier is the main model (or not given).
+    """(main, verifier) backends; one copy when the verifier is the main model.
 
     Args:
         backend: hf (transformers) or vllm
         model: the main model's folder or hub id
-        verifier: the verifier's (None: the main model)
+        verifier: the verifier's (`verifier_model`; `model` itself when the main model verifies)
         device: torch device of the HF main model
         verifier_device: torch device of the HF verifier when it is another model (None: `device`)
         dtype: weights dtype
@@ -229,6 +238,6 @@ def load_backends(backend: str, model: str, verifier: str | None, *, device: str
         return HFBackend(path, dtype=dtype, device=on, attn_implementation=attn_implementation)
 
     main = load(model, "vllm_main", device)
-    if not verifier or verifier == model:
+    if verifier == model:
         return main, main
     return main, load(verifier, "vllm_verifier", verifier_device or device)

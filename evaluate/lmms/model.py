@@ -33,16 +33,19 @@ multi-process launch is refused: it would split a video's questions over process
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import yaml
+from cader.contracts.paper import PAPER, SELF_VERIFIER
 from cader.evaluate.lmms.answering import (
     DocRequest,
     SideFile,
     answer_requests,
     load_backends,
     run_grouped,
+    verifier_model,
     weights_dtype,
 )
 from cader.evaluate.lmms.run_context import CONFIG_FIELDS, lmms_run, refusal, side_file
@@ -51,6 +54,8 @@ from cader.evaluate.method.config import CaderConfig
 from cader.vlm.files import write_json_atomic
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
+
+log = logging.getLogger(__name__)
 
 
 class Refused(SystemExit):
@@ -88,6 +93,17 @@ def cader_config(config: str | None, calibration: str | None, overrides: dict) -
     return CaderConfig(**values)
 
 
+def say_which_verifier(model: str, verifier: str, needs_verifier: bool) -> None:
+    """One log line naming the verifier; a warning when the main model verifies its own crops."""
+    if not needs_verifier:
+        return
+    if verifier == model:
+        log.warning("cader: the main model verifies its own crops (verifier=%s, or the model named again): not the "
+                    "paper's Stage 2, whose verifier is %s; every Stage-2 record says so", SELF_VERIFIER, PAPER.verifier)
+    else:
+        log.info("cader: verifier %s%s", verifier, " (the paper's)" if verifier == PAPER.verifier else "")
+
+
 class Cader(lmms):
     """lmms-eval model `cader` (see the module docstring)."""
 
@@ -102,7 +118,9 @@ class Cader(lmms):
         Args:
             model: the main model: an HF folder (cader's SFT export) or hub id; with backend=server, the model the
                 servers serve (its processor renders the prompts here)
-            verifier: the verifier model (default: the main model)
+            verifier: the verifier model (default: the config file's `verifier`, else the paper's
+                Qwen/Qwen3-VL-4B-Instruct); main_model: the main model verifies its own crops, which is not the
+                paper's Stage 2 and costs about twice the 4B verifier (every Stage-2 record says which verifier ran)
             config: an evaluate/run.py config file (configs/eval/cader.yaml): its CADER settings are used, its
                 vllm_main/vllm_verifier engine settings with backend=vllm, its `server:` block with backend=server
             calibration: calibration.json from calibrate/fit.py: its T and tau override the config's
@@ -111,11 +129,12 @@ class Cader(lmms):
             device: torch device of the HF backends
             verifier_device: torch device of the HF verifier when it is another model (default: device)
             dtype: weights dtype of the HF and vLLM backends (default: the config file's `dtype`, as evaluate/run.py
-                reads it: bf16 in configs/eval/cader.yaml; float32 without a config)
+                reads it, else bfloat16, the paper's precision; configs/eval/cader_tiny.yaml says float32)
             attn_implementation: passed to transformers (None: its default)
             backend: hf (transformers), vllm (in this process) or server (vLLM OpenAI servers: model_urls)
             model_urls: backend=server: the main model's replicas, joined with | (http://a:8000|http://b:8000)
-            verifier_urls: backend=server: the verifier's replicas (default: model_urls, when it is the main model)
+            verifier_urls: backend=server: the verifier's replicas (needed unless verifier=main_model: then
+                model_urls serve both roles)
             concurrency: documents in flight; their model calls are merged into batched calls (backend=server:
                 about replicas x server.concurrency)
             batch_size: lmms-eval's batch size, unused: cader batches across the documents in flight (concurrency)
@@ -135,16 +154,18 @@ class Cader(lmms):
         server_values, overrides = split_server_args(overrides)
         self.cfg = cader_config(config, calibration, overrides)
         self.concurrency = concurrency
+        self.verifier_path = verifier_model(verifier, settings, model)
+        say_which_verifier(model, self.verifier_path, self.cfg.uses_verifier and self.cfg.runs_stage2)
         if backend == "server":
             try:
                 self.main, self.verifier = load_servers(
-                    model, verifier, model_urls, verifier_urls, self.cfg.uses_verifier and self.cfg.runs_stage2,
-                    server_values, settings.get("server"))
+                    model, self.verifier_path, model_urls, verifier_urls,
+                    self.cfg.uses_verifier and self.cfg.runs_stage2, server_values, settings.get("server"))
             except ServerRefusal as err:
                 raise Refused(str(err)) from None
         else:
             self.main, self.verifier = load_backends(
-                backend, model, verifier, device=device, verifier_device=verifier_device,
+                backend, model, self.verifier_path, device=device, verifier_device=verifier_device,
                 dtype=weights_dtype(dtype, settings),
                 attn_implementation=attn_implementation, engines=settings)
         self.side = SideFile(side_file(records, run))

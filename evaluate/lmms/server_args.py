@@ -20,6 +20,7 @@ import re
 import typing
 from collections.abc import Mapping
 
+from cader.contracts.paper import SELF_VERIFIER
 from cader.evaluate.backends.base import BackendError
 from cader.evaluate.backends.server import ServerOptions
 from cader.evaluate.backends.server_build import (
@@ -116,7 +117,7 @@ class ServerRefusal(Exception):
     """The servers cannot be used as given (the message says why, in one line)."""
 
 
-def load_servers(model: str, verifier: str | None, model_urls, verifier_urls, needs_verifier: bool,
+def load_servers(model: str, verifier: str, model_urls, verifier_urls, needs_verifier: bool,
                  server_values: Mapping, config_block: Mapping | None = None):
     """(main, verifier) server backends, as evaluate/run.py builds them for --backend server (the verifier shares
     the main model's when it is the same model); ServerRefusal, one line, when a needed model has no servers, or a
@@ -125,7 +126,7 @@ def load_servers(model: str, verifier: str | None, model_urls, verifier_urls, ne
 
     Args:
         model: the model= model_arg
-        verifier: the verifier= model_arg
+        verifier: the verifier's folder or hub id (`verifier_model`: the main model's when it verifies itself)
         model_urls: the model_urls= model_arg
         verifier_urls: the verifier_urls= model_arg
         needs_verifier: whether the run calls the verifier (CaderConfig uses_verifier and runs_stage2)
@@ -137,7 +138,8 @@ def load_servers(model: str, verifier: str | None, model_urls, verifier_urls, ne
         options = server_options(config_block, server_values)
     except MissingServers as err:
         raise ServerRefusal(f"model_args: verifier={err.path} is another model than model= and the run calls it: "
-                            f"give its servers with verifier_urls=URL{SEPARATOR}URL") from None
+                            f"give its servers with verifier_urls=URL{SEPARATOR}URL (or verifier={SELF_VERIFIER}: "
+                            "the main model's servers verify too, not the paper's Stage 2)") from None
     except ValueError as err:
         raise ServerRefusal(str(err)) from None
     try:

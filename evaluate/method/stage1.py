@@ -28,9 +28,12 @@ class Cost:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
-    # 1 when the sample's F1 and RGR contexts were decoded one by one because its video's r1 grid exceeds
-    # `grid_max_bytes` (cader.evaluate.method.whole_video); recorded only then
+    # 1 when the sample's F1 and RGR contexts were decoded one by one because its video's whole-video decode would
+    # exceed `grid_max_bytes` (cader.evaluate.method.whole_video); recorded only then
     grid_fallback: int = 0
+    # frames the sample's RGR contexts lost against Algorithm 2's counts under `trade_rgr_frames_for_speed`; recorded
+    # only under that option (report.json sums it)
+    rgr_frames_lost: int | None = None
     # every model call as (role, prompt tokens, generated tokens), and the (main, verifier) text shapes their FLOPs
     # are counted at (calibrate/compute.py); FLOPs are recorded only when the runner knows the shapes
     calls: list = field(default_factory=list, repr=False)
@@ -47,6 +50,8 @@ class Cost:
         }
         if self.grid_fallback:
             out["grid_fallback"] = self.grid_fallback
+        if self.rgr_frames_lost is not None:
+            out["rgr_frames_lost"] = self.rgr_frames_lost
         if self.shapes is not None and self.calls:
             from cader.calibrate.compute import sample_flops
 
@@ -63,8 +68,9 @@ class Stage1Outcome:
 
 
 def sample_stage1_frames(reader: VideoReader, cfg: CaderConfig, cost: Cost) -> Frames:
-    """F1 = ConstantRateSample(V, r1) (Algorithm 1 line 5), capped uniformly at the backbone's frame budget."""
-    frames = reader.sample_uniform(cfg.r1, max_frames=cfg.max_frames, max_pixels=cfg.max_pixels)
+    """F1 = ConstantRateSample(V, r1) (Algorithm 1 line 5), capped uniformly at the backbone's frame budget, the
+    frames placed by `cfg.frame_rule`."""
+    frames = reader.sample_uniform(cfg.r1, max_frames=cfg.max_frames, max_pixels=cfg.max_pixels, rule=cfg.frame_rule)
     cost.frames_decoded += len(frames)
     return frames
 

@@ -3,7 +3,7 @@
 Stage 1 is the same computation in every Table 2 variant and in the held-out run calibration reads, so its logits
 are stored raw (before temperature) with a fingerprint of what produced them:
 - the model (`Backend.fingerprint()`: its folder's config, weight files and chat template),
-- the Stage-1 frames (r1, frame cap, pixel cap) — T and tau are *not* part of it: the margin and the route are
+- the Stage-1 frames (r1, frame cap, pixel cap, frame rule) — T and tau are *not* part of it: the margin and the route are
   recomputed from the raw logits with the current T and tau, which is what lets a held-out run at the paper's T = 2
   feed a calibrated run,
 - the sample (video, question, options, letters).
@@ -32,7 +32,13 @@ def _digest(payload) -> str:
 
 
 def frames_fingerprint(cfg: CaderConfig) -> dict:
-    return {"r1": float(cfg.r1), "max_frames": cfg.max_frames, "max_pixels": cfg.max_pixels}
+    """The settings F1 depends on. The frame rule is named only when it is not the bin-centre rule, the one every
+    fingerprint written before the rule existed was made with, so those records still stand in for a bin-centre run
+    and are refused by a backbone-rule one."""
+    frames = {"r1": float(cfg.r1), "max_frames": cfg.max_frames, "max_pixels": cfg.max_pixels}
+    if cfg.frame_rule != "bin_centre":
+        frames["frame_rule"] = cfg.frame_rule
+    return frames
 
 
 def sample_fingerprint(video: str, question: str, options: Sequence[str], letters: Sequence[str]) -> str:

@@ -11,8 +11,9 @@
 Variants (Table 2): no_verifier accepts the first in-bounds proposal; no_reflection uses K = 0; no_rgr proposes
 again on F1. Frame budgets: the crop (F2) and the RGR context are capped at `max_frames` by uniform subsampling,
 as Stage 1 is (the paper states the cap for Stage 1 only; F2 is reused for the final answer, F1 for proposals, so
-nothing is decoded twice). The RGR contexts are taken from the decode of the video's r1 grid that F1 comes from
-(`cader.evaluate.method.whole_video`), their times moved onto it (`cader.vlm.frame_grid`).
+nothing is decoded twice). The crop's frames follow `frame_rule`, as F1's do. The RGR contexts are taken from the
+video's one whole-video decode, F1 and the r1 lattice (`cader.evaluate.method.whole_video`, `cader.vlm.frame_grid`),
+each holding Algorithm 2's counts.
 The final prompt names the crop bounds (the frames it shows), the record's `accepted`
 the proposed window. Every step is appended to `steps` as it happens, so a failure mid-way keeps the partial trajectory.
 A rejected crop whose RGR context would hold no frames (a video shorter than a frame interval at those rates) ends the
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from cader.evaluate.backends.base import Backend, Prompt
+from cader.evaluate.backends.base import Backend, Prompt, verifier_used
 from cader.evaluate.method.budget import crop_window, dense_rate, is_too_broad
 from cader.evaluate.method.config import CaderConfig
 from cader.evaluate.method.parsing import parse_answer, parse_window
@@ -97,13 +98,16 @@ class Stage2Run:
         self.cycles = 0
 
     def record(self, pred: str, accepted: list[float] | None, fallback: str | None) -> dict:
-        return {
+        record = {
             "pred": pred,
             "accepted": accepted,
             "cycles": self.cycles,
             "fallback": fallback,
             "steps": self.steps,
         }
+        if self.cfg.uses_verifier:  # which model verified: the paper's separate verifier or the main model itself
+            record["verifier"] = verifier_used(self.main, self.verifier)
+        return record
 
     def run(self) -> dict:
         try:
@@ -168,7 +172,7 @@ class Stage2Run:
             c_s, c_e = crop_window(t_s, t_e, self.duration, cfg.min_crop, cfg.crop_edge)
             r2 = dense_rate(c_e - c_s, cfg.n_budget, cfg.r_min, cfg.r_max)
             clip = self.reader.sample_uniform(
-                r2, start=c_s, end=c_e, max_frames=cfg.max_frames, max_pixels=cfg.max_pixels
+                r2, start=c_s, end=c_e, max_frames=cfg.max_frames, max_pixels=cfg.max_pixels, rule=cfg.frame_rule
             )
             self.cost.frames_decoded += len(clip)
             self.cycles += 1
@@ -215,19 +219,20 @@ class Stage2Run:
             )
             return self.f1, "F1"
         fused = fuse_segments(scored)
-        frames, planned = self.whole.rgr_context(scored, self.duration)
-        self.steps.append(
-            {
-                "phase": "resample",
-                "iteration": iteration,
-                "mode": "rgr",
-                "fps_map": [[_r(s), _r(e), _r(f)] for s, e, f in fused],
-                "unexplored": [_window(s, e) for s, e in unexplored_intervals(fused, self.duration)],
-                "n_frames_planned": planned,
-                "n_frames": len(frames),
-            }
-        )
-        return frames, "rgr"
+        context = self.whole.rgr_context(scored, self.duration)
+        step = {
+            "phase": "resample",
+            "iteration": iteration,
+            "mode": "rgr",
+            "fps_map": [[_r(s), _r(e), _r(f)] for s, e, f in fused],
+            "unexplored": [_window(s, e) for s, e in unexplored_intervals(fused, self.duration)],
+            "n_frames_planned": context.planned,
+            "n_frames": len(context.frames),
+        }
+        if context.lost is not None:   # the speed option: what the context lacks of Algorithm 2's capped count
+            step["frames_lost"] = context.lost
+        self.steps.append(step)
+        return context.frames, "rgr"
 
     def _answer(self, clip: Frames, c_s: float, c_e: float, accepted: list[float]) -> dict:
         system, user = final_prompt(*self.asked, c_s, c_e)

@@ -19,28 +19,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from cader.scripts.bench.harness import encode_video, load_average
 from jsonargparse import CLI
 
 
 def _video(folder: Path) -> Path:
-    import av
+    """60 s at 4 fps of grey shades, 64x64 (MPEG-4 Part 2)."""
     import numpy as np
 
-    path = folder / "clip.mp4"
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("mpeg4", rate=4)
-        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
-        for k in range(240):  # 60 s
-            frame = np.full((64, 64, 3), (k * 7) % 255, np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
-
-
-def _load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
+    shades = (np.full((64, 64, 3), (k * 7) % 255, np.uint8) for k in range(240))
+    return encode_video(folder / "clip.mp4", shades, 4, codec="mpeg4")
 
 
 def same_records(a: list[dict], b: list[dict], atol: float = 1e-4) -> bool:
@@ -71,7 +59,7 @@ def main(n: int = 16, latency: float = 0.2, concurrency: int = 8, num_threads: i
 
     if num_threads > 0:
         torch.set_num_threads(num_threads)
-    load_before = _load()
+    load_before = load_average()
     from cader.contracts.jsonl import read_jsonl
     from cader.dev.scripted import FixedLatencyBackend
     from cader.dev.tiny import make_tiny_model
@@ -102,7 +90,7 @@ def main(n: int = 16, latency: float = 0.2, concurrency: int = 8, num_threads: i
     result["same_records"] = same_records(*runs)
     result["ratio"] = round(result["sequential"]["seconds"] / result["concurrent"]["seconds"], 2)
     result["goal"] = ">= 5x"
-    result.update(torch_threads=torch.get_num_threads(), load_before=load_before, load_after=_load())
+    result.update(torch_threads=torch.get_num_threads(), load_before=load_before, load_after=load_average())
     print(json.dumps(result, indent=2))
     return result
 

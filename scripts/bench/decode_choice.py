@@ -34,12 +34,12 @@ encoding per profile).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from cader.scripts.bench.harness import encode_video
 from cader.scripts.bench.input_pipeline import ping_pong, scene
 from jsonargparse import CLI
 
@@ -58,28 +58,20 @@ DEFAULT_MEDIA_DIR = "/tmp/cader_bench_media"
 
 def write_video(path: Path, minutes: float, settings: dict) -> Path:
     """A 1280x720 30-fps H.264 video with these x264 settings, written under a temporary name and renamed."""
-    import av
-
     margin = 256
     world = scene(HEIGHT, WIDTH, margin)  # B6's textured scene, so both benches encode alike
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.mp4")
-    with av.open(str(tmp), "w") as container:
-        stream = container.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
-        stream.bit_rate = int(MBIT_S * 1e6)
-        # sc_threshold 0: keyframes exactly every g frames (no scene-cut keyframes), so the profile is what it says.
-        stream.codec_context.options = {"preset": "veryfast", "sc_threshold": "0", "threads": "2", **settings}
+
+    def pictures():
         for k in range(int(minutes * 60 * FPS)):
             x, y = ping_pong(2 * k, margin), ping_pong(k, margin)
             picture = np.ascontiguousarray(world[y:y + HEIGHT, x:x + WIDTH])
             x0 = (8 * k) % (WIDTH - 200)
             picture[200:400, x0:x0 + 200] = 255 - picture[200:400, x0:x0 + 200]
-            for packet in stream.encode(av.VideoFrame.from_ndarray(picture, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    tmp.replace(path)
-    return path
+            yield picture
+
+    # sc_threshold 0: keyframes exactly every g frames (no scene-cut keyframes), so the profile is what it says.
+    return encode_video(path, pictures(), FPS, options={"preset": "veryfast", "sc_threshold": "0", "threads": "2",
+                                                        **settings}, bit_rate=int(MBIT_S * 1e6))
 
 
 def media(folder: Path, profile: str, minutes: float) -> Path:

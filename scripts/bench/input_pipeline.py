@@ -32,7 +32,6 @@ cores per GPU = CPU seconds per sample / GPU seconds per sample, the worst clip 
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -72,27 +71,21 @@ def write_clip(path: Path, seconds: int, start_s: int = 0) -> Path:
     """A clip as `CLIP` describes, written to a temporary name and renamed (a reused clip is always whole).
     `start_s`: the second of the scene it starts at (a segment of a longer clip, written beside the others by
     gpu_decode.py)."""
-    import av
+    from cader.scripts.bench.harness import encode_video
 
     width, height, fps, margin = CLIP["width"], CLIP["height"], CLIP["fps"], 512
     world = scene(height, width, margin)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.mp4")
-    with av.open(str(tmp), "w") as container:
-        stream = container.add_stream(CLIP["codec"], rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.bit_rate = int(CLIP["mbit_s"] * 1e6)
-        stream.codec_context.options = {"preset": CLIP["preset"], "g": str(CLIP["keyframe_s"] * fps), "threads": "2"}
+
+    def pictures():
         for k in range(start_s * fps, (start_s + seconds) * fps):
             x, y = ping_pong(4 * k, margin), ping_pong(k, margin)
             img = world[y:y + height, x:x + width].copy()
             x0 = (8 * k) % (width - 200)
             img[200:400, x0:x0 + 200] = 255 - img[200:400, x0:x0 + 200]
-            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    tmp.replace(path)
-    return path
+            yield img
+
+    options = {"preset": CLIP["preset"], "g": str(CLIP["keyframe_s"] * fps), "threads": "2"}
+    return encode_video(path, pictures(), fps, CLIP["codec"], options, bit_rate=int(CLIP["mbit_s"] * 1e6))
 
 
 def clip(folder: Path, seconds: int) -> Path:

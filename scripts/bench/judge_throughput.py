@@ -6,7 +6,6 @@ a fixed delay, at concurrency 16 and at concurrency 1 in the same run. Goal: >= 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,15 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cader.dev.judge_inputs import synthetic_benchmark
-from cader.evaluate.judge.client import RetryPolicy
-from cader.evaluate.judge.pipeline import judge_predictions, read_judgments
+from cader.dev.synthetic.train_mix import write_jsonl
+from cader.evaluate.judge.pipeline import JudgeRun, judge_predictions, read_judgments
 from cader.evaluate.judge.providers import LOOPBACK_MODEL, make_provider
 from cader.evaluate.judge.questions import load_predictions, load_questions
 from jsonargparse import CLI
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
 
 
 def _timed_run(base_url: str, root: Path, out: str, concurrency: int) -> tuple[float, int, int]:
@@ -33,7 +28,7 @@ def _timed_run(base_url: str, root: Path, out: str, concurrency: int) -> tuple[f
     provider = make_provider("openai", LOOPBACK_MODEL, base_url, timeout=30.0)
     start = time.perf_counter()
     counts = judge_predictions(provider, questions, predictions, root / out, framework="cader",
-                               concurrency=concurrency, policy=RetryPolicy(), use_cache=False)
+                               run=JudgeRun(concurrency=concurrency, cache=False, progress=False))
     elapsed = time.perf_counter() - start
     rows = read_judgments(root / out / "judgments.jsonl")
     return elapsed, counts["judged"], sum(1 for r in rows.values() if r.get("error"))
@@ -63,8 +58,8 @@ def main(n: int = 200, delay: float = 0.05, concurrency: int = 16) -> dict:
     questions, predictions = synthetic_benchmark(n, seed=0)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        _write_jsonl(root / "questions.jsonl", questions)
-        _write_jsonl(root / "predictions.jsonl", predictions)
+        write_jsonl(root / "questions.jsonl", questions)
+        write_jsonl(root / "predictions.jsonl", predictions)
         with loopback_process(delay, root) as base_url:
             parallel_s, parallel_ok, parallel_err = _timed_run(base_url, root, "parallel", concurrency)
             serial_s, serial_ok, serial_err = _timed_run(base_url, root, "serial", 1)

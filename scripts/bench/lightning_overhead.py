@@ -14,11 +14,11 @@ step's time is its fastest over the rounds (a shared machine only ever adds time
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 import warnings
 from pathlib import Path
 
+from cader.scripts.bench.harness import tiny_inputs
 from jsonargparse import CLI
 
 
@@ -125,24 +125,14 @@ def main(
     logging.getLogger("lightning").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
     begin = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="cader_p2_") as tmp:
-        tmp = Path(tmp)
-        if model_dir is None:
-            from cader.dev.tiny import make_tiny_model
-
-            model_dir = str(make_tiny_model(tmp / "model"))
-        if train_dir is None:
-            from cader.dev.synthetic.dataset import make_synthetic_data
-
-            make_synthetic_data(tmp / "data", n_train=32, n_images=8, n_tool=1, n_eval=1, n_heldout=1)
-            train_dir = str(tmp / "data" / "train")
-        batches = build_batches(model_dir, Path(train_dir), batch_size, max_length, warmup + steps)
+    with tiny_inputs(model_dir, train_dir, "cader_p2_", n_train=32, n_images=8, n_tool=1) as (model, train, tmp):
+        batches = build_batches(model, train, batch_size, max_length, warmup + steps)
         bare, lightning = [], []
         for r in range(rounds):
             torch.manual_seed(seed)
-            bare.append(bare_loop(model_dir, batches, warmup, lr, clip, seed))
+            bare.append(bare_loop(model, batches, warmup, lr, clip, seed))
             torch.manual_seed(seed)
-            lightning.append(lightning_loop(model_dir, batches, warmup, lr, clip, seed, tmp / f"pl{r}"))
+            lightning.append(lightning_loop(model, batches, warmup, lr, clip, seed, tmp / f"pl{r}"))
     tokens = sum(_tokens(b) for b in batches[warmup:])
     bare_tps = tokens / sum(map(min, zip(*bare)))
     lightning_tps = tokens / sum(map(min, zip(*lightning)))

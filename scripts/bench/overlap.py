@@ -39,29 +39,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from cader.scripts.bench.harness import encode_video, load_average
 from jsonargparse import CLI
 
 
 def _video(path: Path, seconds: int = 240, fps: int = 30) -> Path:
-    import av
     import numpy as np
 
     yy, xx = np.mgrid[0:240, 0:320]
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
-        stream.codec_context.options = {"preset": "ultrafast", "g": str(2 * fps)}
-        for k in range(seconds * fps):
-            img = np.stack([(xx + 3 * k) % 256, (yy + k) % 256, (xx + yy + k) % 256], axis=-1).astype(np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
-
-
-def _load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
+    pictures = (np.stack([(xx + 3 * k) % 256, (yy + k) % 256, (xx + yy + k) % 256], axis=-1).astype(np.uint8)
+                for k in range(seconds * fps))
+    return encode_video(path, pictures, fps, options={"preset": "ultrafast", "g": str(2 * fps)})
 
 
 def main(n: int = 16, latency: float = 2.0, concurrency: int = 4, repeats: int = 2, num_threads: int = 1) -> dict:
@@ -90,7 +78,7 @@ def main(n: int = 16, latency: float = 2.0, concurrency: int = 4, repeats: int =
 
     if num_threads > 0:
         torch.set_num_threads(num_threads)
-    load_before = _load()
+    load_before = load_average()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         first = _video(root / "v0.mp4")
@@ -138,7 +126,7 @@ def main(n: int = 16, latency: float = 2.0, concurrency: int = 4, repeats: int =
               "median_s": {k: round(statistics.median(v), 2) for k, v in times.items()},
               "model_calls": {k: sorted(v) for k, v in calls.items()},
               "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-              "load_before": load_before, "load_after": _load()}
+              "load_before": load_before, "load_after": load_average()}
     print(json.dumps(result, indent=2))
     return result
 

@@ -12,11 +12,11 @@ once, pixels included), not the budget's plan.
 from __future__ import annotations
 
 import random
-import tempfile
 import time
 from pathlib import Path
 
 from cader.dev.synthetic.train_mix import SYNTHETIC_MIX as MIX  # (name, format, file)
+from cader.scripts.bench.harness import tiny_inputs
 from jsonargparse import CLI
 
 
@@ -65,17 +65,8 @@ def main(
     from cader.train.collate import LengthGroupedBatchSampler
 
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="cader_padding_") as tmp:
-        if model_dir is None:
-            from cader.dev.tiny import make_tiny_model
-
-            model_dir = str(make_tiny_model(Path(tmp) / "model"))
-        if train_dir is None:
-            from cader.dev.synthetic.dataset import make_synthetic_data
-
-            make_synthetic_data(Path(tmp) / "data", n_eval=1, n_heldout=1)
-            train_dir = str(Path(tmp) / "data" / "train")
-        lengths = encoded_lengths(model_dir, Path(train_dir), max_length)
+    with tiny_inputs(model_dir, train_dir, "cader_padding_") as (model, train, _):
+        lengths = encoded_lengths(model, train, max_length)
 
     grouped, rand = [], []
     for epoch in range(epochs):

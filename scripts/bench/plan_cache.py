@@ -12,11 +12,11 @@ All three must give the same plan; the script checks that before it prints the r
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
 from cader.dev.synthetic.train_mix import SYNTHETIC_MIX as MIX  # (name, format, file)
+from cader.scripts.bench.harness import tiny_inputs
 from jsonargparse import CLI
 
 
@@ -54,23 +54,14 @@ def main(
     from cader.train.plan_cache import default_plan_workers
 
     workers = plan_workers or default_plan_workers()
-    with tempfile.TemporaryDirectory(prefix="cader_plan_cache_") as tmp:
-        tmp = Path(tmp)
-        if model_dir is None:
-            from cader.dev.tiny import make_tiny_model
-
-            model_dir = str(make_tiny_model(tmp / "model"))
-        if train_dir is None:
-            from cader.dev.synthetic.dataset import make_synthetic_data
-
-            make_synthetic_data(tmp / "data", n_train=n_train, n_images=n_images, n_eval=1, n_heldout=1)
-            train_dir = str(tmp / "data" / "train")
+    with tiny_inputs(model_dir, train_dir, "cader_plan_cache_", n_train=n_train, n_images=n_images) as inputs:
+        model_dir, train_dir, tmp = inputs
         cache = str(tmp / "plan_cache")
         # untimed warm-up (imports, template compile, page cache) so the first timed run is not charged for them
-        timed_setup(model_dir, Path(train_dir), None, 1, str(tmp / "warmup"), max_length, mix=MIX[-1:])
-        serial_s, serial = timed_setup(model_dir, Path(train_dir), None, 1, str(tmp / "r0"), max_length)
-        cold_s, cold = timed_setup(model_dir, Path(train_dir), cache, workers, str(tmp / "r1"), max_length)
-        warm_s, warm = timed_setup(model_dir, Path(train_dir), cache, workers, str(tmp / "r2"), max_length)
+        timed_setup(model_dir, train_dir, None, 1, str(tmp / "warmup"), max_length, mix=MIX[-1:])
+        serial_s, serial = timed_setup(model_dir, train_dir, None, 1, str(tmp / "r0"), max_length)
+        cold_s, cold = timed_setup(model_dir, train_dir, cache, workers, str(tmp / "r1"), max_length)
+        warm_s, warm = timed_setup(model_dir, train_dir, cache, workers, str(tmp / "r2"), max_length)
     if not serial.items == cold.items == warm.items:
         raise AssertionError("the cached / parallel plan differs from the serial plan")
     hits = sum(e["plan_cache"]["hits"] for e in warm.report.values())

@@ -23,21 +23,18 @@ from jsonargparse import CLI
 
 def write_test_video(path: Path, seconds: int, fps: int, width: int, height: int, gop: int) -> None:
     """Moving gradient + a per-second colour change, H.264 with a keyframe every `gop` frames."""
-    import av
+    from cader.scripts.bench.harness import encode_video
 
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"preset": "veryfast", "g": str(gop), "crf": "28"}
-        ramp = np.linspace(0, 255, width, dtype=np.float32)[None, :, None]
+    ramp = np.linspace(0, 255, width, dtype=np.float32)[None, :, None]
+
+    def pictures():
         for k in range(seconds * fps):
             img = np.empty((height, width, 3), np.uint8)
             img[:] = ((ramp + 3 * k) % 256).astype(np.uint8)
             img[:, :, 2] = (37 * (k // fps)) % 256
-            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+            yield img
+
+    encode_video(path, pictures(), fps, options={"preset": "veryfast", "g": str(gop), "crf": "28"})
 
 
 def time_it(fn, repeats: int) -> tuple[float, object]:

@@ -90,13 +90,13 @@ clock),
 def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", limit: int = 8,
             concurrency: int = 4, config: str = "configs/eval/cader_tiny.yaml", extra_args: str = "",
             vllm_args: str = CPU_ENGINE_ARGS, vllm_python: str = DEFAULT_VLLM_PYTHON,
-            json_out: str | None = None) -> dict:
+            json_out: str | None = None, verifier: str | None = None) -> dict:
     """evaluate/run.py --backend hf and --backend vllm --concurrency N: equal records, and each one's samples/s.
 
     Exit status 1 when the records differ.
 
     Args:
-        model: An HF folder (model and verifier), e.g. runs/tiny/sft/export.
+        model: An HF folder of the main model, e.g. runs/tiny/sft/export.
         data_root: --data_root of evaluate/run.py.
         out: A folder for the two runs (hf/ and vllm/); an earlier run's predictions there are removed first.
         benchmark: A benchmark name of the registry.
@@ -109,10 +109,12 @@ def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", 
             longest context: minutes and GBs on a CPU at the 32K default). On a GPU with the real models: "".
         vllm_python: The interpreter with vLLM.
         json_out: Also write the result here.
+        verifier: An HF folder of the verifier, e.g. runs/tiny/verifier (default: the main model verifies itself).
     """
     out_dir = Path(out)
-    base = ["evaluate/run.py", "--config", config, "--model", model, "--verifier", model, "--benchmark", benchmark,
-            "--data_root", data_root, "--limit", str(limit), "--progress", "false", *extra_args.split()]
+    base = ["evaluate/run.py", "--config", config, "--model", model, "--verifier", verifier or model,
+            "--benchmark", benchmark, "--data_root", data_root, "--limit", str(limit), "--progress", "false",
+            *extra_args.split()]
     runs = {}
     for name, python, args, env in (
         ("hf", sys.executable, ["--backend", "hf"], None),

@@ -1,4 +1,5 @@
-"""What a trained miniature does in each CADER role on the synthetic held-out split (``probe_roles``).
+"""What a trained miniature does in each CADER role on the synthetic held-out split (``probe_roles``), for
+tests/test_train_learns.py.
 
 For every sample the model is called as CADER calls it (``cader.evaluate.method``'s prompts, thinking switch,
 frame budgets), with the synthetic ground truth at hand to score each role on its own:
