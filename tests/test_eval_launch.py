@@ -45,7 +45,9 @@ def _clean_env() -> dict:
 @pytest.mark.timeout(400)
 def test_two_ranks_merge_to_the_one_process_records(tiny_model_dir, barcode_video, tmp_path):
     _benchmark(tmp_path / "data", barcode_video)
-    common = ["--model", str(tiny_model_dir), "--benchmark", "synthetic", "--data_root", str(tmp_path / "data"),
+    # one tiny model serves as its own verifier (no 4B offline): what is tested is how ranks split and merge
+    common = ["--model", str(tiny_model_dir), "--verifier", "main_model", "--benchmark", "synthetic",
+              "--data_root", str(tmp_path / "data"),
               "--variant", "uniform_stage2", "--max_frames", "8", "--max_pixels", "2048", "--dtype", "float32",
               "--max_new_tokens_propose", "8", "--max_new_tokens_answer", "8", "--progress", "false"]
     runs = {}
