@@ -12,9 +12,8 @@ import string
 import numpy as np
 
 
-def synthetic_logits(
-    n: int, n_options: int, true_temperature: float, rng: np.random.Generator, spread: float = 3.0
-) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_logits(n: int, n_options: int, true_temperature: float, rng: np.random.Generator,
+                     spread: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
     """(logits (n, K) float64, gold (n,) int64)."""
     scale = spread * rng.lognormal(mean=0.0, sigma=0.8, size=(n, 1))
     z = rng.normal(size=(n, n_options)) * scale
@@ -24,14 +23,8 @@ def synthetic_logits(
     return z, np.minimum(gold, n_options - 1).astype(np.int64)
 
 
-def synthetic_prediction_rows(
-    benchmark: str,
-    n: int,
-    n_options: int = 4,
-    true_temperature: float = 1.5,
-    seed: int = 0,
-    stage2_accuracy: float | None = None,
-) -> list[dict]:
+def synthetic_prediction_rows(benchmark: str, n: int, n_options: int = 4, true_temperature: float = 1.5,
+                              seed: int = 0, stage2_accuracy: float | None = None) -> list[dict]:
     """predictions.jsonl rows (the prediction record of ``cader.contracts``) from ``synthetic_logits``.
 
     With ``stage2_accuracy`` every row is routed to Stage 2 (as in a uniform_stage2 run) and Stage 2 answers
@@ -42,47 +35,22 @@ def synthetic_prediction_rows(
     letters = list(string.ascii_uppercase[:n_options])
     rows = []
     for i in range(n):
-        s1_pred = letters[int(np.argmax(z[i]))]
-        answer = letters[int(gold[i])]
+        s1_pred, answer = letters[int(np.argmax(z[i]))], letters[int(gold[i])]
         row = {
-            "benchmark": benchmark,
-            "sample_id": f"{benchmark}-{i}",
             # each question its own video, in its benchmark's folder: calibration keys a video by this path alone
-            "video": f"{benchmark}/videos/{i}.mp4",
-            "duration": 600.0,
-            "question": f"synthetic question {i}",
-            "options": [f"option {x}" for x in letters],
-            "letters": letters,
-            "answer": answer,
-            "stage1": {
-                "logits": z[i].tolist(),
-                "pred": s1_pred,
-                "margin": None,
-                "temperature": 2.0,
-                "n_frames": 64,
-                "fps": 1.0,
-            },
-            "route": "exit",
-            "stage2": None,
-            "pred": s1_pred,
-            "correct": s1_pred == answer,
-            "cost": {
-                "forwards": 1,
-                "frames_decoded": 64,
-                "prompt_tokens": 0,
-                "completion_tokens": 1,
-                "seconds": 0.0,
-            },
+            "benchmark": benchmark, "sample_id": f"{benchmark}-{i}", "video": f"{benchmark}/videos/{i}.mp4",
+            "duration": 600.0, "question": f"synthetic question {i}", "options": [f"option {x}" for x in letters],
+            "letters": letters, "answer": answer,
+            "stage1": {"logits": z[i].tolist(), "pred": s1_pred, "margin": None, "temperature": 2.0, "n_frames": 64,
+                       "fps": 1.0},
+            "route": "exit", "stage2": None, "pred": s1_pred, "correct": s1_pred == answer,
+            "cost": {"forwards": 1, "frames_decoded": 64, "prompt_tokens": 0, "completion_tokens": 1, "seconds": 0.0},
             "error": None,
         }
         if stage2_accuracy is not None:
             right = rng.random() < stage2_accuracy
             s2_pred = answer if right else letters[(letters.index(answer) + 1) % n_options]
-            row.update(
-                route="stage2",
-                pred=s2_pred,
-                correct=s2_pred == answer,
-                stage2={"pred": s2_pred, "accepted": [0.0, 30.0], "cycles": 1, "fallback": None, "steps": []},
-            )
+            row.update(route="stage2", pred=s2_pred, correct=s2_pred == answer,
+                       stage2={"pred": s2_pred, "accepted": [0.0, 30.0], "cycles": 1, "fallback": None, "steps": []})
         rows.append(row)
     return rows

@@ -11,7 +11,7 @@ non-retryable bad request, "overloaded" is Anthropic's HTTP 529, "empty" is a re
 reply text holding two JSON objects, "truncated_body" a 200 whose JSON body is cut short, "text_body" a 200 with a
 text/plain body, "out_of_tokens" an empty reply stopped by the token limit (a reasoning model that spent its
 whole budget thinking), "drip" a valid reply whose body is sent one byte every `drip_seconds` (a slow body that
-no per-read timeout catches), "huge_invalid" an invalid reply of `huge_chars` characters (5 MB by default). Error replies carry `Retry-After: <retry_after>` when the server is given one.
+no per-read timeout catches), "huge_invalid" an invalid reply of 5 MB. Error replies carry `Retry-After: <retry_after>` when the server is given one.
 
 Its identity is fixed: it answers only requests for its own model name (providers.LOOPBACK_MODEL; 404
 model_not_found otherwise, as the real APIs do) and names itself in every reply's `model` field, so its made-up
@@ -35,7 +35,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -57,6 +57,7 @@ ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_erro
                          429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
 # OpenAI reasoning models (the API's "Unsupported parameter"/"Unsupported value" 400s for these families).
 REASONING_MODELS = ("gpt-5*", "o1*", "o3*", "o4*")
+HUGE_CHARS = 5_000_000   # the huge_invalid reply's length
 _QID = re.compile(r"^QUESTION_ID: (.*)$", re.MULTILINE)
 _SWEEP = re.compile(r"^SWEEP_REQUIRED: (\w+)$", re.MULTILINE)
 # A milestone line: "M1 [type]: ..." (the paper's layout) or "  M1 type=...: ..." (the official harness's).
@@ -93,15 +94,12 @@ def synthetic_judgment(qid: str, milestone_ids: Sequence[str], sweep: str) -> di
             "summary": f"loopback judgment for question {qid}"}
 
 
-def reply_text(action: str, qid: str, ids: list[str], sweep: str, judgment_fn: Callable,
-               huge_chars: int = 5_000_000) -> str:
-    judgment = judgment_fn(qid, ids, sweep)
+def reply_text(action: str, qid: str, ids: list[str], sweep: str) -> str:
+    judgment = synthetic_judgment(qid, ids, sweep)
     if action in ("empty", "out_of_tokens"):
         return ""
     if action == "huge_invalid":  # a runaway reply: prose, then a JSON object cut off
-        prose = ("The trajectory is long. " * (huge_chars // 24 + 1))[:max(0, huge_chars - 30)]
-        return prose + '{"process_scores": {"P1": 2'
-
+        return ("The trajectory is long. " * (HUGE_CHARS // 24 + 1))[:HUGE_CHARS - 30] + '{"process_scores": {"P1": 2'
     if action == "fenced":
         return "```json\n" + json.dumps(judgment, indent=1) + "\n```"
     if action == "prose":
@@ -176,14 +174,12 @@ class LoopbackJudgeServer:
     """Threaded HTTP server on 127.0.0.1:<port> speaking the subsets the openai and anthropic clients use."""
 
     def __init__(self, *, delay: float = 0.0, script: Sequence[str] = ("valid",),
-                 per_question: dict[str, Sequence[str]] | None = None, hang_seconds: float = 5.0,
-                 judgment_fn: Callable = synthetic_judgment, port: int = 0, retry_after: str | None = None,
-                 also_answers_as: Sequence[str] = (), drip_seconds: float = 1.0, huge_chars: int = 5_000_000):
+                 per_question: dict[str, Sequence[str]] | None = None, hang_seconds: float = 5.0, port: int = 0,
+                 retry_after: str | None = None, also_answers_as: Sequence[str] = (), drip_seconds: float = 1.0):
         for action in [*script, *(a for s in (per_question or {}).values() for a in s)]:
             if action not in ACTIONS:
                 raise ValueError(f"unknown loopback action {action!r}; choose from {ACTIONS}")
-        self.delay, self.hang_seconds, self.judgment_fn = delay, hang_seconds, judgment_fn
-        self.drip_seconds, self.huge_chars = drip_seconds, huge_chars
+        self.delay, self.hang_seconds, self.drip_seconds = delay, hang_seconds, drip_seconds
         self.retry_after = retry_after           # Retry-After header value sent with every error reply
         self.model_names = {LOOPBACK_MODEL, *also_answers_as}
         self.script, self.per_question = list(script), {str(k): list(v) for k, v in (per_question or {}).items()}
@@ -255,7 +251,7 @@ class LoopbackJudgeServer:
             return 200, b"upstream proxy error: try again later", "text/plain", action
         if action == "hang":
             time.sleep(self.hang_seconds)
-        text = reply_text(action, qid, ids, sweep, self.judgment_fn, self.huge_chars)
+        text = reply_text(action, qid, ids, sweep)
         tokens_in, tokens_out = len(first_user) // 4, len(text) // 4
         if api == "anthropic":
             payload = {"id": f"msg_loopback_{qid}", "type": "message", "role": "assistant", "model": LOOPBACK_MODEL,

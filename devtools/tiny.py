@@ -27,22 +27,9 @@ import torch
 from cader.vlm.chat_template import QWEN3_VL_CHAT_TEMPLATE
 
 # Qwen3-VL's special tokens, in their released order (ids are assigned after the BPE vocabulary).
-SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|object_ref_start|>",
-    "<|object_ref_end|>",
-    "<|box_start|>",
-    "<|box_end|>",
-    "<|quad_start|>",
-    "<|quad_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-]
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                  "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                  "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 # Added as normal (non-special) tokens, as in the released tokenizer, so they survive decoding.
 ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
@@ -102,21 +89,11 @@ def build_tokenizer(vocab_size: int = TINY_SIZES["main"].vocab_size, reserved: i
     bpe = Tokenizer(models.BPE(unk_token=None))
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=[f"<|reserved_{i}|>" for i in range(reserved)],
-        show_progress=False,
-    )
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=[f"<|reserved_{i}|>" for i in range(reserved)], show_progress=False)
     bpe.train_from_iterator(_training_corpus(), trainer=trainer)
-    tok = Qwen2TokenizerFast(
-        tokenizer_object=bpe,
-        unk_token=None,
-        bos_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        clean_up_tokenization_spaces=False,
-    )
+    tok = Qwen2TokenizerFast(tokenizer_object=bpe, unk_token=None, bos_token=None, eos_token="<|im_end|>",
+                             pad_token="<|endoftext|>", clean_up_tokenization_spaces=False)
     tok.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS})
     tok.add_tokens(ADDED_TOKENS)
     tok.chat_template = QWEN3_VL_CHAT_TEMPLATE
@@ -136,47 +113,24 @@ def tiny_config(tokenizer, size: str = "main"):
     widths = TINY_SIZES[size]
     head_dim = 32  # the smallest head size vLLM's CPU attention serves, so one model runs under both backends
     text_config = {
-        "vocab_size": len(tokenizer),
-        "hidden_size": widths.text_hidden,
-        "intermediate_size": widths.text_intermediate,
-        "num_hidden_layers": 2,
-        "num_attention_heads": widths.text_heads,
-        "num_key_value_heads": widths.text_kv_heads,
-        "head_dim": head_dim,
-        "max_position_embeddings": 32768,
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 5_000_000.0,
-            "mrope_interleaved": True,
-            # temporal / height / width split of head_dim/2 rotary pairs, in the ratio [24, 20, 20] has at 128
-            "mrope_section": [6, 5, 5],
-        },
-        "bos_token_id": None,
-        "eos_token_id": ids["<|im_end|>"],
-        "pad_token_id": ids["<|endoftext|>"],
+        "vocab_size": len(tokenizer), "hidden_size": widths.text_hidden, "intermediate_size": widths.text_intermediate,
+        "num_hidden_layers": 2, "num_attention_heads": widths.text_heads, "num_key_value_heads": widths.text_kv_heads,
+        "head_dim": head_dim, "max_position_embeddings": 32768,
+        # mrope_section: the temporal / height / width split of head_dim/2 rotary pairs, in the ratio [24, 20, 20]
+        # it has at 128
+        "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0, "mrope_interleaved": True,
+                            "mrope_section": [6, 5, 5]},
+        "bos_token_id": None, "eos_token_id": ids["<|im_end|>"], "pad_token_id": ids["<|endoftext|>"],
         "tie_word_embeddings": False,
     }
     vision_config = {
-        "depth": 2,
-        "hidden_size": widths.vision_hidden,
-        "intermediate_size": widths.vision_intermediate,
-        "num_heads": widths.vision_heads,
-        "patch_size": 16,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-        "out_hidden_size": widths.text_hidden,
-        "num_position_embeddings": 256,
-        "deepstack_visual_indexes": [1],
+        "depth": 2, "hidden_size": widths.vision_hidden, "intermediate_size": widths.vision_intermediate,
+        "num_heads": widths.vision_heads, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+        "out_hidden_size": widths.text_hidden, "num_position_embeddings": 256, "deepstack_visual_indexes": [1],
     }
-    return Qwen3VLConfig(
-        text_config=text_config,
-        vision_config=vision_config,
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=False,
-    )
+    return Qwen3VLConfig(text_config=text_config, vision_config=vision_config, image_token_id=ids["<|image_pad|>"],
+                         video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
+                         vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=False)
 
 
 def build_processor(tokenizer):
@@ -185,23 +139,13 @@ def build_processor(tokenizer):
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
-    image_processor = Qwen2VLImageProcessor(
-        patch_size=16, merge_size=2, temporal_patch_size=2,
-        size={"shortest_edge": 32 * 32, "longest_edge": 262_144},
-        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
-    )
-    video_processor = Qwen3VLVideoProcessor(
-        patch_size=16, merge_size=2, temporal_patch_size=2,
-        size={"shortest_edge": 32 * 32, "longest_edge": 65_536 * 4096},
-        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
-        cap_pixels_per_frame=False, max_frames=4096, min_frames=1,
-    )
-    return Qwen3VLProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=video_processor,
-        chat_template=QWEN3_VL_CHAT_TEMPLATE,
-    )
+    shared = {"patch_size": 16, "merge_size": 2, "temporal_patch_size": 2, "image_mean": [0.5, 0.5, 0.5],
+              "image_std": [0.5, 0.5, 0.5]}
+    image_processor = Qwen2VLImageProcessor(size={"shortest_edge": 32 * 32, "longest_edge": 262_144}, **shared)
+    video_processor = Qwen3VLVideoProcessor(size={"shortest_edge": 32 * 32, "longest_edge": 65_536 * 4096},
+                                            cap_pixels_per_frame=False, max_frames=4096, min_frames=1, **shared)
+    return Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer, video_processor=video_processor,
+                            chat_template=QWEN3_VL_CHAT_TEMPLATE)
 
 
 def make_tiny_model(out_dir: str | Path, seed: int = 0, size: str = "main") -> Path:
@@ -220,13 +164,9 @@ def make_tiny_model(out_dir: str | Path, seed: int = 0, size: str = "main") -> P
     model = Qwen3VLForConditionalGeneration(config)
     model.generation_config = GenerationConfig(
         eos_token_id=[tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")],
-        pad_token_id=tokenizer.pad_token_id,
-        do_sample=False,
-    )
+        pad_token_id=tokenizer.pad_token_id, do_sample=False)
     model.save_pretrained(out)
     processor.save_pretrained(out)
-    (out / "cader_tiny.json").write_text(
-        json.dumps({"seed": seed, "size": size, "parameters": sum(p.numel() for p in model.parameters())},
-                   indent=2) + "\n"
-    )
+    record = {"seed": seed, "size": size, "parameters": sum(p.numel() for p in model.parameters())}
+    (out / "cader_tiny.json").write_text(json.dumps(record, indent=2) + "\n")
     return out

@@ -31,23 +31,17 @@ import numpy as np
 from cader.dev.synthetic.dataset import Frames, Timeline
 from cader.dev.synthetic.media import random_cued_spec, write_video
 from cader.dev.synthetic.train_mix import write_cader_roles, write_json
+from cader.dev.tiny import make_tiny_model
 from cader.evaluate.method.prompts import GROUNDING_SYSTEM
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "train" / "pretrain_tiny.yaml"
+CONFIG_NAME = "configs/train/pretrain_tiny.yaml"   # as a record names it
 # Far from make_synthetic_data's seeds (0 by default, small integers in tests), whose two child generators draw
 # the SFT and evaluation videos.
 PRETRAIN_SEED = 7919
-
-
-def _training_video_kwargs() -> dict:
-    """make_synthetic_data's training-video defaults as random_cued_spec arguments, so the two cannot drift apart
-    (128 s at 2 fps, 96x64, a 16 s light scene holding a 4-10 s coloured event, half with a decoy scene)."""
-    t, f = Timeline(), Frames()
-    return {"duration_range": (t.train_duration,) * 2, "scene_len": t.scene_len, "event_len": t.train_event_len,
-            "fps": f.fps, "width": f.width, "height": f.height, "decoy_rate": t.decoy_rate}
-
-
-VIDEO = _training_video_kwargs()
+# make_synthetic_data's training videos, so the two cannot drift apart (128 s at 2 fps, 96x64, a 16 s light scene
+# holding a 4-10 s coloured event, half with a decoy scene)
+VIDEO = Timeline().videos(Frames(), train=True)
 
 
 def write_pretraining_set(out: str | Path, n_videos: int, seed: int = PRETRAIN_SEED) -> tuple[Path, Path]:
@@ -65,37 +59,40 @@ def write_pretraining_set(out: str | Path, n_videos: int, seed: int = PRETRAIN_S
     return out / "grounding.json", out / "roles.json"
 
 
-def _train(model: Path, rows: Path, run: Path, cache: Path, epochs: int, train_seed: int = 0) -> Path:
+def train_pass(model: Path, rows: Path, run: Path, cache: Path, epochs: int, train_seed: int = 0) -> Path:
+    """One pass of train/sft.py (``CONFIG``) from ``model`` on the sharegpt file ``rows``, in ``run``; returns its
+    HF export. ``train_seed`` seeds the pass (data order, dropout)."""
     from cader.train.sft import main as sft_main
 
     source = [{"name": rows.stem, "format": "sharegpt", "path": str(rows)}]
-    argv = [
-        "--config", str(CONFIG),
-        "--model.model_path", str(model),
-        "--data.sources", json.dumps(source),
-        "--data.frame_cache_dir", str(cache),
-        "--trainer.default_root_dir", str(run),
-        "--trainer.max_epochs", str(epochs),
-        "--seed_everything", str(train_seed),
-    ]
-    code = sft_main(argv)
+    code = sft_main(["--config", str(CONFIG), "--model.model_path", str(model), "--data.sources", json.dumps(source),
+                     "--data.frame_cache_dir", str(cache), "--trainer.default_root_dir", str(run),
+                     "--trainer.max_epochs", str(epochs), "--seed_everything", str(train_seed)])
     if code != 0:
         raise RuntimeError(f"pre-training pass {run.name} of {model} failed (train/sft.py exit {code}; log above)")
     return run / "export"
 
 
-def pretrain(base: str | Path, work: str | Path, n_videos: int = 96, grounding_epochs: int = 25,
-             roles_epochs: int = 12, seed: int = PRETRAIN_SEED, train_seed: int = 0) -> Path:
-    """The two passes (module doc) from the model at ``base``, in ``work``; return the final HF export folder.
-    ``seed`` draws the videos, ``train_seed`` seeds each pass (data order, dropout). A pass with 0 epochs is
-    skipped."""
-    work = Path(work)
-    grounding, roles = write_pretraining_set(work / "data", n_videos, seed)
-    model = Path(base)
+def random_start(out: str | Path, seed: int, size: str = "main") -> tuple[Path, Path, dict]:
+    """The work folder ``<out>_pretrain``, the random tiny model of ``size`` built there and its record."""
+    work = Path(f"{out}_pretrain")
+    model = make_tiny_model(work / "random", seed=seed, size=size)
+    return work, model, json.loads((model / "cader_tiny.json").read_text())
+
+
+def make_pretrained_model(out: str | Path, seed: int = 0, grounding_epochs: int = 25, roles_epochs: int = 12,
+                          n_videos: int = 96) -> Path:
+    """The random model of ``seed`` after the two passes (module doc; a pass with 0 epochs is skipped), installed at
+    ``out``; work files in ``<out>_pretrain/``. ``seed`` also seeds each pass and, offset from PRETRAIN_SEED, draws
+    the videos."""
+    work, model, record = random_start(out, seed)
+    record["pretraining"] = {"videos": n_videos, "video_seed": PRETRAIN_SEED + seed,
+                             "grounding_epochs": grounding_epochs, "roles_epochs": roles_epochs, "config": CONFIG_NAME}
+    grounding, roles = write_pretraining_set(work / "data", n_videos, PRETRAIN_SEED + seed)
     for rows, epochs in ((grounding, grounding_epochs), (roles, roles_epochs)):
         if epochs > 0:
-            model = _train(model, rows, work / rows.stem, work / "frame_cache", epochs, train_seed)
-    return model
+            model = train_pass(model, rows, work / rows.stem, work / "frame_cache", epochs, seed)
+    return install(model, out, record)
 
 
 def install(export: str | Path, out: str | Path, record: dict) -> Path:

@@ -33,8 +33,7 @@ from cader.dev.synthetic.media import (
     random_cued_spec,
 )
 from cader.dev.synthetic.train_mix import write_cader_roles, write_json
-from cader.dev.tiny import make_tiny_model
-from cader.dev.tiny_pretrain import PRETRAIN_SEED, VIDEO, _train, install
+from cader.dev.tiny_pretrain import CONFIG_NAME, PRETRAIN_SEED, VIDEO, install, random_start, train_pass
 from cader.evaluate.method.prompts import verifier_prompt
 
 VERIFY_EPOCHS = 20
@@ -79,13 +78,12 @@ def make_tiny_verifier(out: str | Path, seed: int = 0, epochs: int = VERIFY_EPOC
         epochs: epochs of the verifier pass (0: the random verifier)
         n_videos: videos whose two C.3 rows it trains on
     """
-    work = Path(f"{out}_pretrain")
-    model = make_tiny_model(work / "random", seed=seed, size="verifier")
-    record = {**json.loads((model / "cader_tiny.json").read_text()), "role": "verifier"}
+    work, model, record = random_start(out, seed, "verifier")
+    record["role"] = "verifier"
     if epochs > 0:
         rows, _ = write_verifier_set(work / "data", n_videos, VERIFY_SEED + seed)
-        model = _train(model, rows, work / "verify", work / "frame_cache", epochs, seed)
+        model = train_pass(model, rows, work / "verify", work / "frame_cache", epochs, seed)
         record["pretraining"] = {"videos": n_videos, "video_seed": VERIFY_SEED + seed, "event_len": VERIFY_EVENT_LEN,
                                  "verify_rows": len(json.loads(rows.read_text())), "verify_epochs": epochs,
-                                 "config": "configs/train/pretrain_tiny.yaml"}
+                                 "config": CONFIG_NAME}
     return install(model, out, record)

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 from cader.calibrate.margin import margin as stage1_margin
-from cader.contracts.records import PredictionRecord, build_record
+from cader.contracts.records import JudgmentRecord, PredictionRecord, build_record
 
 BENCHMARKS = ("videomme_long", "mlvu_dev", "longvideobench_val", "lvbench")
 LETTERS = ["A", "B", "C", "D"]
@@ -138,8 +138,6 @@ def _logits(n: int) -> dict:
 
 
 def judgment_row(qid: int, k: int, shift: int = 0) -> dict:
-    from cader.contracts.records import JudgmentRecord, build_record
-
     scores = {"P1": 2, "P2": (k + shift) % 3, "P3": 1 - shift % 2, "P4": None, "P5": (k + 1) % 3}
     present = [v for v in scores.values() if v is not None]
     statuses = ["covered", "partial", "missing"][: 1 + k % 3]

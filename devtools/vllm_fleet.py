@@ -35,9 +35,10 @@ from typing_extensions import Self
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_VLLM_PYTHON = str(REPO / ".venv-vllm" / "bin" / "python")
-# What exact scores need (cader.evaluate.backends.server.REQUIRED_FLAGS), plus vLLM's default logprobs mode spelt out.
-SERVER_FLAGS = ["--trust-request-chat-template", "--trust-request-mm-kwargs", "--max-logprobs", "32",
-                "--logprobs-mode", "raw_logprobs"]
+# What exact scores need (cader.evaluate.backends.server.REQUIRED_FLAGS), plus vLLM's default logprobs mode spelt
+# out: each flag and its value (None: a switch).
+SERVER_FLAGS = {"--trust-request-chat-template": None, "--trust-request-mm-kwargs": None, "--max-logprobs": "32",
+                "--logprobs-mode": "raw_logprobs"}
 
 
 def core_split(n_cores: int, replicas: int) -> list[str]:
@@ -57,15 +58,7 @@ def server_command(model: str, port: int, *, python: str = DEFAULT_VLLM_PYTHON, 
                    max_model_len: int = 4096, max_images: int = 4, drop_flags: tuple[str, ...] = (),
                    extra: tuple[str, ...] = ()) -> list[str]:
     """The command line of one replica. `drop_flags`: leave out some of SERVER_FLAGS (tests of the refusal)."""
-    flags, skip = [], False
-    for i, word in enumerate(SERVER_FLAGS):
-        if skip:
-            skip = False
-            continue
-        if word in drop_flags:
-            skip = i + 1 < len(SERVER_FLAGS) and not SERVER_FLAGS[i + 1].startswith("--")
-            continue
-        flags.append(word)
+    flags = [word for flag, value in SERVER_FLAGS.items() if flag not in drop_flags for word in (flag, value) if word]
     return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
             "--port", str(port), "--dtype", dtype, "--max-model-len", str(max_model_len), "--enforce-eager",
             "--skip-mm-profiling",

@@ -72,21 +72,10 @@ def type_text(model: type[BaseModel], name: str, known: list[type[BaseModel]]) -
     text = model.__annotations__[name]
     literal_of_constant = re.fullmatch(r"Literal\[([A-Z_]+)\]", text)
     if literal_of_constant:  # Literal[SOME_TUPLE]: show the values
-        text = (
-            "Literal["
-            + ", ".join(repr(v) for v in typing.get_args(model.model_fields[name].annotation))
-            + "]"
-        )
+        text = f"Literal[{', '.join(repr(v) for v in typing.get_args(model.model_fields[name].annotation))}]"
     text = re.sub(r"Literal\[(.*?)\]", lambda m: m.group(1).replace(", ", " | ").replace("'", '"'), text)
-    for word, json_name in (
-        ("str", "string"),
-        ("int", "integer"),
-        ("bool", "boolean"),
-        ("None", "null"),
-        ("Any", "any"),
-        ("dict", "object"),
-        ("True", "true"),
-    ):
+    for word, json_name in (("str", "string"), ("int", "integer"), ("bool", "boolean"), ("None", "null"),
+                            ("Any", "any"), ("dict", "object"), ("True", "true")):
         text = re.sub(rf"\b{word}\b", json_name, text)
     for other in known:
         text = re.sub(rf"\b{other.__name__}\b", f"[{other.__name__}](#{anchor(other)})", text)
@@ -99,19 +88,11 @@ def cell(text: str | None) -> str:
 
 
 def model_table(model: type[BaseModel], known: list[type[BaseModel]]) -> list[str]:
-    lines = [
-        f"### {model.__name__}",
-        "",
-        " ".join((model.__doc__ or "").split()),
-        "",
-        "| field | type | required | description |",
-        "|---|---|---|---|",
-    ]
+    lines = [f"### {model.__name__}", "", " ".join((model.__doc__ or "").split()), "",
+             "| field | type | required | description |", "|---|---|---|---|"]
     for name, info in model.model_fields.items():
         required = "yes" if info.is_required() else "no"
-        lines.append(
-            f"| `{name}` | {type_text(model, name, known)} | {required} | {cell(info.description)} |"
-        )
+        lines.append(f"| `{name}` | {type_text(model, name, known)} | {required} | {cell(info.description)} |")
     return lines + [""]
 
 
@@ -153,9 +134,7 @@ def main(check: bool = False) -> int:
     if check:
         current = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
         if current != text:
-            print(
-                f"{DOC.relative_to(REPO)} is stale: run python scripts/make_contracts_doc.py", file=sys.stderr
-            )
+            print(f"{DOC.relative_to(REPO)} is stale: run python scripts/make_contracts_doc.py", file=sys.stderr)
             return 1
         return 0
     DOC.write_text(text, encoding="utf-8")

@@ -9,11 +9,12 @@ are the fields of three groups: what is counted (`Counts`), what a frame is (`Fr
 (`Durations`, in whole seconds).
 """
 
+import json
 import time
 from dataclasses import dataclass
 
 from cader.cli.function_cli import call_arguments, function_parser, grouped_arguments
-from cader.dev.synthetic.dataset import Counts, Frames, Timeline, describe, make_synthetic_data
+from cader.dev.synthetic.dataset import Counts, Frames, Timeline, make_synthetic_data
 
 GROUPS = ("counts", "frames", "durations")
 
@@ -65,7 +66,7 @@ def write_data(out: str, seed: int = 0, counts: Counts | None = None, frames: Fr
     """
     start = time.perf_counter()
     summary = make_synthetic_data(out, seed, counts, frames, (durations or Durations()).timeline())
-    print(describe(summary))
+    print(json.dumps(summary, indent=1))
     print(f"wrote {out} in {time.perf_counter() - start:.1f} s")
 
 

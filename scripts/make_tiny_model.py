@@ -12,12 +12,10 @@ and one pass on verifier rows of videos of its own (devtools/tiny_verifier.py).
 Work files (the random model, the videos, the runs) stay in DIR_pretrain/.
 """
 
-import json
-from pathlib import Path
 from typing import Literal
 
 from cader.dev.tiny import make_tiny_model
-from cader.dev.tiny_pretrain import PRETRAIN_SEED, install, pretrain
+from cader.dev.tiny_pretrain import make_pretrained_model
 from cader.dev.tiny_verifier import VERIFY_EPOCHS, make_tiny_verifier
 from jsonargparse import CLI
 
@@ -38,25 +36,11 @@ def main(out: str, seed: int = 0, role: Literal["main", "verifier"] = "main", gr
     """
     if role == "verifier":
         print(f"wrote tiny Qwen3-VL verifier to {make_tiny_verifier(out, seed, verify_epochs, pretrain_videos)}")
-        return
-    if grounding_epochs == roles_epochs == 0:
+    elif grounding_epochs == roles_epochs == 0:
         print(f"wrote random-weight tiny Qwen3-VL to {make_tiny_model(out, seed=seed)}")
-        return
-    work = Path(f"{out}_pretrain")
-    base = make_tiny_model(work / "random", seed=seed)
-    export = pretrain(base, work, pretrain_videos, grounding_epochs, roles_epochs,
-                      seed=PRETRAIN_SEED + seed, train_seed=seed)
-    record = {
-        **json.loads((base / "cader_tiny.json").read_text()),
-        "pretraining": {
-            "videos": pretrain_videos,
-            "video_seed": PRETRAIN_SEED + seed,
-            "grounding_epochs": grounding_epochs,
-            "roles_epochs": roles_epochs,
-            "config": "configs/train/pretrain_tiny.yaml",
-        },
-    }
-    print(f"wrote tiny Qwen3-VL (random init + pre-training passes) to {install(export, out, record)}")
+    else:
+        path = make_pretrained_model(out, seed, grounding_epochs, roles_epochs, pretrain_videos)
+        print(f"wrote tiny Qwen3-VL (random init + pre-training passes) to {path}")
 
 
 if __name__ == "__main__":

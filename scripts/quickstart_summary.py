@@ -16,7 +16,8 @@ from cader.evaluate.judge.aggregate import NOT_A_REAL_JUDGE
 from cader.evaluate.judge.providers import LOOPBACK_MODEL
 from cader.evaluate.report_stats import verifiers_of
 from cader.evaluate.trajectory_stats import cost_comparison, proposal_stats, rate, routed_gain, verifier_stats
-from cader.scripts.quickstart_time import reference_step_lines, write_run_time
+from cader.scripts.quickstart_time import read_json, reference_step_lines, write_run_time
+from cader.scripts.update_readme import num, pct
 from cader.vlm.files import write_atomic
 from jsonargparse import CLI
 
@@ -41,32 +42,21 @@ def margin_trend(margins: list[float], correct: list[bool]) -> dict:
             "p_value": float(test.pvalue)}
 
 
-def _load(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
 def _records(path: Path) -> list[dict]:
     from cader.contracts.jsonl import read_jsonl
 
-    return [r for r in read_jsonl(path)] if path.exists() else []
+    return read_jsonl(path) if path.exists() else []
 
 
 def _link(root: Path, path: Path) -> str:
     return f"[{path.relative_to(root)}]({path.relative_to(root)})"
 
 
-def _pct(value) -> str:
-    return "–" if value is None else f"{100 * value:.1f} %"
-
-
 def _ci(r: dict) -> str:
     if r["rate"] is None:
         return "– (n = 0)"
     lo, hi = r["ci95"]
-    return f"{r['k']}/{r['n']} = {_pct(r['rate'])} [{_pct(lo)}, {_pct(hi)}]"
+    return f"{r['k']}/{r['n']} = {pct(r['rate'])} [{pct(lo)}, {pct(hi)}]"
 
 
 def _chance(record: dict) -> float:
@@ -74,7 +64,7 @@ def _chance(record: dict) -> float:
 
 
 def _variant_dir(root: Path, variant: str) -> Path:
-    return root / "eval" / ("full" if variant == "full" else variant) / "synthetic"
+    return root / "eval" / variant / "synthetic"
 
 
 def stage1_section(root: Path, flags: list[str], facts: dict) -> list[str]:
@@ -86,16 +76,16 @@ def stage1_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     correct = [r["stage1"]["pred"] == r["answer"] for r in records]
     acc = rate(sum(correct), len(correct), chance)
     facts["stage1_heldout"] = acc
-    lines = [(f"- held-out Stage-1 accuracy {_ci(acc)}; chance {_pct(chance)}, "
+    lines = [(f"- held-out Stage-1 accuracy {_ci(acc)}; chance {pct(chance)}, "
              f"one-sided binomial p = {acc['p_above_chance']:.2g}")]
     if acc["ci95"][0] is None or acc["ci95"][0] <= chance:
-        flags.append(f"Stage-1 accuracy is within chance ({_ci(acc)} vs {_pct(chance)})")
+        flags.append(f"Stage-1 accuracy is within chance ({_ci(acc)} vs {pct(chance)})")
     trend = margin_trend([r["stage1"]["margin"] for r in records], correct)
     facts["margin_trend"] = trend
     if trend["p_value"] is None or trend["p_value"] >= SIGNIFICANCE:
         flags.append("Stage-1 accuracy does not rise with the margin (correct vs wrong margins, one-sided "
                      f"Mann-Whitney p = {_p(trend['p_value'])}): the early exit has nothing to rest on")
-    lines.append(f"- correct answers have larger margins than wrong ones: AUROC {_number(trend['auroc'])}, "
+    lines.append(f"- correct answers have larger margins than wrong ones: AUROC {num(trend['auroc'])}, "
                  f"one-sided Mann-Whitney p = {_p(trend['p_value'])}")
     # accuracy by margin quartile (the trend of the paper's Fig. 5 / Table 4)
     ranked = sorted(zip((r["stage1"]["margin"] for r in records), correct))
@@ -110,7 +100,7 @@ def stage1_section(root: Path, flags: list[str], facts: dict) -> list[str]:
 
 
 def calibration_section(root: Path, flags: list[str], facts: dict) -> list[str]:
-    cal = _load(root / "calibration" / "calibration.json")
+    cal = read_json(root / "calibration" / "calibration.json")
     if not cal:
         flags.append("no calibration.json")
         return ["- **no calibration.json found**"]
@@ -119,7 +109,7 @@ def calibration_section(root: Path, flags: list[str], facts: dict) -> list[str]:
                             "exit_rate": sel.get("exit_rate"), "exit_accuracy": sel.get("exit_accuracy")}
     lines = [(f"- {_link(root, root / 'calibration' / 'calibration.json')}: T = {cal['temperature']:.3g}, "
              f"τ = {cal['tau']:.4g} (mode {cal.get('mode')}); on the selection split (n = {sel.get('n')}): exit rate "
-             f"{_pct(sel.get('exit_rate'))}, exit accuracy {_pct(sel.get('exit_accuracy'))}")]
+             f"{pct(sel.get('exit_rate'))}, exit accuracy {pct(sel.get('exit_accuracy'))}")]
     if fit.get("at_bound"):
         flags.append(f"the fitted temperature T = {cal['temperature']:.3g} sits on a search bound {fit.get('bounds')}")
     if sel.get("no_exit"):
@@ -228,10 +218,10 @@ def stage2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
              verifier_line(verifiers),
              f"- first proposals parsed into a window: {_ci(props['parsed'])}",
              (f"- parsed proposals overlapping the evidence: {_ci(props['overlaps_evidence'])} "
-             f"(a random window of the same length: {_pct(props['chance_overlap'])}); containing it: "
+             f"(a random window of the same length: {pct(props['chance_overlap'])}); containing it: "
              f"{_ci(props['contains_evidence'])}"),
-             (f"- verifier P_yes on crops with the evidence {_pct(verify['mean_p_yes_with_evidence'])} "
-             f"(n = {verify['n_with_evidence']}) vs without {_pct(verify['mean_p_yes_without'])} "
+             (f"- verifier P_yes on crops with the evidence {pct(verify['mean_p_yes_with_evidence'])} "
+             f"(n = {verify['n_with_evidence']}) vs without {pct(verify['mean_p_yes_without'])} "
              f"(n = {verify['n_without']}); AUROC {verify['auroc'] if verify['auroc'] is None else round(verify['auroc'], 3)}")]
     for name, block in (("all routed samples", gain["routed"]), ("samples with an accepted crop", gain["accepted"])):
         if block["n"]:
@@ -240,7 +230,7 @@ def stage2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
                          f"{block['mcnemar']['p_value']:.2g})")
     parsed = props["parsed"]
     if props["routed"] and parsed["rate"] is not None and parsed["rate"] < MIN_PARSE_RATE:
-        flags.append(f"only {_pct(parsed['rate'])} of the proposals parse (goal ≥ {_pct(MIN_PARSE_RATE)})")
+        flags.append(f"only {pct(parsed['rate'])} of the proposals parse (goal ≥ {pct(MIN_PARSE_RATE)})")
     if props["routed"] and sum(gain["fallbacks"].values()) == props["routed"]:
         flags.append("every Stage-2 attempt fell back to the Stage-1 answer")
     return lines
@@ -252,8 +242,8 @@ def table2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
     accuracies, gaps = {}, {}
     for variant in VARIANTS:
         folder = _variant_dir(root, variant)
-        report = _load(folder / "report.json")
-        records = [r for r in _records(folder / "predictions.jsonl")]
+        report = read_json(folder / "report.json")
+        records = _records(folder / "predictions.jsonl")
         if report is None or not records:
             lines.append(f"| {variant} | – | not run | | | | |")
             continue
@@ -282,7 +272,7 @@ def table2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
         facts["cost_vs_uniform"] = cost
         ratio = cost["ratio_full_over_uniform"]
         lines += ["", (f"- cost of `full` as a fraction of `uniform_stage2` on the same {cost['n']} samples: "
-                  f"forwards {_number(ratio['forwards'])}, decoded frames {_number(ratio['frames_decoded'])} "
+                  f"forwards {num(ratio['forwards'])}, decoded frames {num(ratio['frames_decoded'])} "
                   f"(goal ≤ {cost['goal']}); accuracy {_ci(cost['full']['accuracy'])} vs "
                   f"{_ci(cost['uniform_stage2']['accuracy'])}, McNemar p = {cost['mcnemar']['p_value']:.2g}")]
     return lines
@@ -316,7 +306,7 @@ def other_layouts_section(root: Path, flags: list[str], facts: dict) -> list[str
     mismatched, drifted, layouts = [], [], {}
     for folder in folders:
         records = [r for r in _records(folder / "predictions.jsonl") if not r.get("error") and r.get("answer")]
-        report = _load(folder / "report.json") or {}
+        report = read_json(folder / "report.json") or {}
         if not records:
             lines.append(f"| {folder.name} | 0 | | not run | | | | |")
             continue
@@ -336,7 +326,7 @@ def other_layouts_section(root: Path, flags: list[str], facts: dict) -> list[str
         layouts[folder.name] = {"accuracy": acc, "options": counts, "training_letter": reading,
                                 "calibration_mismatch_accepted": bool(binding.get("accepted_mismatch")),
                                 "calibration_transfer_warned": bool(transfer.get("warn"))}
-        lines.append(f"| {folder.name} | {acc['n']} | {'–'.join(map(str, counts))} | {_ci(acc)} | {_pct(chance)} | "
+        lines.append(f"| {folder.name} | {acc['n']} | {'–'.join(map(str, counts))} | {_ci(acc)} | {pct(chance)} | "
                      f"{_p(acc['p_above_chance'])} | {_ci(reading)} | {'; '.join(notes) or 'holds'} |")
     facts["other_layouts"] = layouts
     read = [v["training_letter"] for v in layouts.values() if v["training_letter"]["n"]]
@@ -350,7 +340,7 @@ def other_layouts_section(root: Path, flags: list[str], facts: dict) -> list[str
                    "its letter is the answer about as often as chance. "
                    + (f"The run's own answers: where the colour's training letter is offered, the model answers "
                       f"that letter in {_ci(pooled)} of the questions, where a letter drawn at random would be it in "
-                      f"{_pct(random_rate)} (one-sided binomial p = {_p(pooled['p_above_chance'])}). " if pooled else "")
+                      f"{pct(random_rate)} (one-sided binomial p = {_p(pooled['p_above_chance'])}). " if pooled else "")
                    + "These rows show that every loader and the pipeline run on each layout; they are not "
                    "accuracies of the method.")]
     if mismatched or drifted:
@@ -388,7 +378,7 @@ def per_sample(report: dict) -> dict:
 def judge_section(root: Path, caveats: list[str], facts: dict) -> list[str]:
     """The judge's headline numbers, and, first, a warning when they did not come from a real judge (a caveat on the
     judge's numbers: the method's findings above do not depend on the judge)."""
-    judge = _load(root / "judge" / "judge_report.json")
+    judge = read_json(root / "judge" / "judge_report.json")
     if not judge:
         return ["- **no judge report found**"]
     facts["judge"] = {"real_judge": judge.get("real_judge"), "judge_model": judge.get("judge_model")}
@@ -401,21 +391,12 @@ def judge_section(root: Path, caveats: list[str], facts: dict) -> list[str]:
     failed = judge.get("failed_judgments") or []
     lines.append(
         f"- {_link(root, root / 'judge' / 'judge_report.md')}: judge `{judge.get('judge_model')}`, n = {judge['n']}, "
-        f"accuracy {_number(judge.get('accuracy'))}, Traj {_number(judge.get('traj'))}, "
-        f"MC-rate {_number(judge.get('mc_rate'))}, failed judgments {len(failed)}"
+        f"accuracy {num(judge.get('accuracy'))}, Traj {num(judge.get('traj'))}, "
+        f"MC-rate {num(judge.get('mc_rate'))}, failed judgments {len(failed)}"
     )
     if (judge.get("rerun") or {}).get("summary"):
         lines.append(f"- last judge run: {judge['rerun']['summary']}")
     return lines
-
-
-def judge_lines(root: Path) -> list[str]:
-    """The judge section alone (the loopback warning, if any, first)."""
-    return judge_section(root, [], {})
-
-
-def _number(value) -> str:
-    return "–" if value is None else f"{value:.3f}"
 
 
 def _p(value) -> str:

@@ -9,8 +9,8 @@ from pathlib import Path
 from cader.vlm.files import write_atomic
 
 
-def _load(path: Path) -> dict | None:
-    """A measured run_time.json, or None when it is missing or unreadable (no reference then, not a failure)."""
+def read_json(path: Path) -> dict | None:
+    """A JSON file's object, or None when it is missing or unreadable (a step not run, not a failure)."""
     try:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
@@ -76,7 +76,7 @@ def run_time_of(lines: list[dict], settings: str | None, machine: dict) -> dict:
 def reference_step_lines(path: str | Path, settings: str | None) -> list[str]:
     """'<key> <seconds>' per step of a measured run_time.json, when it is complete and had these settings (its
     step times are then the progress line's reference); nothing otherwise."""
-    measured = _load(Path(path)) or {}
+    measured = read_json(Path(path)) or {}
     if not measured.get("complete") or measured.get("settings") != settings:
         return []
     return [f"{key} {seconds}" for key, seconds in measured.get("steps", {}).items()]

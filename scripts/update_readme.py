@@ -34,18 +34,18 @@ MEASURED = REPO / "docs" / "measured"
 BLOCK = re.compile(r"(<!-- BEGIN generated: (\w+) -->\n)(.*?)(<!-- END generated: \2 -->)", re.DOTALL)
 
 
-def _pct(x) -> str:
+def pct(x) -> str:
     return "–" if x is None else f"{100 * x:.1f} %"
 
 
-def _ratio(x) -> str:
+def num(x) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
 def _ci(r: dict | None) -> str:
     if not r or r.get("rate") is None:
         return "–"
-    return f"{r['k']}/{r['n']} = {_pct(r['rate'])} (95 % CI {_pct(r['ci95'][0])}–{_pct(r['ci95'][1])})"
+    return f"{r['k']}/{r['n']} = {pct(r['rate'])} (95 % CI {pct(r['ci95'][0])}–{pct(r['ci95'][1])})"
 
 
 def render_bench(rows: list[dict]) -> str:
@@ -68,11 +68,11 @@ def render_quickstart(facts: dict) -> str:
              "`docs/measured/quickstart.json`; `runs/tiny/SUMMARY.md` has the same with links):"), ""]
     s1 = facts.get("stage1_heldout")
     if s1:
-        lines.append(f"- held-out Stage-1 accuracy {_ci(s1)}, chance {_pct(s1.get('chance'))}")
+        lines.append(f"- held-out Stage-1 accuracy {_ci(s1)}, chance {pct(s1.get('chance'))}")
     cal = facts.get("calibration")
     if cal:
         lines.append(f"- calibration: T = {cal['temperature']:.3g}, τ = {cal['tau']:.4g} ({cal['mode']} mode); exit rate "
-                     f"{_pct(cal.get('exit_rate'))}, exit accuracy {_pct(cal.get('exit_accuracy'))}")
+                     f"{pct(cal.get('exit_rate'))}, exit accuracy {pct(cal.get('exit_accuracy'))}")
         ece = cal.get("ece_check")
         if ece:
             lines.append(f"- temperature on the {ece['n']} held-out samples: NLL {ece['nll_raw']:.3f} → "
@@ -86,7 +86,7 @@ def render_quickstart(facts: dict) -> str:
     if stage2:
         props, verify = stage2["proposals"], stage2["verifier"]
         lines.append(f"- Stage 2: proposals parsed {_ci(props['parsed'])}; overlapping the evidence "
-                     f"{_ci(props['overlaps_evidence'])} (random window {_pct(props.get('chance_overlap'))}); "
+                     f"{_ci(props['overlaps_evidence'])} (random window {pct(props.get('chance_overlap'))}); "
                      f"verifier AUROC {'–' if verify.get('auroc') is None else round(verify['auroc'], 3)}; "
                      f"fallbacks {stage2['routed_gain'].get('fallbacks') or 'none'}")
         accepted = stage2["routed_gain"]["accepted"]
@@ -95,13 +95,13 @@ def render_quickstart(facts: dict) -> str:
                          f"{_ci(accepted['final'])}")
     table2 = facts.get("table2")
     if table2:
-        cells = ", ".join(f"{v} {_pct(row['accuracy']['rate'])}" for v, row in table2.items())
+        cells = ", ".join(f"{v} {pct(row['accuracy']['rate'])}" for v, row in table2.items())
         lines.append(f"- Table 2 rows (synthetic test split): {cells}")
     cost = facts.get("cost_vs_uniform")
     if cost and cost.get("n"):
         ratio = cost["ratio_full_over_uniform"]
         lines.append(f"- cost of `full` / `uniform_stage2` per sample (B4, goal ≤ {cost['goal']}): forwards "
-                     f"{_ratio(ratio.get('forwards'))}, decoded frames {_ratio(ratio.get('frames_decoded'))}; accuracy "
+                     f"{num(ratio.get('forwards'))}, decoded frames {num(ratio.get('frames_decoded'))}; accuracy "
                      f"{_ci(cost['full']['accuracy'])} vs {_ci(cost['uniform_stage2']['accuracy'])}")
     layouts = facts.get("other_layouts")
     if layouts:
@@ -110,8 +110,8 @@ def render_quickstart(facts: dict) -> str:
         k, n = sum(r["k"] for r in read), sum(r["n"] for r in read)
         sizes = sorted({r["n"] for r in rates})
         lines.append(f"- the {len(layouts)} released layouts ({'–'.join(map(str, sizes))} questions each): accuracy "
-                     f"{_pct(min(r['rate'] for r in rates))}–{_pct(max(r['rate'] for r in rates))} at chance "
-                     f"{_pct(min(r['chance'] for r in rates))}–{_pct(max(r['chance'] for r in rates))}, as designed: "
+                     f"{pct(min(r['rate'] for r in rates))}–{pct(max(r['rate'] for r in rates))} at chance "
+                     f"{pct(min(r['chance'] for r in rates))}–{pct(max(r['chance'] for r in rates))}, as designed: "
                      "the tiny model learned the six colours in one fixed option order and these layouts shuffle "
                      f"theirs (it answers the colour's training letter in {k}/{n} questions; SUMMARY.md, section 7)")
     flags = facts.get("red_flags") or []
@@ -164,7 +164,7 @@ def render_quickstart_time_summary(t: dict) -> str:
             f"{_machine(t)}.\n")
 
 
-def _spread(d: dict | None, fmt=_pct) -> str:
+def _spread(d: dict | None, fmt=pct) -> str:
     if not d or d.get("median") is None:
         return "–"
     return f"{fmt(d['median'])} ({fmt(d['min'])} – {fmt(d['max'])})"
@@ -178,13 +178,13 @@ def render_seeds(result: dict) -> str:
              f"SFT), median (min – max) over the {n} seeds:"), "",
              "| number | median (min – max) |", "|---|---|",
              f"| held-out Stage-1 accuracy | {_spread(spread['stage1_accuracy'])} |",
-             f"| AUROC of the margin for a correct Stage-1 answer | {_spread(spread['margin_auroc'], _ratio)} |",
+             f"| AUROC of the margin for a correct Stage-1 answer | {_spread(spread['margin_auroc'], num)} |",
              f"| first proposals containing the evidence | {_spread(spread['proposals_contain_evidence'])} |",
              f"| routed samples: Stage-1 accuracy | {_spread(spread['routed_stage1_accuracy'])} |",
              f"| routed samples: final accuracy | {_spread(spread['routed_final_accuracy'])} |"]
     lines += [f"| Table 2 `{v}` accuracy | {_spread(d)} |" for v, d in spread["table2"].items()]
-    lines += [f"| B4 cost `full` / `uniform_stage2`: forwards | {_spread(spread['cost_forwards'], _ratio)} |",
-              f"| B4 cost `full` / `uniform_stage2`: decoded frames | {_spread(spread['cost_frames'], _ratio)} |",
+    lines += [f"| B4 cost `full` / `uniform_stage2`: forwards | {_spread(spread['cost_forwards'], num)} |",
+              f"| B4 cost `full` / `uniform_stage2`: decoded frames | {_spread(spread['cost_frames'], num)} |",
               "", "Bars held (seeds of " + str(n) + "):", ""]
     lines += [f"- {result['bars'][bar]}: {held}/{n}" for bar, held in spread["bars_held"].items()]
     flagged = {s: v["red_flags"] for s, v in result["per_seed"].items() if v["red_flags"]}
@@ -219,8 +219,8 @@ def render_seeds_summary(result: dict) -> str:
     accuracy = spread["stage1_accuracy"]
     flagged = sorted(str(s) for s, v in result["per_seed"].items() if v["red_flags"])
     return (f"Across seeds {', '.join(map(str, seeds))} (`python scripts/miniature_seeds.py`): {everywhere} of "
-            f"{len(held)} bars hold on every seed; held-out Stage-1 accuracy median {_pct(accuracy.get('median'))} "
-            f"(min {_pct(accuracy.get('min'))}, max {_pct(accuracy.get('max'))}); red flags: "
+            f"{len(held)} bars hold on every seed; held-out Stage-1 accuracy median {pct(accuracy.get('median'))} "
+            f"(min {pct(accuracy.get('min'))}, max {pct(accuracy.get('max'))}); red flags: "
             f"{('on seed ' + ', '.join(flagged)) if flagged else 'none on any seed'}.\n")
 
 
@@ -232,7 +232,7 @@ def _gpu_sft_row(row: dict) -> str:
     extrapolated = " (extrapolated)" if "what" in row else ""
     return (f"{_layers(row['layers'])}{extrapolated} {row['step_seconds']:.2f} s, {row['tokens_per_s']:,.0f} tokens/s, "
             f"peak {'–' if row.get('peak_memory_gib') is None else format(row['peak_memory_gib'], '.1f') + ' GiB'}, "
-            f"MFU {_pct(row.get('mfu_lm'))} ({_pct(row.get('mfu_lm_plus_vit'))} with the ViT)")
+            f"MFU {pct(row.get('mfu_lm'))} ({pct(row.get('mfu_lm_plus_vit'))} with the ViT)")
 
 
 def _gpu_kernel(kernel: str, row: dict) -> str:
@@ -240,7 +240,7 @@ def _gpu_kernel(kernel: str, row: dict) -> str:
         return f"{kernel}: {row['error'].split(':')[0]} ({row['error'].split(':', 1)[-1].strip()[:60]})"
     over = row.get("peak_over_weights_gib")
     return (f"{kernel} {row['forward_s']:.3f} s ({row['prefill_tokens_per_s']:,.0f} tokens/s"
-            + ("" if over is None else f", +{over:.1f} GiB over the weights") + f", MFU {_pct(row.get('mfu_lm_plus_vit'))})")
+            + ("" if over is None else f", +{over:.1f} GiB over the weights") + f", MFU {pct(row.get('mfu_lm_plus_vit'))})")
 
 
 def render_gpu(record: dict) -> str:
@@ -258,7 +258,7 @@ def render_gpu(record: dict) -> str:
                      + "; ".join(_gpu_sft_row(row) for row in sft["rows"]))
     for role, scoring in s["scoring"].items():
         extra = scoring["extrapolated"].get("default")
-        full = (f"; full depth, extrapolated: {extra['forward_s']:.3f} s, MFU {_pct(extra.get('mfu_lm_plus_vit'))}"
+        full = (f"; full depth, extrapolated: {extra['forward_s']:.3f} s, MFU {pct(extra.get('mfu_lm_plus_vit'))}"
                 if extra else "")
         lines.append(f"- {role} scoring forward ({scoring['shape']} widths, {scoring['frames']} frames, "
                      f"{scoring['prompt_tokens']:,} tokens), {_layers(scoring['layers'])}: "

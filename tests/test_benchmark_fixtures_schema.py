@@ -22,9 +22,8 @@ ANNOTATIONS = release_annotations()
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
     out = tmp_path_factory.mktemp("synth") / "eval"
-    write_eval_sets(
-        out, np.random.default_rng(0), n_eval=4, n_heldout=1, duration_range=(12, 14), width=32, height=32
-    )
+    write_eval_sets(out, np.random.default_rng(0), n_eval=4, n_heldout=1,
+                    video={"duration_range": (12, 14), "width": 32, "height": 32})
     return out
 
 

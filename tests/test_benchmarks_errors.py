@@ -18,7 +18,8 @@ from cader.evaluate.benchmarks.mlvu import NO_MATCH
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     out = tmp_path_factory.mktemp("pristine")
-    write_eval_sets(out / "eval", np.random.default_rng(5), 3, 2, (12, 14))  # make_synthetic_data's eval half
+    # make_synthetic_data's eval half
+    write_eval_sets(out / "eval", np.random.default_rng(5), 3, 2, {"duration_range": (12, 14)})
     return out / "eval"
 
 

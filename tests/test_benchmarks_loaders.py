@@ -31,7 +31,7 @@ N_EVAL = 7
 def eval_root(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     # the evaluation half of make_synthetic_data (the training mix is not needed here)
-    write_eval_sets(out / "eval", np.random.default_rng(11), N_EVAL, 5, (12, 20))
+    write_eval_sets(out / "eval", np.random.default_rng(11), N_EVAL, 5, {"duration_range": (12, 20)})
     return out / "eval"
 
 

@@ -100,7 +100,7 @@ def test_invalid_reply_is_sent_back_with_the_validation_error(bad):
     assert second["system"] == first["system"] == SYSTEM_PROMPT_WITH_SCHEMA
     assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
     assert second["messages"][0] == first["messages"][0]
-    assert second["messages"][1]["content"] == reply_text(bad, "7", ["M1", "M2"], "yes", synthetic_judgment)
+    assert second["messages"][1]["content"] == reply_text(bad, "7", ["M1", "M2"], "yes")
     feedback = second["messages"][2]["content"]
     assert "rejected by the output validator" in feedback and "M1" in feedback
 

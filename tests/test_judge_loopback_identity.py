@@ -70,11 +70,11 @@ def test_a_real_judge_report_carries_no_warning(tmp_path):
     report = {"judge_model": "gpt-5", "real_judge": True, "warning": None, "n": 3, "accuracy": 0.5, "traj": 0.7,
               "mc_rate": 0.6, "failed_judgments": [], "rerun": {"summary": "3 judged for the first time"}}
     (tmp_path / "judge" / "judge_report.json").write_text(json.dumps(report))
-    text = "\n".join(summary.judge_lines(tmp_path))
+    text = "\n".join(summary.judge_section(tmp_path, [], {}))
     assert "NOT A REAL JUDGE" not in text and "judge `gpt-5`" in text and "Traj 0.700" in text
     report.update(judge_model=LOOPBACK_MODEL, real_judge=False, warning=NOT_A_REAL_JUDGE)
     (tmp_path / "judge" / "judge_report.json").write_text(json.dumps(report))
-    lines = summary.judge_lines(tmp_path)
+    lines = summary.judge_section(tmp_path, [], {})
     assert NOT_A_REAL_JUDGE in lines[0] and "Traj" in lines[1]  # the warning comes before the numbers
 
 
@@ -92,4 +92,4 @@ def test_quickstart_judge_step_never_labels_loopback_scores_with_judge_model(tmp
     assert len(rows) == 3 and {r["judge_model"] for r in rows.values()} == {LOOPBACK_MODEL}
     assert all(r["error"] is None for r in rows.values())
     summary = importlib.import_module("cader.scripts.quickstart_summary")
-    assert NOT_A_REAL_JUDGE in summary.judge_lines(tmp_path)[0]
+    assert NOT_A_REAL_JUDGE in summary.judge_section(tmp_path, [], {})[0]

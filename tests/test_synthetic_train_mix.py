@@ -16,8 +16,9 @@ from cader.dev.synthetic.train_mix import LONGVT_FILES, MixRows, deal_longvt_row
 # data (media.py's texts, the prompts) changes it too; recompute it then, after checking the change is the one meant.
 MIX_DIGEST = "2f3d889af8934902654d73eb0cf1b3cdf0883cf49cca74a0883ffc2f5c1ebb2e"
 # 30 videos reach Video-R1's 8th row (a numerical one); half have a decoy; n_tool=3 uses every tool-marker kind
-MIX_ARGS = {"n_train": 30, "n_images": 6, "n_tool": 3, "width": 32, "height": 32, "fps": 2, "duration": 32,
-            "scene_len": 8, "event_len": (1, 3), "decoy_rate": 0.5}
+MIX_ARGS = {"n_train": 30, "n_images": 6, "n_tool": 3,
+            "video": {"width": 32, "height": 32, "fps": 2, "duration_range": (32, 32), "scene_len": 8,
+                      "event_len": (1, 3), "decoy_rate": 0.5}}
 
 
 def mix_digest(root: Path, manifest: dict, rng: np.random.Generator) -> str:

@@ -9,7 +9,6 @@ videos, scenes and events last (``Timeline``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +81,12 @@ class Timeline:
     train_event_len: float | tuple[int, int] = (4, 10)
     decoy_rate: float = 0.5
 
+    def videos(self, frames: Frames, train: bool) -> dict:
+        """``random_cued_spec``'s keyword arguments for the training (`train`) or the evaluation videos."""
+        return {"duration_range": (self.train_duration,) * 2 if train else tuple(self.eval_duration),
+                "scene_len": self.scene_len, "event_len": self.train_event_len if train else self.event_len,
+                "fps": frames.fps, "width": frames.width, "height": frames.height, "decoy_rate": self.decoy_rate}
+
 
 def make_synthetic_data(out: str | Path, seed: int = 0, counts: Counts | None = None, frames: Frames | None = None,
                         timeline: Timeline | None = None) -> dict:
@@ -95,28 +100,14 @@ def make_synthetic_data(out: str | Path, seed: int = 0, counts: Counts | None = 
             or min(c.n_images, c.n_tool) < 0:
         raise ValueError("n_train, n_eval, n_heldout and n_test must be >= 1; n_images and n_tool >= 0")
     if not 2 * t.scene_len <= t.eval_duration[0] <= t.eval_duration[1] or t.train_duration < 2 * t.scene_len:
-        raise ValueError(
-            f"video durations must hold two scenes ({2 * t.scene_len} s) and eval min <= max; got eval "
-            f"{t.eval_duration}, train {t.train_duration}"
-        )
+        raise ValueError(f"video durations must hold two scenes ({2 * t.scene_len} s) and eval min <= max; got eval "
+                         f"{t.eval_duration}, train {t.train_duration}")
     out = Path(out)
     train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
-    train = write_training_mix(
-        out / "train", train_rng, c.n_train, c.n_images, c.n_tool, f.width, f.height, f.fps, t.train_duration,
-        t.scene_len, t.train_event_len, t.decoy_rate,
-    )
-    evals = write_eval_sets(
-        out / "eval", eval_rng, c.n_eval, c.n_heldout, tuple(t.eval_duration), f.width, f.height, f.fps, t.scene_len,
-        t.event_len, c.n_test, t.decoy_rate,
-    )
-    summary = {
-        "seed": seed,
-        "train": {k: {"total": v["total"], "tool_call": v["tool_call"]} for k, v in train["sources"].items()},
-        "eval": {k: v["expected_samples"] for k, v in evals["benchmarks"].items()},
-    }
+    train = write_training_mix(out / "train", train_rng, c.n_train, c.n_images, c.n_tool, t.videos(f, train=True))
+    evals = write_eval_sets(out / "eval", eval_rng, c.n_eval, c.n_heldout, t.videos(f, train=False), c.n_test)
+    summary = {"seed": seed,
+               "train": {k: {"total": v["total"], "tool_call": v["tool_call"]} for k, v in train["sources"].items()},
+               "eval": {k: v["expected_samples"] for k, v in evals["benchmarks"].items()}}
     write_json(out / "summary.json", summary)
     return summary
-
-
-def describe(summary: dict) -> str:
-    return json.dumps(summary, indent=1)

@@ -32,35 +32,13 @@ import numpy as np
 
 # The six colours an event can have: far apart in RGB so they survive yuv420 + h264 and stay easy to learn.
 EVENT_COLOURS: dict[str, tuple[int, int, int]] = {
-    "red": (220, 30, 30),
-    "green": (30, 190, 40),
-    "blue": (30, 60, 220),
-    "yellow": (235, 220, 30),
-    "cyan": (30, 210, 220),
-    "magenta": (210, 40, 200),
+    "red": (220, 30, 30), "green": (30, 190, 40), "blue": (30, 60, 220), "yellow": (235, 220, 30),
+    "cyan": (30, 210, 220), "magenta": (210, 40, 200),
 }
 # Names used only as distractor options (never shown), so that 26-option questions have 26 distinct colours.
 DISTRACTOR_COLOURS: tuple[str, ...] = (
-    "white",
-    "black",
-    "orange",
-    "purple",
-    "pink",
-    "brown",
-    "grey",
-    "navy",
-    "teal",
-    "olive",
-    "maroon",
-    "lime",
-    "gold",
-    "silver",
-    "beige",
-    "turquoise",
-    "violet",
-    "indigo",
-    "crimson",
-    "coral",
+    "white", "black", "orange", "purple", "pink", "brown", "grey", "navy", "teal", "olive", "maroon", "lime", "gold",
+    "silver", "beige", "turquoise", "violet", "indigo", "crimson", "coral",
 )
 ALL_COLOUR_NAMES: tuple[str, ...] = tuple(EVENT_COLOURS) + DISTRACTOR_COLOURS
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -114,9 +92,8 @@ class VideoSpec:
         return self.decoy_s is not None and round(self.decoy_s * self.fps) <= index < round(self.decoy_e * self.fps)
 
 
-def draw_frame(
-    spec_w: int, spec_h: int, index: int, colour: str | None, scene: bool = False, fill: bool = False
-) -> np.ndarray:
+def draw_frame(spec_w: int, spec_h: int, index: int, colour: str | None, scene: bool = False,
+               fill: bool = False) -> np.ndarray:
     """One RGB frame: grey (light inside a scene), a dark square moving along the top band, and the coloured
     shape when ``colour``: a centred block (images), or everything below the band when ``fill`` (videos)."""
     frame = np.empty((spec_h, spec_w, 3), dtype=np.uint8)
@@ -179,26 +156,14 @@ def write_image(colour: str, path: Path, width: int = 96, height: int = 64, inde
     from PIL import Image
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    image = Image.fromarray(draw_frame(width, height, index, colour))
-    if path.suffix.lower() in (".jpg", ".jpeg"):
-        image.save(path, quality=95)
-    else:
-        image.save(path)
+    Image.fromarray(draw_frame(width, height, index, colour)).save(path, quality=95)  # PNG ignores the quality
     return path
 
 
-def random_cued_spec(
-    rng: np.random.Generator,
-    name: str,
-    duration_range: tuple[int, int] = (128, 128),
-    scene_len: int = 16,
-    event_len: float | tuple[int, int] = 2.0,
-    fps: int = 4,
-    colours: tuple[str, ...] = tuple(EVENT_COLOURS),
-    width: int = 96,
-    height: int = 64,
-    decoy_rate: float = 0.0,
-) -> VideoSpec:
+def random_cued_spec(rng: np.random.Generator, name: str, duration_range: tuple[int, int] = (128, 128),
+                     scene_len: int = 16, event_len: float | tuple[int, int] = 2.0, fps: int = 4,
+                     colours: tuple[str, ...] = tuple(EVENT_COLOURS), width: int = 96, height: int = 64,
+                     decoy_rate: float = 0.0) -> VideoSpec:
     """A long video with one light scene of ``scene_len`` s at a random multiple of ``scene_len`` and, inside it,
     an ``event_len`` s event starting on a whole second at least 1 s after the scene starts and ending at least 1 s
     before it ends. Durations are whole multiples of ``scene_len`` (rounded down, at least two scenes).
@@ -220,20 +185,8 @@ def random_cued_spec(
     if decoy_rate > 0 and rng.random() < decoy_rate:
         others = [k for k in range(slots) if k * scene_len != scene_s]
         decoy_s = float(others[int(rng.integers(len(others)))] * scene_len)
-    return VideoSpec(
-        name=name,
-        duration=float(slots * scene_len),
-        fps=fps,
-        t_s=t_s,
-        t_e=t_s + event_len,
-        colour=colour,
-        width=width,
-        height=height,
-        scene_s=scene_s,
-        scene_e=scene_s + scene_len,
-        decoy_s=decoy_s,
-        decoy_e=None if decoy_s is None else decoy_s + scene_len,
-    )
+    return VideoSpec(name, float(slots * scene_len), fps, t_s, t_s + event_len, colour, width, height, scene_s,
+                     scene_s + scene_len, decoy_s, None if decoy_s is None else decoy_s + scene_len)
 
 
 def clip_spec(spec: VideoSpec, name: str, start: float, end: float) -> VideoSpec:
@@ -248,20 +201,8 @@ def clip_spec(spec: VideoSpec, name: str, start: float, end: float) -> VideoSpec
         return max(s, start) - start, min(e, end) - start
 
     scene, decoy = inside(spec.scene_s, spec.scene_e), inside(spec.decoy_s, spec.decoy_e)
-    return VideoSpec(
-        name=name,
-        duration=end - start,
-        fps=spec.fps,
-        t_s=event[0] if has_event else 0.0,
-        t_e=event[1] if has_event else 0.0,
-        colour=spec.colour,
-        width=spec.width,
-        height=spec.height,
-        scene_s=scene[0] if scene else None,
-        scene_e=scene[1] if scene else None,
-        decoy_s=decoy[0] if decoy else None,
-        decoy_e=decoy[1] if decoy else None,
-    )
+    return VideoSpec(name, end - start, spec.fps, *(event if has_event else (0.0, 0.0)), spec.colour, spec.width,
+                     spec.height, *(scene or (None, None)), *(decoy or (None, None)))
 
 
 def colour_options(rng: np.random.Generator, answer: str, n_options: int) -> tuple[list[str], str]:
@@ -307,11 +248,9 @@ def cot_text(spec: VideoSpec, letter: str) -> str:
     scene = ""
     if spec.scene_s is not None:
         scene = f"From {spec.scene_s:.0f}s to {spec.scene_e:.0f}s the background turns light. "
-    return (
-        f"<think>The video is mostly a grey background. {scene}Between {spec.t_s:.0f}s and {spec.t_e:.0f}s a large "
-        f"{spec.colour} shape appears in the frame, so the shape is {spec.colour}, which is "
-        f"option {letter}.</think><answer>{letter}</answer>"
-    )
+    return (f"<think>The video is mostly a grey background. {scene}Between {spec.t_s:.0f}s and {spec.t_e:.0f}s a "
+            f"large {spec.colour} shape appears in the frame, so the shape is {spec.colour}, which is "
+            f"option {letter}.</think><answer>{letter}</answer>")
 
 
 # What `enable_thinking=False` pre-fills after "<|im_start|>assistant\n" (cader.vlm.chat_template, Qwen3 convention).
@@ -327,7 +266,5 @@ def direct_answer_text(letter: str) -> str:
 
 
 def image_cot_text(colour: str, letter: str) -> str:
-    return (
-        f"<think>The image shows a grey background with a large {colour} shape in the centre, so the answer "
-        f"is option {letter}.</think><answer>{letter}</answer>"
-    )
+    return (f"<think>The image shows a grey background with a large {colour} shape in the centre, so the answer "
+            f"is option {letter}.</think><answer>{letter}</answer>")

@@ -80,6 +80,7 @@ from cader.dev.synthetic.media import (
     write_video,
 )
 from cader.evaluate.method.prompts import final_prompt, proposal_prompt, stage1_prompt, verifier_prompt
+from cader.vlm.files import write_atomic
 
 FORMATS = ("longvt", "video_r1", "longvideo_reason", "sharegpt")
 # The five tool-free SFT files of LongVT-Parquet (LongVT examples/sft/longvt_7b_sft.yaml), in the order rows are
@@ -108,17 +109,11 @@ REFLECT_EVERY = 2      # every 2nd training video also gets a reflection-prompt 
 
 
 def write_json(path: Path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n", durable=False)
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, [json.dumps(r, ensure_ascii=False) + "\n" for r in rows], durable=False)
 
 
 def longvt_features():
@@ -166,30 +161,26 @@ def window_text(start: float, end: float) -> str:
 
 
 def _roles_row(system: str, user: str, media: str, target: str) -> dict:
-    return {
-        "messages": [
-            {"role": "system", "content": system},
-            {"role": "user", "content": f"<video>{user}"},
-            {"role": "assistant", "content": EMPTY_THINK + target},
-        ],
-        "videos": [media],
-        "images": [],
-    }
+    return {"messages": [{"role": "system", "content": system}, {"role": "user", "content": f"<video>{user}"},
+                         {"role": "assistant", "content": EMPTY_THINK + target}], "videos": [media], "images": []}
 
 
 def proposal_row(spec: VideoSpec, tried: list[tuple[float, float]] | tuple = ()) -> dict:
     """The C.2 proposal on the whole video (the reflection prompt when ``tried`` names windows), target the scene."""
-    if spec.scene_s is None or spec.scene_e is None:
-        raise ValueError(f"{spec.name}: a proposal row needs a video with a scene")
     options, _ = canonical_colour_options(spec.colour)
     system, user = proposal_prompt(COLOUR_QUESTION, options, LETTERS[: len(options)], spec.duration, MIN_CROP, tried)
     return _roles_row(system, user, f"media/videos/{spec.name}.mp4", window_text(spec.scene_s, spec.scene_e))
 
 
+def other_slots(spec: VideoSpec) -> list[float]:
+    """The starts of the scene-length slots of the video other than its scene's."""
+    length = spec.scene_e - spec.scene_s
+    return [k * length for k in range(int(spec.duration // length)) if k * length != spec.scene_s]
+
+
 def reflection_windows(rng: np.random.Generator, spec: VideoSpec) -> list[tuple[float, float]]:
     """One or two scene-length windows that miss the scene: the ranges a reflection row says were tried."""
-    length = spec.scene_e - spec.scene_s
-    others = [k * length for k in range(int(spec.duration // length)) if k * length != spec.scene_s]
+    length, others = spec.scene_e - spec.scene_s, other_slots(spec)
     n_tried = 1 + int(rng.integers(2))
     return [(others[j], others[j] + length) for j in rng.permutation(len(others))[:n_tried]]
 
@@ -198,40 +189,36 @@ def write_cader_roles(train_dir: Path, rng: np.random.Generator, specs: list[Vid
     """Proposal / reflection / verifier / final-answer / clip-answer rows per cued video (module doc) and their
     clips; returns (rows, counts per role)."""
     rows: list[dict] = []
-    counts = {"propose": 0, "reflect": 0, "verify_yes": 0, "verify_no": 0, "answer": 0, "clip_stage1": 0}
+    counts = dict.fromkeys(("propose", "reflect", "verify_yes", "verify_no", "answer", "clip_stage1"), 0)
+
+    def add(role: str, row: dict) -> None:
+        rows.append(row)
+        counts[role] += 1
+
     for i, spec in enumerate(specs):
         if spec.scene_s is None or spec.scene_e is None:
             raise ValueError(f"{spec.name}: CADER role rows need a video with a scene")
         options, letter = canonical_colour_options(spec.colour)
         letters = LETTERS[: len(options)]
         scene = (spec.scene_s, spec.scene_e)
-        length = scene[1] - scene[0]
-        others = [k * length for k in range(int(spec.duration // length)) if k * length != scene[0]]
+        others = other_slots(spec)
         neg_s = others[int(rng.integers(len(others)))]
         if spec.decoy_s is not None:   # the hard negative: light like the scene, without the event
             neg_s = spec.decoy_s
         pos_rel, neg_rel = f"media/clips/{spec.name}_pos.mp4", f"media/clips/{spec.name}_neg.mp4"
         write_video(clip_spec(spec, f"{spec.name}_pos", *scene), train_dir / pos_rel)
-        write_video(clip_spec(spec, f"{spec.name}_neg", neg_s, neg_s + length), train_dir / neg_rel)
-        rows.append(proposal_row(spec))
-        counts["propose"] += 1
+        write_video(clip_spec(spec, f"{spec.name}_neg", neg_s, neg_s + scene[1] - scene[0]), train_dir / neg_rel)
+        add("propose", proposal_row(spec))
         if spec.decoy_s is not None:   # the decoy was tried and rejected: the other light scene is the answer
-            rows.append(proposal_row(spec, [(spec.decoy_s, spec.decoy_e)]))
-            counts["reflect"] += 1
+            add("reflect", proposal_row(spec, [(spec.decoy_s, spec.decoy_e)]))
         elif i % REFLECT_EVERY == 0:
-            rows.append(proposal_row(spec, reflection_windows(rng, spec)))
-            counts["reflect"] += 1
+            add("reflect", proposal_row(spec, reflection_windows(rng, spec)))
         system, user = verifier_prompt(COLOUR_QUESTION, options, letters)
-        rows.append(_roles_row(system, user, pos_rel, "Yes"))
-        rows.append(_roles_row(system, user, neg_rel, "No"))
-        counts["verify_yes"] += 1
-        counts["verify_no"] += 1
-        system, user = final_prompt(COLOUR_QUESTION, options, letters, *scene)
-        rows.append(_roles_row(system, user, pos_rel, f"<answer>{letter}</answer>"))
-        counts["answer"] += 1
-        system, user = stage1_prompt(COLOUR_QUESTION, options, letters)
-        rows.append(_roles_row(system, user, pos_rel, letter))
-        counts["clip_stage1"] += 1
+        add("verify_yes", _roles_row(system, user, pos_rel, "Yes"))
+        add("verify_no", _roles_row(system, user, neg_rel, "No"))
+        add("answer", _roles_row(*final_prompt(COLOUR_QUESTION, options, letters, *scene), pos_rel,
+                                 f"<answer>{letter}</answer>"))
+        add("clip_stage1", _roles_row(*stage1_prompt(COLOUR_QUESTION, options, letters), pos_rel, letter))
     return rows, counts
 
 
@@ -246,12 +233,8 @@ class MixRows:
                                                   for f in FORMATS})
 
     def count(self, fmt: str, tool_call: bool = False, direct_answer: bool = False) -> int:
-        """Count one more row of `fmt`; return the format's running total, which some row choices cycle on.
-
-        fmt: one of FORMATS.
-        tool_call: the row carries a tool marker.
-        direct_answer: the row is a direct-answer row.
-        """
+        """Count one more row of `fmt` (one of FORMATS; a tool-call or a direct-answer row when said); return the
+        format's running total, which some row choices cycle on."""
         counts = self.counts[fmt]
         counts["total"] += 1
         counts["tool_call"] += tool_call
@@ -259,32 +242,12 @@ class MixRows:
         return counts["total"]
 
 
-def write_training_media(
-    train_dir: Path, rng: np.random.Generator, n_train: int, n_images: int, width: int, height: int, fps: int,
-    duration: int, scene_len: int, event_len: float | tuple[int, int], decoy_rate: float,
-) -> tuple[list[VideoSpec], list[tuple[str, str]]]:
-    """Draw and write the training videos (media/videos/) and images (media/images/, every 4th a JPEG).
-
-    Returns (video specs, [(image path under train/, its colour)]).
-    train_dir: the media root, ``<out>/train``.
-    rng: draws the videos' cues, then the images' colours.
-    n_train: training videos.
-    n_images: training images.
-    width: frame and image width in pixels.
-    height: frame and image height in pixels.
-    fps: video frame rate.
-    duration: video length in seconds.
-    scene_len: the lit scene's length in seconds.
-    event_len: the event's length in seconds (a fixed value or a (low, high) range).
-    decoy_rate: share of videos with a decoy scene (lit like the scene, without the event).
-    """
-    specs = [
-        random_cued_spec(
-            rng, f"train_{i:04d}", (duration, duration), scene_len, event_len, fps=fps, width=width, height=height,
-            decoy_rate=decoy_rate,
-        )
-        for i in range(n_train)
-    ]
+def write_training_media(train_dir: Path, rng: np.random.Generator, n_train: int, n_images: int,
+                         video: dict) -> tuple[list[VideoSpec], list[tuple[str, str]]]:
+    """Draw (`rng`: the videos' cues, then the images' colours) and write the training videos (media/videos/) and
+    images (media/images/, every 4th a JPEG, at the videos' frame size); returns (video specs, [(image path under
+    train/, its colour)])."""
+    specs = [random_cued_spec(rng, f"train_{i:04d}", **video) for i in range(n_train)]
     for spec in specs:
         write_video(spec, train_dir / "media" / "videos" / f"{spec.name}.mp4")
     colours = tuple(EVENT_COLOURS)
@@ -292,23 +255,16 @@ def write_training_media(
     for i in range(n_images):
         colour = colours[int(rng.integers(len(colours)))]
         rel = f"media/images/img_{i:04d}{'.jpg' if i % 4 == 3 else '.png'}"
-        write_image(colour, train_dir / rel, width, height, index=i)
+        write_image(colour, train_dir / rel, video.get("width", 96), video.get("height", 64), index=i)
         images.append((rel, colour))
     return specs, images
 
 
-def mix_items(
-    specs: list[VideoSpec], images: list[tuple[str, str]], rng: np.random.Generator, n_tool: int
-) -> list[MixItem]:
-    """The CoT rows in writing order: each video and image once (formats dealt in turn; images have no
-    LongVideo-Reason format), then `n_tool` tool-call rows per format on videos drawn from the pool, their marker
-    kinds cycling.
-
-    specs: the training videos.
-    images: (path under train/, colour) of each training image.
-    rng: draws the tool rows' videos.
-    n_tool: tool-call rows per format.
-    """
+def mix_items(specs: list[VideoSpec], images: list[tuple[str, str]], rng: np.random.Generator,
+              n_tool: int) -> list[MixItem]:
+    """The CoT rows in writing order: each video and image ((path under train/, colour)) once (formats dealt in
+    turn; images have no LongVideo-Reason format), then `n_tool` tool-call rows per format on videos `rng` draws
+    from the pool, their marker kinds cycling."""
     items = [MixItem(FORMATS[i % len(FORMATS)], True, f"media/videos/{spec.name}.mp4", spec, spec.colour, None)
              for i, spec in enumerate(specs)]
     image_formats = ("longvt", "video_r1", "sharegpt")
@@ -322,12 +278,8 @@ def mix_items(
 
 
 def add_cot_row(mix: MixRows, index: int, item: MixItem) -> None:
-    """Build `item`'s CoT row in its format and add it to `mix`.
-
-    mix: the rows so far; the row is appended and counted.
-    index: the row's position among all CoT rows (Video-R1 and LongVideo-Reason use it as problem_id).
-    item: what the row shows and which tool marker it carries.
-    """
+    """Build `item`'s CoT row in its format and add it to `mix`; `index`, the row's position among all CoT rows,
+    is the problem_id of Video-R1 and LongVideo-Reason rows."""
     options, letter = canonical_colour_options(item.colour)
     question = COLOUR_QUESTION if item.is_video else IMAGE_QUESTION
     prompt = prompt_with_options(question, options)
@@ -354,12 +306,7 @@ def add_cot_row(mix: MixRows, index: int, item: MixItem) -> None:
 
 def add_direct_answer_row(mix: MixRows, video_index: int, spec: VideoSpec) -> None:
     """Add the video's direct-answer row (module doc): Stage 1's prompt, target the pre-filled empty think block and
-    the letter; LongVT format for even, sharegpt for odd video indices.
-
-    mix: the rows so far; the row is appended and counted.
-    video_index: the video's index among the training videos.
-    spec: the video.
-    """
+    the letter; LongVT format for even, sharegpt for odd video indices."""
     options, letter = canonical_colour_options(spec.colour)
     system, user = stage1_prompt(COLOUR_QUESTION, options, LETTERS[: len(options)])
     media, target = f"media/videos/{spec.name}.mp4", direct_answer_text(letter)
@@ -378,15 +325,10 @@ def add_direct_answer_row(mix: MixRows, video_index: int, spec: VideoSpec) -> No
 def deal_longvt_rows(clean_rows: list[dict], tool_rows: list[dict]) -> dict[str, list[dict]]:
     """The clean LongVT rows dealt in turn over the five release files, the tool rows all into the first, so every
     file keeps trainable rows once tool rows are filtered out. ValueError when there are fewer clean rows than files.
-
-    clean_rows: LongVT rows without a tool marker.
-    tool_rows: LongVT rows with one.
     """
     if len(clean_rows) < len(LONGVT_FILES):
-        raise ValueError(
-            f"{len(clean_rows)} clean LongVT rows cannot fill its {len(LONGVT_FILES)} release files; "
-            "raise n_train or n_images"
-        )
+        raise ValueError(f"{len(clean_rows)} clean LongVT rows cannot fill its {len(LONGVT_FILES)} release files; "
+                         "raise n_train or n_images")
     dealt = {name: [] for name in LONGVT_FILES}
     for k, row in enumerate(clean_rows):
         dealt[LONGVT_FILES[k % len(LONGVT_FILES)]].append(row)
@@ -395,11 +337,8 @@ def deal_longvt_rows(clean_rows: list[dict], tool_rows: list[dict]) -> dict[str,
 
 
 def write_format_files(train_dir: Path, mix: MixRows) -> None:
-    """Write the four formats' files under `train_dir` (module doc), LongVT's also as the one legacy file.
-
-    train_dir: the media root, ``<out>/train``.
-    mix: every CoT and direct-answer row.
-    """
+    """Write the four formats' files of `mix` under `train_dir` (module doc), LongVT's also as the one legacy
+    file."""
     dealt = deal_longvt_rows(mix.rows["longvt"], mix.longvt_tool_rows)
     for name, file_rows in dealt.items():
         write_longvt_parquet(train_dir / name, file_rows)
@@ -410,19 +349,11 @@ def write_format_files(train_dir: Path, mix: MixRows) -> None:
     write_json(train_dir / "sharegpt_conversations.json", mix.conversation_rows)
 
 
-# Per format: the files write_format_files writes, and the format name the manifest gives
-FORMAT_FILES = {
-    "longvt": list(LONGVT_FILES),
-    "video_r1": ["video_r1_cot.json"],
-    "longvideo_reason": ["longvideo_reason.jsonl"],
-    "sharegpt": ["sharegpt.json", "sharegpt_conversations.json"],
-}
-FORMAT_NAMES = {
-    "longvt": "longvt_parquet",
-    "video_r1": "video_r1_json",
-    "longvideo_reason": "longvideo_reason_jsonl",
-    "sharegpt": "sharegpt",
-}
+# Per format: the format name the manifest gives, and the files write_format_files writes
+FORMAT_FILES = {"longvt": ("longvt_parquet", list(LONGVT_FILES)),
+                "video_r1": ("video_r1_json", ["video_r1_cot.json"]),
+                "longvideo_reason": ("longvideo_reason_jsonl", ["longvideo_reason.jsonl"]),
+                "sharegpt": ("sharegpt", ["sharegpt.json", "sharegpt_conversations.json"])}
 
 
 def mix_manifest(counts: dict, n_role_rows: int, role_counts: dict) -> dict:
@@ -432,39 +363,16 @@ def mix_manifest(counts: dict, n_role_rows: int, role_counts: dict) -> dict:
     n_role_rows: rows of cader_roles.json.
     role_counts: those rows per CADER role.
     """
-    sources = {
-        name: {
-            "format": FORMAT_NAMES[name],
-            "files": list(FORMAT_FILES[name]),
-            **counts[name],
-            "clean": counts[name]["total"] - counts[name]["tool_call"],
-        }
-        for name in FORMATS
-    }
+    sources = {name: {"format": FORMAT_FILES[name][0], "files": list(FORMAT_FILES[name][1]), **counts[name],
+                      "clean": counts[name]["total"] - counts[name]["tool_call"]} for name in FORMATS}
     sources["cader_roles"] = {"format": "sharegpt", "files": [CADER_ROLES_FILE], "total": n_role_rows,
                               "tool_call": 0, "direct_answer": 0, "clean": n_role_rows, "roles": role_counts}
-    return {
-        "media_root": ".",
-        "target_format": "<think>...</think><answer>X</answer>",
-        "direct_answer_format": direct_answer_text("X"),
-        "sources": sources,
-    }
+    return {"media_root": ".", "target_format": "<think>...</think><answer>X</answer>",
+            "direct_answer_format": direct_answer_text("X"), "sources": sources}
 
 
-def write_training_mix(
-    train_dir: Path,
-    rng: np.random.Generator,
-    n_train: int,
-    n_images: int,
-    n_tool: int,
-    width: int = 96,
-    height: int = 64,
-    fps: int = 4,
-    duration: int = 128,
-    scene_len: int = 16,
-    event_len: float | tuple[int, int] = 2.0,
-    decoy_rate: float = 0.0,
-) -> dict:
+def write_training_mix(train_dir: Path, rng: np.random.Generator, n_train: int, n_images: int, n_tool: int,
+                       video: dict | None = None) -> dict:
     """Write videos/images, the four formats and the CADER role rows; return the manifest (also written to
     manifest.json). The same `rng` state gives the same files.
 
@@ -473,17 +381,9 @@ def write_training_mix(
     n_train: training videos (each gets a CoT row, a direct-answer row and the CADER role rows).
     n_images: training images (a CoT row each).
     n_tool: tool-call rows per format (filtered out by the training readers).
-    width: frame and image width in pixels.
-    height: frame and image height in pixels.
-    fps: video frame rate.
-    duration: video length in seconds.
-    scene_len: the lit scene's length in seconds.
-    event_len: the event's length in seconds (a fixed value or a (low, high) range).
-    decoy_rate: share of videos with a decoy scene.
+    video: ``random_cued_spec``'s keyword arguments for every training video (default: its defaults).
     """
-    specs, images = write_training_media(
-        train_dir, rng, n_train, n_images, width, height, fps, duration, scene_len, event_len, decoy_rate
-    )
+    specs, images = write_training_media(train_dir, rng, n_train, n_images, video or {})
     mix = MixRows()
     for index, item in enumerate(mix_items(specs, images, rng, n_tool)):
         add_cot_row(mix, index, item)
