@@ -1,7 +1,6 @@
 """calibration.json: built and validated through `cader.contracts.records.CalibrationFile`, written atomically.
 
-``load_calibration(path) -> (temperature, tau)`` is what evaluate/run.py --calibration calls;
-``tau_for_benchmark(payload, benchmark)`` gives a benchmark its own tau when the file has one (--per_benchmark).
+``load_calibration(path) -> (temperature, tau)`` is what evaluate/run.py --calibration calls.
 """
 
 from __future__ import annotations
@@ -55,10 +54,3 @@ def load_calibration(path: str | Path) -> tuple[float, float]:
     """(temperature, tau) from a calibration.json written by calibrate/fit.py, validated."""
     payload = read_calibration(path)
     return float(payload["temperature"]), float(payload["tau"])
-
-
-def tau_for_benchmark(payload: dict, benchmark: str) -> float:
-    """The tau a run on ``benchmark`` uses: its own from ``per_benchmark`` (calibrate/fit.py --per_benchmark true)
-    when the calibration has one for it, else the pooled tau."""
-    group = (payload.get("per_benchmark") or {}).get(benchmark)
-    return float(group["tau"]) if isinstance(group, dict) and "tau" in group else float(payload["tau"])

@@ -5,12 +5,12 @@
     exit early iff M >= tau                         (Algorithm 1, line 10, paper default tau = 0.97)
 
 Everything is float64 and goes through a log-softmax, so no exp() overflows. The early-exit region is
-M close to 1, where ``1 - M`` computed as ``1.0 - margin`` would lose all its digits; ``one_minus_margin``
-instead sums the probabilities that make up 1 - M = (1 - P_top1) + P_top2 = sum_{i != top1} P_i + P_top2,
+M close to 1, where ``1 - M`` computed as ``1.0 - margin`` would lose all its digits; ``one_minus_margin`` (of
+``stage1_confidence``, ``margins_and_complements``) instead sums the probabilities that make up 1 - M = (1 - P_top1) + P_top2 = sum_{i != top1} P_i + P_top2,
 every term non-negative, so there is no cancellation (z = [1000, 0] at T = 2 gives 2 e^-500, not 0).
 
 Ties: the top-1 option is the lowest index among equal maxima (the first letter), and M = 0.
-Evaluate imports ``stage1_confidence`` (or ``margin``/``top1_index``) and ``exits_early`` from here so
+Evaluate imports ``stage1_confidence`` and ``exits_early`` from here so
 routing and calibration can never disagree about what confidence means.
 """
 
@@ -80,16 +80,6 @@ def log_option_probs(
     return z - logsumexp(z)
 
 
-def option_probs(logits: Sequence[float] | np.ndarray, temperature: float = PAPER_TEMPERATURE) -> np.ndarray:
-    """Eq. 2: temperature-scaled softmax over the option logits, float64, sums to 1."""
-    return np.exp(log_option_probs(logits, temperature))
-
-
-def top1_index(logits: Sequence[float] | np.ndarray) -> int:
-    """Index of the predicted option (argmax; ties go to the lowest index). Independent of T > 0."""
-    return int(np.argmax(validate_logits(logits)))
-
-
 def _margin_pair_from_logp(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of log-probabilities (may hold -inf padding) -> (M, 1 - M), each computed where it is accurate.
 
@@ -104,11 +94,6 @@ def _margin_pair_from_logp(logp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m = np.where(small, direct, np.clip(1.0 - om_sum, 0.0, 1.0))
     om = np.where(small, 1.0 - direct, om_sum)
     return m, om
-
-
-def one_minus_margin(logits: Sequence[float] | np.ndarray, temperature: float = PAPER_TEMPERATURE) -> float:
-    """1 - M, accurate even when M rounds to 1.0 in float64 (saturated logits)."""
-    return float(_margin_pair_from_logp(log_option_probs(logits, temperature))[1])
 
 
 def margin(logits: Sequence[float] | np.ndarray, temperature: float = PAPER_TEMPERATURE) -> float:
@@ -186,12 +171,8 @@ def log_option_probs_batch(logits, temperature: float = PAPER_TEMPERATURE) -> np
 
 
 def margins_and_complements(logits, temperature: float = PAPER_TEMPERATURE) -> tuple[np.ndarray, np.ndarray]:
-    """(M, 1 - M) per sample, as in ``margin``/``one_minus_margin``."""
+    """(M, 1 - M) per sample, as ``stage1_confidence`` gives them for one."""
     return _margin_pair_from_logp(log_option_probs_batch(logits, temperature))
-
-
-def one_minus_margins(logits, temperature: float = PAPER_TEMPERATURE) -> np.ndarray:
-    return margins_and_complements(logits, temperature)[1]
 
 
 def margins(logits, temperature: float = PAPER_TEMPERATURE) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""Reading Stage-1 outcomes from predictions.jsonl files (`cader.contracts.records.PredictionRecord`) and
-splitting them.
+"""Reading Stage-1 outcomes from predictions.jsonl files (`cader.contracts.records.PredictionRecord`); they are
+split into fit and selection parts by `cader.calibrate.videos`.
 
 Policy: bad input never crashes a run and is never silently dropped.
 - a row whose ``error`` is set is a failed sample: counted under "row_error" and skipped;
@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from cader.calibrate.margin import InvalidLogits, validate_logits
@@ -68,11 +67,6 @@ class Stage1Record:
     @property
     def key(self) -> tuple[str, str]:
         return (self.benchmark, self.sample_id)
-
-    @property
-    def cluster(self) -> tuple[str, str]:
-        """(benchmark, video); a row without a video is a cluster of its own (it cannot be matched to others)."""
-        return (self.benchmark, self.video) if self.video else (self.benchmark, "\0sample:" + self.sample_id)
 
 
 @dataclass
@@ -204,76 +198,3 @@ def read_predictions(paths: Sequence[str | Path], strict: bool = False) -> Loade
     # counted on the merged samples: a sample in two files (a Stage-1 and a uniform_stage2 run) is one row
     merged.rows_without_video = sum(rec.video is None for rec in merged.records)
     return merged
-
-
-SPLIT_UNITS = ("video", "question")
-
-
-def _split_by(records: list[Stage1Record], seed: int, fit_fraction: float, by: str) -> tuple[list, list]:
-    rng = np.random.default_rng(seed)
-    units: dict[str, dict[tuple, list[int]]] = {}  # benchmark -> unit key -> record indices
-    for i in sorted(range(len(records)), key=lambda i: records[i].key):
-        rec = records[i]
-        unit = rec.cluster if by == "video" else rec.key
-        units.setdefault(rec.benchmark, {}).setdefault(unit, []).append(i)
-    fit, select = [], []
-    for bench in sorted(units):
-        keys = list(units[bench])  # in order of each unit's first record key, so one question per video splits
-        order = rng.permutation(len(keys))  # alike by either unit
-        n_fit = int(np.floor(len(keys) * fit_fraction))
-        for rank, k in enumerate(order):
-            (fit if rank < n_fit else select).extend(units[bench][keys[k]])
-    return fit, select
-
-
-def split_fit_select(
-    records: Iterable[Stage1Record],
-    seed: int = 0,
-    fit_fraction: float = 0.5,
-    *,
-    by: Literal["video", "question"] = "video",
-) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint index arrays (fit, select) into ``records`` (`split_fit_select_unit` without the unit used)."""
-    fit, select, _ = split_fit_select_unit(records, seed, fit_fraction, by=by)
-    return fit, select
-
-
-def split_fit_select_unit(
-    records: Iterable[Stage1Record],
-    seed: int = 0,
-    fit_fraction: float = 0.5,
-    *,
-    by: Literal["video", "question"] = "video",
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """Disjoint index arrays (fit, select) into ``records``, stratified by benchmark, reproducible for a seed, and
-    the unit the split actually kept together ("video" or "question": calibration.json records this one).
-
-    Args:
-        records: the usable Stage-1 records
-        seed: seed of the shuffle
-        fit_fraction: share of each benchmark's videos (or questions) that fits T; the rest selects tau
-        by: "video" (default) keeps every video's questions on one side, so the selection split is a sample of
-            videos the temperature fit never saw (questions on one video share its difficulty); "question" splits
-            questions independently (kept for comparison)
-
-    Units (videos or questions) are ordered by their first record's key before shuffling, so the split does not
-    depend on file order, and with one question per video both units give the same split. Each benchmark sends
-    floor(units * fit_fraction) of its units to the fit part, so a benchmark with a single unit goes to the
-    selection split. When no benchmark has two videos (a calibration set cut from one video), a video split would
-    leave nothing to fit T on: the split falls back to questions, logs a warning saying so and returns "question".
-    """
-    if not 0.0 < fit_fraction < 1.0:
-        raise ValueError(f"fit_fraction must be in (0, 1), got {fit_fraction}")
-    if by not in SPLIT_UNITS:
-        raise ValueError(f"split unit must be one of {SPLIT_UNITS}, got {by!r}")
-    records = list(records)
-    fit, select = _split_by(records, seed, fit_fraction, by)
-    used = by
-    if by == "video" and records and not fit:
-        log.warning(
-            "split by video leaves nothing to fit the temperature on (no benchmark has two or more videos among "
-            "%d records); splitting questions instead, so fit and selection share videos", len(records)
-        )
-        fit, select = _split_by(records, seed, fit_fraction, "question")
-        used = "question"
-    return np.asarray(sorted(fit), dtype=np.int64), np.asarray(sorted(select), dtype=np.int64), used

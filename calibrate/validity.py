@@ -28,13 +28,11 @@ from cader.calibrate.ltt import cascade_loss_counts
 from cader.calibrate.margin import margins
 from cader.calibrate.tau import PRECISION_GRID, TauSelection, exit_counts_at
 from cader.calibrate.temperature import fit_temperature
+from cader.calibrate.videos import SPLIT_UNITS
 
 log = logging.getLogger(__name__)
 
 RISKS = ("exit_error", "accuracy_loss")
-
-
-SPLIT_UNITS = ("video", "question")
 
 
 def split_three(

@@ -4,7 +4,6 @@
   `Stage2Record`), the calibration file (`CalibrationFile`) and a judgments.jsonl record (`JudgmentRecord`);
   docs/contracts.md is generated from them.
 - `jsonl`: the JSON Lines reader, validating reader and appender every stage uses.
-- `files`: which contract a file follows, and checking a whole file against it.
 
 Atomic whole-file writes are `cader.vlm.files.write_atomic` and `write_json_atomic`.
 """

@@ -126,30 +126,21 @@ def _margin_table(records: Sequence[dict]) -> list[dict]:
     return rows
 
 
+def _gain_row(group: Sequence[dict]) -> dict:
+    """Stage-1 and final accuracy of `group` (scored samples), the gain between them and their exact intervals."""
+    s1 = sum(bool(_stage1_correct(r)) for r in group)
+    final = sum(bool(r.get("correct")) for r in group)
+    return {"n": len(group), "stage1_accuracy": _pct(s1, len(group)), "final_accuracy": _pct(final, len(group)),
+            "gain": round(_pct(final, len(group)) - _pct(s1, len(group)), 2) if group else None,
+            "stage1_ci95_exact": exact_ci(s1, len(group)), "final_ci95_exact": exact_ci(final, len(group))}
+
+
 def _low_confidence_table(records: Sequence[dict]) -> list[dict]:
     rows = []
     for name, test in (("[0.90,tau)", lambda m, t: 0.90 <= m < t), ("<0.90", lambda m, t: m < min(0.90, t))):
-        band = [
-            r
-            for r in records
-            if r.get("stage1")
-            and not r.get("error")
-            and r.get("answer") is not None
-            and test(r["stage1"]["margin"], r["stage1"].get("tau", 0.97))
-        ]
-        s1 = sum(bool(_stage1_correct(r)) for r in band)
-        final = sum(bool(r.get("correct")) for r in band)
-        rows.append(
-            {
-                "band": name,
-                "n": len(band),
-                "stage1_accuracy": _pct(s1, len(band)),
-                "final_accuracy": _pct(final, len(band)),
-                "gain": round(_pct(final, len(band)) - _pct(s1, len(band)), 2) if band else None,
-                "stage1_ci95_exact": exact_ci(s1, len(band)),
-                "final_ci95_exact": exact_ci(final, len(band)),
-            }
-        )
+        band = [r for r in records if r.get("stage1") and not r.get("error") and r.get("answer") is not None
+                and test(r["stage1"]["margin"], r["stage1"].get("tau", 0.97))]
+        rows.append({"band": name, **_gain_row(band)})
     return rows
 
 
@@ -162,24 +153,7 @@ def _depth_table(records: Sequence[dict]) -> list[dict]:
     for r in _stage2_records(records):
         if r["stage2"].get("cycles", 0) >= 1:
             by_depth[r["stage2"]["cycles"]].append(r)
-    rows = []
-    for depth in sorted(by_depth):
-        group = by_depth[depth]
-        s1 = sum(bool(_stage1_correct(r)) for r in group)
-        final = sum(bool(r.get("correct")) for r in group)
-        rows.append(
-            {
-                "depth": depth,
-                "reflections": depth - 1,
-                "n": len(group),
-                "stage1_accuracy": _pct(s1, len(group)),
-                "final_accuracy": _pct(final, len(group)),
-                "gain": round(_pct(final, len(group)) - _pct(s1, len(group)), 2),
-                "stage1_ci95_exact": exact_ci(s1, len(group)),
-                "final_ci95_exact": exact_ci(final, len(group)),
-            }
-        )
-    return rows
+    return [{"depth": depth, "reflections": depth - 1, **_gain_row(by_depth[depth])} for depth in sorted(by_depth)]
 
 
 def _net_gain(records: Sequence[dict]) -> dict:
@@ -346,12 +320,10 @@ def build_report(
     return report
 
 
-def compare_runs(records: Sequence[dict], other: Sequence[dict]) -> dict | None:
-    """Paired comparison on the samples both runs scored (None when cader.evaluate.stats is not available)."""
-    try:
-        from cader.evaluate.stats import mcnemar_exact, paired_bootstrap_diff
-    except ImportError:
-        return None
+def compare_runs(records: Sequence[dict], other: Sequence[dict]) -> dict:
+    """Paired comparison on the samples both runs scored."""
+    from cader.evaluate.stats import mcnemar_exact, paired_bootstrap_diff
+
     mine = {(r["benchmark"], str(r["sample_id"])): r for r in records if r.get("answer")}
     theirs = {(r["benchmark"], str(r["sample_id"])): bool(r.get("correct")) for r in other if r.get("answer")}
     keys = sorted(mine.keys() & theirs.keys())

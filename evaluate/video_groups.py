@@ -298,7 +298,3 @@ class GroupsInFlight:
             self._left[video] -= 1
             if self._left[video] == 0:
                 self._open.pop(video).close()
-
-    def open_groups(self) -> int:
-        with self._lock:
-            return len(self._open)

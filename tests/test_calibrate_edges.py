@@ -19,7 +19,6 @@ from cader.calibrate.records import (
     Stage1Record,
     read_prediction_file,
     read_predictions,
-    split_fit_select,
 )
 from cader.calibrate.tau import (
     NO_EXIT_TAU,
@@ -34,6 +33,7 @@ from cader.calibrate.tau import (
     select_tau_precision,
 )
 from cader.calibrate.temperature import TemperatureFit
+from cader.calibrate.videos import split_fit_select_videos
 from cader.vlm.files import write_json_atomic
 
 
@@ -156,6 +156,11 @@ def test_rows_are_read_as_utf8(tmp_path):
 
 
 # ---- the split --------------------------------------------------------------------------------------------------
+
+
+def split_fit_select(records, seed=0, fit_fraction=0.5):
+    """(fit, select) of the product's split (`split_fit_select_videos`)."""
+    return split_fit_select_videos(records, seed, fit_fraction)[:2]
 
 
 def records(keys):
@@ -324,11 +329,11 @@ def test_every_margin_helper_uses_the_given_temperature():
     p1 = np.exp(z) / np.exp(z).sum()  # T = 1
     m1 = p1[0] - p1[1]
     assert mg.stage1_confidence(z, 1.0).margin == pytest.approx(m1)
-    assert mg.margin(z, 1.0) == pytest.approx(m1) and mg.one_minus_margin(z, 1.0) == pytest.approx(1 - m1)
-    assert mg.margins([z], 1.0)[0] == pytest.approx(m1) and mg.one_minus_margins([z], 1.0)[
-        0
-    ] == pytest.approx(1 - m1)
-    assert mg.top1_probs([z], 1.0)[0] == pytest.approx(p1[0]) and mg.option_probs(z, 1.0) == pytest.approx(p1)
+    assert mg.stage1_confidence(z, 1.0).one_minus_margin == pytest.approx(1 - m1)
+    assert mg.margin(z, 1.0) == pytest.approx(m1)
+    assert mg.margins([z], 1.0)[0] == pytest.approx(m1)
+    assert mg.margins_and_complements([z], 1.0)[1][0] == pytest.approx(1 - m1)
+    assert mg.top1_probs([z], 1.0)[0] == pytest.approx(p1[0]) and mg.stage1_confidence(z, 1.0).probs == pytest.approx(p1)
     assert math.isclose(mg.margin(z), mg.margin(z, 2.0))  # the paper's T by default
 
 

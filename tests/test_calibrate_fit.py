@@ -355,14 +355,6 @@ def test_per_benchmark_taus_each_with_its_own_numbers(prediction_files, tmp_path
         assert g["no_exit"] or g["upper_bound_error"] <= 0.1
 
 
-def test_tau_for_benchmark_prefers_the_group_tau():
-    from cader.calibrate.calibration_file import tau_for_benchmark
-
-    payload = {"tau": 0.9, "per_benchmark": {"a": {"tau": 0.5, "n": 10}}}
-    assert tau_for_benchmark(payload, "a") == 0.5 and tau_for_benchmark(payload, "b") == 0.9
-    assert tau_for_benchmark({"tau": 0.7}, "a") == 0.7
-
-
 def test_the_temperature_note_says_which_criterion_the_fit_minimises_and_why_ece_can_rise():
     from cader.calibrate.summary import fit_note
 

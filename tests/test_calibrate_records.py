@@ -9,8 +9,8 @@ from cader.calibrate.records import (
     PredictionRowError,
     read_prediction_file,
     read_predictions,
-    split_fit_select,
 )
+from cader.calibrate.videos import split_fit_select_videos
 from cader.dev.calibration_rows import synthetic_prediction_rows
 
 
@@ -20,6 +20,17 @@ def _write(path, rows):
             fh.write(row if isinstance(row, str) else json.dumps(row))
             fh.write("\n")
     return path
+
+
+def split_fit_select(records, seed=0, fit_fraction=0.5, *, by="video"):
+    """(fit, select) of the product's split (`split_fit_select_videos`)."""
+    return split_fit_select_videos(records, seed, fit_fraction, by=by)[:2]
+
+
+def cluster(record):
+    """(benchmark, video): the videos of these tests are each asked about by one benchmark; a row without a video is
+    a cluster of its own."""
+    return (record.benchmark, record.video) if record.video else (record.benchmark, "\0sample:" + record.sample_id)
 
 
 def _good(n=3, bench="synthetic", **kw):
@@ -151,18 +162,18 @@ def _clustered_rows(bench, videos, per_video, seed=0):
 def test_video_split_keeps_each_video_on_one_side_stratified_by_benchmark(tmp_path):
     path = _write(tmp_path / "p.jsonl", _clustered_rows("bench_a", 10, 4) + _clustered_rows("bench_b", 5, 3, seed=1))
     records = read_predictions([path]).records
-    assert records[5].video == "videos/bench_a-1.mp4" and records[5].cluster == ("bench_a", "videos/bench_a-1.mp4")
+    assert records[5].video == "videos/bench_a-1.mp4" and cluster(records[5]) == ("bench_a", "videos/bench_a-1.mp4")
     fit, sel = split_fit_select(records, seed=3)  # by video is the default
     assert set(fit).isdisjoint(sel) and len(fit) + len(sel) == len(records)
-    fit_videos = {records[i].cluster for i in fit}
-    assert fit_videos.isdisjoint({records[i].cluster for i in sel})
+    fit_videos = {cluster(records[i]) for i in fit}
+    assert fit_videos.isdisjoint({cluster(records[i]) for i in sel})
     # floor(videos * fraction) videos of each benchmark: 5 of bench_a (20 questions), 2 of bench_b (6 questions)
     assert sum(v[0] == "bench_a" for v in fit_videos) == 5 and sum(v[0] == "bench_b" for v in fit_videos) == 2
     assert len(fit) == 5 * 4 + 2 * 3
     np.testing.assert_array_equal(fit, split_fit_select(records, seed=3)[0])
     # the question-level option mixes a video's questions across both sides
     q_fit, q_sel = split_fit_select(records, seed=3, by="question")
-    assert {records[i].cluster for i in q_fit} & {records[i].cluster for i in q_sel}
+    assert {cluster(records[i]) for i in q_fit} & {cluster(records[i]) for i in q_sel}
 
 
 def test_one_question_per_video_splits_as_the_question_level_option(tmp_path):
@@ -177,12 +188,12 @@ def test_rows_without_video_are_counted_and_split_alone(tmp_path):
     rows[0].pop("video")
     loaded = read_predictions([_write(tmp_path / "p.jsonl", rows)])
     assert loaded.rows_without_video == 1 and loaded.records[0].video is None
-    assert loaded.records[0].cluster != loaded.records[1].cluster  # its video-mate cannot be known
+    assert cluster(loaded.records[0]) != cluster(loaded.records[1])  # its video-mate cannot be known
 
 
 def test_a_single_video_falls_back_to_the_question_split_and_says_so(tmp_path, caplog):
     records = read_predictions([_write(tmp_path / "p.jsonl", _clustered_rows("bench_a", 1, 6))]).records
-    with caplog.at_level("WARNING", logger="cader.calibrate.records"):
+    with caplog.at_level("WARNING", logger="cader.calibrate.videos"):
         fit, sel = split_fit_select(records, seed=2)
     assert "splitting questions instead" in caplog.text
     by_question = split_fit_select(records, seed=2, by="question")

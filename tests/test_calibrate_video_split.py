@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from cader.calibrate.fit import main as fit_main
 from cader.calibrate.margin import margins
-from cader.calibrate.records import Stage1Record, split_fit_select_unit
+from cader.calibrate.records import Stage1Record
 from cader.calibrate.tau import select_tau_precision
 from cader.calibrate.temperature import fit_temperature
 from cader.calibrate.videos import split_fit_select_videos, video_codes
@@ -176,16 +176,3 @@ def test_a_file_several_benchmarks_ask_about_goes_to_one_side_whole(seed):
     assert shared & files[0] and shared & files[1]  # not vacuous: files shared by benchmarks land on both sides
     codes = video_codes(records)
     assert len(set(codes.tolist())) == len({r.video for r in records})
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_without_shared_files_the_split_is_the_per_benchmark_one(seed):
-    # each benchmark over files of its own: the same split (and so the same T and tau) as before the key changed
-    rng = np.random.default_rng(seed)
-    records = [Stage1Record("f", i, b, f"{i:03d}", [], np.zeros(0), 0, video=f"{b}/{int(rng.integers(9))}.mp4")
-               for i, b in enumerate(rng.choice(BENCHMARKS, 120))]
-    records[5].video = None  # a row without a video: a unit of its own either way
-    for by in ("video", "question"):
-        ours, old = split_fit_select_videos(records, seed=seed, by=by), split_fit_select_unit(records, seed, by=by)
-        for a, b in zip(ours, old):
-            np.testing.assert_array_equal(a, b)

@@ -19,7 +19,6 @@ MAX_FILE_LINES, MAX_FUNCTION_LINES, MAX_PARAMETERS = 500, 100, 12
 NOT_YET = {
     "evaluate/run.py": "run-options work in progress",
     "vlm/video.py": "frame-fidelity work in progress",
-    "evaluate/lmms/model.py": "Cader.__init__ takes lmms-eval's model_args (15); lmms-eval work in progress",
 }
 
 

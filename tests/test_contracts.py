@@ -8,7 +8,6 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from cader.contracts.files import contract_for, file_problems
 from cader.contracts.jsonl import iter_lines, read_validated
 from cader.contracts.records import (
     CalibrationFile,
@@ -19,6 +18,7 @@ from cader.contracts.records import (
     describe_validation_error,
     split_timing,
 )
+from contract_files import contract_for, file_problems
 from pydantic import ValidationError
 
 REPO = Path(__file__).resolve().parents[1]

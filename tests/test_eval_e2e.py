@@ -1,6 +1,7 @@
 """End to end on the tiny random Qwen3-VL: HF backend, run.py on synthetic benchmarks, every variant, configs."""
 
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -266,7 +267,7 @@ def test_eval_yaml_configs_parse(name):
     path = REPO / "configs/eval" / name
     raw = yaml.safe_load(path.read_text())
     args = build_parser().parse_args(["--config", str(path), "--out", "/tmp/unused"])
-    cfg = CaderConfig(**{k: getattr(args, k) for k in CaderConfig.field_names()})
+    cfg = CaderConfig(**{k: getattr(args, k) for k in [f.name for f in fields(CaderConfig)]})
     for key, value in raw.items():
         parsed = getattr(args, key)
         assert (dict(vars(parsed)) if isinstance(value, dict) else parsed) == ({**dict(vars(parsed)), **value}

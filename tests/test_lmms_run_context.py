@@ -11,6 +11,7 @@ import pytest
 from cader.evaluate.lmms import plugin
 from cader.evaluate.lmms.run_context import (
     LmmsRun,
+    ModelArgs,
     lmms_run,
     offline_data_problem,
     refusal,
@@ -63,6 +64,15 @@ def test_offline_a_task_without_its_rows_or_videos_is_named(tmp_path):
     (home / "lvbench").mkdir()
     (tmp_path / "cache" / "lmms-eval___lv_bench").mkdir(parents=True)  # datasets' own offline cache
     assert offline_data_problem({"lvbench": LVBENCH}, env, tmp_path) is None
+
+
+def test_the_models_own_model_args_keep_their_defaults_and_the_rest_go_on_to_be_checked():
+    args, rest = ModelArgs.split({"backend": "server", "concurrency": 8, "tau": 0.9, "server.retries": 2, "taus": 1})
+    assert (args.backend, args.concurrency, args.device, args.verifier, args.batch_size) == ("server", 8, "cpu", None, 1)
+    assert rest == {"tau": 0.9, "server.retries": 2, "taus": 1}
+    args, rest = ModelArgs.split({"concurrency": 2, "tau": 0.9, "taus": 1})
+    why = refusal(rest, args.concurrency, args.backend, None, {}, Path("."))
+    assert why.startswith("model_args: unknown taus (CADER settings: ") and "the model's own: attn_implementation," in why
 
 
 def test_refusals_come_before_any_model_loads(tmp_path):

@@ -1,9 +1,10 @@
-"""The lmms-eval model's server settings without lmms-eval: replica URLs joined with `|` (lmms-eval splits model_args
-on commas), evaluate/run.py's server settings as `server.<field>`, which backends a run builds, and what is refused
-before any model loads: backend=server without model_urls, server settings with another backend, a bad or unknown
-`server.<field>`, a key or token as a model_arg, another verifier without its servers, and a server that cannot give
-exact scores (the backend's start-up probe against a loopback stand-in answering as vLLM 0.32 does without the flag)
-or that nothing answers on."""
+"""The lmms-eval model's server settings without lmms-eval: replica URLs joined with `|` (lmms-eval splits
+model_args on commas), evaluate/run.py's server settings as `server.<field>`, which backends a run builds, and
+what is refused before any model loads: backend=server without model_urls, server settings with another backend,
+a bad or unknown `server.<field>`, a key or token as a model_arg or inside a replica URL (lmms-eval logs its
+model_args), another verifier without its servers, and a server that cannot give exact scores (the backend's
+start-up probe against a loopback stand-in answering as vLLM 0.32 does without the flag) or that nothing answers
+on."""
 
 import json
 import socket
@@ -43,10 +44,14 @@ def server_refusal(backend="server", model_urls=A, verifier_urls=None, config_se
     ({"api_key": "sk-123"}, "model_args: api_key: keys and tokens come from the environment only"),
     ({"server.api_key": "sk-123"}, "server.api_key: keys and tokens come from the environment only"),
     ({"server.api_key_env": "sk-123"}, "server.api_key_env='sk-123' is not an environment variable's name"),
+    ({"model_urls": f"{B}|http://u:sk-123@127.0.0.1:8100/v1"}, "model_urls: http://***@127.0.0.1:8100/v1: a URL"),
+    ({"verifier_urls": f"{B}?api-key=sk-123"}, "verifier_urls: http://127.0.0.1:8101?api-key=***: a URL carrying"),
+    ({"backend": "hf", "model_urls": "http://u@127.0.0.1:8100"}, "model_urls: http://***@127.0.0.1:8100: a URL"),
 ])
 def test_bad_server_settings_are_refused_by_name(args, said):
     why = server_refusal(**args)
     assert why is not None and said in why, why
+    assert "sk-123" not in why.replace("server.api_key_env='sk-123'", "")  # no credential is quoted back
 
 
 def test_good_server_settings_pass_and_take_evaluate_runs_names():

@@ -4,6 +4,8 @@ predictions.jsonl is read by the report, the calibration and the judge: a rename
 miscounted cost is a wrong result downstream even when the control flow is right.
 """
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
 from cader.evaluate.backends.base import Backend, Generation, LetterLogits, YesNo
@@ -338,7 +340,7 @@ def test_config_accepts_the_boundaries():
         decode_workers=1,
     )
     assert cfg.reflections == 0 and cfg.to_dict()["r_min"] == 2.0
-    assert "crop_edge" in CaderConfig.field_names() and len(CaderConfig.field_names()) == len(cfg.to_dict())
+    assert "crop_edge" in [f.name for f in fields(CaderConfig)] and len([f.name for f in fields(CaderConfig)]) == len(cfg.to_dict())
 
 
 def test_prompt_seconds_round_once():

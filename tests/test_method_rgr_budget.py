@@ -6,10 +6,17 @@ from cader.evaluate.method.budget import crop_window, dense_rate, is_too_broad
 from cader.evaluate.method.rgr import (
     fuse_segments,
     relevance_fps,
-    rgr_frame_counts,
+    rgr_segments,
     rgr_times,
     unexplored_intervals,
 )
+
+
+def rgr_frame_counts(fused, duration, r1=1.0):
+    """(n_i of each explored sub-interval (Eq. 8), frames of each unexplored interval at r1), from `rgr_segments`
+    (which fuses again: fusing fused segments changes nothing)."""
+    counts = [n for _, _, n in rgr_segments(fused, duration, r1)]
+    return counts[:len(fused)], counts[len(fused):]
 
 
 def test_relevance_fps_eq5():

@@ -3,7 +3,6 @@ point (`cader eval --help`, every shipped YAML, the lmms-eval model's arguments,
 CaderConfig and RunOptions) equals the paper's value there, or is named there as a deliberate departure (the
 miniature's CPU/tiny configurations may use the miniature's named departures too)."""
 
-import ast
 import dataclasses
 import re
 from pathlib import Path
@@ -167,12 +166,10 @@ def test_every_shipped_yaml_is_classified():
 
 
 def _cader_init_defaults() -> dict:
-    """The lmms-eval model's keyword defaults, read from its source (lmms-eval itself is not installed here)."""
-    tree = ast.parse((REPO / "evaluate" / "lmms" / "model.py").read_text(encoding="utf-8"))
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Cader")
-    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
-    args = init.args.args[-len(init.args.defaults):]
-    return {a.arg: ast.literal_eval(d) for a, d in zip(args, init.args.defaults, strict=True)}
+    """The lmms-eval model's model_arg defaults (`ModelArgs`, which needs no lmms-eval)."""
+    from cader.evaluate.lmms.run_context import ModelArgs
+
+    return {f.name: f.default for f in dataclasses.fields(ModelArgs)}
 
 
 def test_the_lmms_eval_model_and_the_server_backend_default_to_the_papers_verifier_and_bf16():

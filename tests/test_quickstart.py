@@ -68,7 +68,7 @@ def test_quickstart_runs_the_whole_pipeline(shipped_tiny_run, tmp_path):
                    "## 7. Other benchmark layouts", "why these rows sit near chance"]:
         assert needle in summary
 
-    from cader.contracts.files import contract_for, file_problems
+    from contract_files import contract_for, file_problems
 
     # every predictions.jsonl, calibration.json and judgments.jsonl the quickstart wrote keeps its contract
     written = [p for p in root.rglob("*") if contract_for(p) is not None]

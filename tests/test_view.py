@@ -5,6 +5,7 @@ import base64
 import io
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,10 @@ from cader.contracts.records import JudgmentRecord, build_record
 from cader.dev.viewer_records import synthetic_records
 from cader.evaluate.report import write_report
 from cader.evaluate.viewer.build import write_viewer
-from cader.evaluate.viewer.collect import card_of, filter_counts, iterations, resamples, softmax
+from cader.evaluate.viewer.collect import FILTERS, card_of, iterations, resamples, softmax
 from cader.evaluate.viewer.encode import decode
 from cader.evaluate.viewer.page import table_html
-from cader.evaluate.viewer.thumbs import thumb_window, thumbnails
+from cader.evaluate.viewer.thumbs import thumb_window, window_strips
 from PIL import Image
 
 
@@ -74,6 +75,11 @@ def test_stage1_probabilities_are_the_temperature_softmax():
     assert card_of({"stage1": {"logits": ["x"], "temperature": 1.0}}, "r")["s1"]["probs"] == []  # bad logits
 
 
+def filter_counts(cards: list[dict]) -> dict[str, dict[str, int]]:
+    """Cards per value of each filter dimension (what the page's filters count)."""
+    return {dim: dict(sorted(Counter(c["f"][dim] for c in cards).items())) for dim in FILTERS}
+
+
 def test_filter_counts_are_the_reports_numbers(tmp_path):
     records = synthetic_records(300, seed=3)
     report = write_report(tmp_path, records)
@@ -119,7 +125,7 @@ def test_broken_lines_are_listed_and_broken_records_still_shown(tmp_path):
 def test_thumbnails_are_small_frames_of_the_window(barcode_video):
     from conftest import read_barcode
 
-    frames, why = thumbnails(barcode_video, 20.0, 30.0, 3)
+    (frames,), why = window_strips(barcode_video, [(20.0, 30.0)], 3)
     assert why is None and len(frames) == 3
     assert all(20.0 <= f["t"] <= 30.0 for f in frames)
     for frame in frames:
@@ -129,8 +135,8 @@ def test_thumbnails_are_small_frames_of_the_window(barcode_video):
         import numpy as np
 
         assert abs(read_barcode(np.asarray(picture.convert("RGB"))) - round(frame["t"] * 10)) <= 1
-    frames, why = thumbnails(barcode_video.parent / "nope.mp4", None, None, 3)
-    assert frames == [] and "does not exist" in why
+    strips, why = window_strips(barcode_video.parent / "nope.mp4", [(None, None)], 3)
+    assert strips == [] and "does not exist" in why
 
 
 def test_judgments_attach_by_question_id_to_the_judged_benchmark(tmp_path):

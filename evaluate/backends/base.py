@@ -85,6 +85,14 @@ class Backend(ABC):
         counts), or None when there is none (a scripted test backend)."""
         return getattr(self, "path", None)
 
+    def token_id(self, text: str) -> int:
+        """The id of `text` as ONE token of the backend's `tokenizer`; BackendError otherwise (logits of a
+        multi-token word are meaningless)."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        if len(ids) != 1:
+            raise BackendError(f"{text!r} is not a single token for {self.path} (ids {ids})")
+        return int(ids[0])
+
     def describe(self) -> dict:
         """How this backend computes each score (and with what), for the report's config block."""
         return {"name": self.name}

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 def http_library():
-    """The HTTP library the installed OpenAI SDK is built on: httpx2 in the SDK versions that replaced httpx."""
+    """The HTTP library the installed OpenAI and Anthropic SDKs are built on: httpx2 in the SDK versions that replaced
+    httpx."""
     try:
         import httpx2 as httpx
     except ImportError:

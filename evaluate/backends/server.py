@@ -262,12 +262,6 @@ class ServerBackend(Backend):
                                 f"processor ({self.served_model})")
 
     # ---- requests ----------------------------------------------------------------------------------------------
-    def token_id(self, text: str) -> int:
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
-        if len(ids) != 1:
-            raise BackendError(f"{text!r} is not a single token for {self.path} (ids {ids})")
-        return int(ids[0])
-
     def _video_url(self, key: str, frames) -> str:
         with self._cache_lock:
             if key in self._urls_cache:

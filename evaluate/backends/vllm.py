@@ -290,12 +290,6 @@ class VLLMBackend(Backend):
                 "enable_chunked_prefill": getattr(scheduler, "enable_chunked_prefill", None),
                 "multiprocessing": os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "1"}
 
-    def token_id(self, text: str) -> int:
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
-        if len(ids) != 1:
-            raise BackendError(f"{text!r} is not a single token for {self.path} (ids {ids})")
-        return int(ids[0])
-
     def _request(self, prompt: Prompt) -> dict:
         messages = build_messages(prompt.user, system=prompt.system, video=prompt.video, images=prompt.images)
         text = prompt_text(

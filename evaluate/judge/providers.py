@@ -25,6 +25,7 @@ from email.utils import parsedate_to_datetime
 from typing import Literal, Protocol
 
 from cader.contracts.provenance import redact_url, redact_urls_logged_by
+from cader.evaluate.backends.replicas import http_library
 from cader.evaluate.judge.params import (
     CONTEXT_1M_BETA,
     ModelFamily,
@@ -44,19 +45,10 @@ PLACEHOLDER_KEY = "EMPTY"
 CALL_DEADLINE: ContextVar[float | None] = ContextVar("judge_call_deadline", default=None)
 
 
-def _httpx():
-    """The HTTP library the installed SDKs are built on (httpx2 in the SDK versions that replaced httpx)."""
-    try:
-        import httpx2 as httpx
-    except ImportError:  # pragma: no cover - older SDKs
-        import httpx
-    return httpx
-
-
 def deadline_http_client(sdk, timeout: float):
     """The SDK's default HTTP client with a transport that holds each request to a deadline on the whole exchange.
     httpx logs each request's URL at INFO: it shows no credential of the --base_url (the SDKs log none)."""
-    httpx = _httpx()
+    httpx = http_library()
     redact_urls_logged_by(httpx.__name__)
 
     class DeadlineStream(httpx.SyncByteStream):
@@ -429,6 +421,6 @@ def make_provider(name: str, model: str, base_url: str | None = None, *, familie
     family = family_for(name, model, parse_families(families))
     try:
         return factory(model, base_url, family=family, **kwargs)
-    except _httpx().InvalidURL:  # its text quotes the piece it could not read: a piece of a password perhaps
+    except http_library().InvalidURL:  # its text quotes the piece it could not read: a piece of a password perhaps
         raise ProviderError(f"--base_url {redact_url(base_url or '')}: not a URL (a password holding '/', '?', '#' "
                             "or '@' must be %-encoded)", transient=False) from None

@@ -48,7 +48,7 @@ from cader.evaluate.lmms.answering import (
     verifier_model,
     weights_dtype,
 )
-from cader.evaluate.lmms.run_context import CONFIG_FIELDS, lmms_run, refusal, side_file
+from cader.evaluate.lmms.run_context import CONFIG_FIELDS, ModelArgs, lmms_run, refusal, side_file
 from cader.evaluate.lmms.server_args import ServerRefusal, load_servers, split_server_args
 from cader.evaluate.method.config import CaderConfig
 from cader.vlm.files import write_json_atomic
@@ -109,66 +109,46 @@ class Cader(lmms):
 
     is_simple = True
 
-    def __init__(self, model: str, verifier: str | None = None, config: str | None = None,
-                 calibration: str | None = None, records: str | None = None, device: str = "cpu",
-                 verifier_device: str | None = None, dtype: str | None = None, attn_implementation: str | None = None,
-                 backend: str = "hf", model_urls: str | None = None, verifier_urls: str | None = None,
-                 concurrency: int = 1, batch_size=1, **overrides) -> None:
+    def __init__(self, model: str, **model_args) -> None:
         """
         Args:
             model: the main model: an HF folder (cader's SFT export) or hub id; with backend=server, the model the
                 servers serve (its processor renders the prompts here)
-            verifier: the verifier model (default: the config file's `verifier`, else the paper's
-                Qwen/Qwen3-VL-4B-Instruct); main_model: the main model verifies its own crops, which is not the
-                paper's Stage 2 and costs about twice the 4B verifier (every Stage-2 record says which verifier ran)
-            config: an evaluate/run.py config file (configs/eval/cader.yaml): its CADER settings are used, its
-                vllm_main/vllm_verifier engine settings with backend=vllm, its `server:` block with backend=server
-            calibration: calibration.json from calibrate/fit.py: its T and tau override the config's
-            records: the side file of cader records (predictions.jsonl format), appended and resumed (default:
-                cader_lmms_records.jsonl in lmms-eval's --output_path)
-            device: torch device of the HF backends
-            verifier_device: torch device of the HF verifier when it is another model (default: device)
-            dtype: weights dtype of the HF and vLLM backends (default: the config file's `dtype`, as evaluate/run.py
-                reads it, else bfloat16, the paper's precision; configs/eval/cader_tiny.yaml says float32)
-            attn_implementation: passed to transformers (None: its default)
-            backend: hf (transformers), vllm (in this process) or server (vLLM OpenAI servers: model_urls)
-            model_urls: backend=server: the main model's replicas, joined with | (http://a:8000|http://b:8000)
-            verifier_urls: backend=server: the verifier's replicas (needed unless verifier=main_model: then
-                model_urls serve both roles)
-            concurrency: documents in flight; their model calls are merged into batched calls (backend=server:
-                about replicas x server.concurrency)
-            batch_size: lmms-eval's batch size, unused: cader batches across the documents in flight (concurrency)
-            overrides: any CaderConfig field (tau=0.9, variant=no_stage2, ...); with backend=server, any
+            model_args: the model's own settings (`ModelArgs`: verifier, config, calibration, records, device,
+                verifier_device, dtype, attn_implementation, backend, model_urls, verifier_urls, concurrency,
+                batch_size); any CaderConfig field (tau=0.9, variant=no_stage2, ...); with backend=server, any
                 `server.<field>` of evaluate/run.py's --server.<field> (server.concurrency=4, server.timeout_s=600,
                 server.retries=4, ...); other keys are refused
         """
         super().__init__()
+        args, overrides = ModelArgs.split(model_args)
         run = lmms_run()
-        if config and not Path(config).is_file():
-            raise Refused(f"model_args: config={config}: no such file")
-        settings = read_config(config)
-        why = refusal(overrides, concurrency, backend, run, os.environ, Path.cwd(), model_urls=model_urls,
-                      verifier_urls=verifier_urls, config_server=settings.get("server"))
+        if args.config and not Path(args.config).is_file():
+            raise Refused(f"model_args: config={args.config}: no such file")
+        settings = read_config(args.config)
+        why = refusal(overrides, args.concurrency, args.backend, run, os.environ, Path.cwd(),
+                      model_urls=args.model_urls, verifier_urls=args.verifier_urls,
+                      config_server=settings.get("server"))
         if why:  # before any model loads: seconds
             raise Refused(why)
         server_values, overrides = split_server_args(overrides)
-        self.cfg = cader_config(config, calibration, overrides)
-        self.concurrency = concurrency
-        self.verifier_path = verifier_model(verifier, settings, model)
-        say_which_verifier(model, self.verifier_path, self.cfg.uses_verifier and self.cfg.runs_stage2)
-        if backend == "server":
+        self.cfg = cader_config(args.config, args.calibration, overrides)
+        self.concurrency = args.concurrency
+        self.verifier_path = verifier_model(args.verifier, settings, model)
+        needs_verifier = self.cfg.uses_verifier and self.cfg.runs_stage2
+        say_which_verifier(model, self.verifier_path, needs_verifier)
+        if args.backend == "server":
             try:
-                self.main, self.verifier = load_servers(
-                    model, self.verifier_path, model_urls, verifier_urls,
-                    self.cfg.uses_verifier and self.cfg.runs_stage2, server_values, settings.get("server"))
+                self.main, self.verifier = load_servers(model, self.verifier_path, args.model_urls, args.verifier_urls,
+                                                        needs_verifier, server_values, settings.get("server"))
             except ServerRefusal as err:
                 raise Refused(str(err)) from None
         else:
             self.main, self.verifier = load_backends(
-                backend, model, self.verifier_path, device=device, verifier_device=verifier_device,
-                dtype=weights_dtype(dtype, settings),
-                attn_implementation=attn_implementation, engines=settings)
-        self.side = SideFile(side_file(records, run))
+                args.backend, model, self.verifier_path, device=args.device, verifier_device=args.verifier_device,
+                dtype=weights_dtype(args.dtype, settings), attn_implementation=args.attn_implementation,
+                engines=settings)
+        self.side = SideFile(side_file(args.records, run))
         self.records_path = self.side.path
 
     @property

@@ -44,6 +44,57 @@ RECIPE = ("write them with `python -m cader.evaluate.lmms.local_data --data_root
 
 
 @dataclass(frozen=True)
+class ModelArgs:
+    """The lmms-eval model's own model_args (lmms-eval passes `--model_args k=v,...`, and its --batch_size and
+    --device, as keyword arguments); the other keys are CaderConfig fields and `server.<field>`, and `refusal`
+    refuses any other by name.
+
+    Attributes:
+        verifier: the verifier model (default: the config file's `verifier`, else the paper's
+            Qwen/Qwen3-VL-4B-Instruct); main_model: the main model verifies its own crops, which is not the paper's
+            Stage 2 and costs about twice the 4B verifier (every Stage-2 record says which verifier ran)
+        config: an evaluate/run.py config file (configs/eval/cader.yaml): its CADER settings are used, its
+            vllm_main/vllm_verifier engine settings with backend=vllm, its `server:` block with backend=server
+        calibration: calibration.json from calibrate/fit.py: its T and tau override the config's
+        records: the side file of cader records (predictions.jsonl format), appended and resumed (default:
+            cader_lmms_records.jsonl in lmms-eval's --output_path)
+        device: torch device of the HF backends
+        verifier_device: torch device of the HF verifier when it is another model (default: device)
+        dtype: weights dtype of the HF and vLLM backends (default: the config file's `dtype`, as evaluate/run.py
+            reads it, else bfloat16, the paper's precision; configs/eval/cader_tiny.yaml says float32)
+        attn_implementation: passed to transformers (None: its default)
+        backend: hf (transformers), vllm (in this process) or server (vLLM OpenAI servers: model_urls)
+        model_urls: backend=server: the main model's replicas, joined with | (http://a:8000|http://b:8000)
+        verifier_urls: backend=server: the verifier's replicas (needed unless verifier=main_model: then model_urls
+            serve both roles)
+        concurrency: documents in flight; their model calls are merged into batched calls (backend=server: about
+            replicas x server.concurrency)
+        batch_size: lmms-eval's batch size, unused: cader batches across the documents in flight (concurrency)
+    """
+
+    verifier: str | None = None
+    config: str | None = None
+    calibration: str | None = None
+    records: str | None = None
+    device: str = "cpu"
+    verifier_device: str | None = None
+    dtype: str | None = None
+    attn_implementation: str | None = None
+    backend: str = "hf"
+    model_urls: str | None = None
+    verifier_urls: str | None = None
+    concurrency: int = 1
+    batch_size: object = 1
+
+    @classmethod
+    def split(cls, model_args: Mapping) -> tuple[ModelArgs, dict]:
+        """(the model's own model_args, the others: CaderConfig fields, `server.<field>`, unknown keys)."""
+        own = {f.name for f in dataclasses.fields(cls)}
+        return (cls(**{k: v for k, v in model_args.items() if k in own}),
+                {k: v for k, v in model_args.items() if k not in own})
+
+
+@dataclass(frozen=True)
 class LmmsRun:
     """The lmms-eval run building this model: its --output_path (None when not given), task list and manager."""
 
@@ -180,7 +231,9 @@ def refusal(overrides: dict, concurrency, backend: str, run: LmmsRun | None, env
         return problem
     unknown = sorted(set(overrides) - CONFIG_FIELDS)
     if unknown:
-        return f"model_args: unknown {', '.join(unknown)} (CADER settings: {', '.join(sorted(CONFIG_FIELDS))})"
+        own = sorted(["model", *(f.name for f in dataclasses.fields(ModelArgs))])
+        return (f"model_args: unknown {', '.join(unknown)} (CADER settings: {', '.join(sorted(CONFIG_FIELDS))}; "
+                f"the model's own: {', '.join(own)})")
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         return f"model_args: concurrency must be a whole number >= 1, got {concurrency!r}"
     if run is None:

@@ -9,8 +9,9 @@ parser keeps in one value with its commas, `[a,b]` or a quoted `"a,b"`, is read 
 The settings are evaluate/run.py's, under the same names: `model_urls`, `verifier_urls`, and `server.<field>` for
 each `--server.<field>` flag (`ServerOptions`: concurrency per replica, timeout_s, retries, backoff_s,
 backoff_max_s, api_key_env, served_model, probe), after the `server:` block of the `config=` file when it has one.
-A key or token is never a model_arg (lmms-eval logs its model_args): it comes from the environment variable that
-`server.api_key_env` names (default VLLM_API_KEY).
+A key or token is never a model_arg (lmms-eval logs its model_args), nor part of a URL (a user, password, query or
+fragment in model_urls/verifier_urls is refused): it comes from the environment variable that `server.api_key_env`
+names (default VLLM_API_KEY).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import typing
 from collections.abc import Mapping
 
 from cader.contracts.paper import SELF_VERIFIER
+from cader.contracts.provenance import redact_url
 from cader.evaluate.backends.base import BackendError
 from cader.evaluate.backends.server import ServerOptions
 from cader.evaluate.backends.server_build import (
@@ -95,8 +97,14 @@ def server_options(config_block: Mapping | None, values: Mapping) -> ServerOptio
 
 def server_problem(backend: str, model_urls, verifier_urls, server_values: Mapping,
                    config_block: Mapping | None = None) -> str | None:
-    """Why the server model_args cannot go ahead (None when they can): server settings without backend=server,
-    backend=server without model_urls, a server setting it cannot take."""
+    """Why the server model_args cannot go ahead (None when they can): a URL carrying credentials, server settings
+    without backend=server, backend=server without model_urls, a server setting it cannot take."""
+    for name, value in (("model_urls", model_urls), ("verifier_urls", verifier_urls)):
+        secret = [redact_url(url) for url in url_list(value) if redact_url(url) != url]
+        if secret:  # lmms-eval logs its model_args and writes them into its results
+            return (f"model_args: {name}: {', '.join(secret)}: a URL carrying a user, password, query or fragment "
+                    "would be written to lmms-eval's logs; give the servers' key in the environment variable "
+                    "server.api_key_env names (default VLLM_API_KEY)")
     given = [name for name, value in (("model_urls", model_urls), ("verifier_urls", verifier_urls)) if value]
     given += [SERVER_PREFIX + k for k in server_values]
     if backend != "server":

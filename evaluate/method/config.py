@@ -9,7 +9,7 @@ pixel budgets, crops at the video's edges, how P_yes is read, generation lengths
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 from cader.contracts.paper import DEPARTURES, PAPER
 from cader.vlm.sampling import FRAME_RULES
@@ -206,7 +206,3 @@ class CaderConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]

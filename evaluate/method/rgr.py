@@ -57,15 +57,6 @@ def unexplored_intervals(fused: Sequence[Segment], duration: float) -> list[tupl
     return [(s, e) for s, e in gaps if e > s]
 
 
-def rgr_frame_counts(
-    fused: Sequence[Segment], duration: float, r1: float = 1.0
-) -> tuple[list[int], list[int]]:
-    """(n_i for each explored sub-interval (Eq. 8), frames for each unexplored interval at r1)."""
-    explored = [frames_at_rate(s, e, f) for s, e, f in fused]
-    unexplored = [frames_at_rate(s, e, r1) for s, e in unexplored_intervals(fused, duration)]
-    return explored, unexplored
-
-
 def rgr_segments(scored: Sequence[Segment], duration: float, r1: float = 1.0) -> list[tuple[float, float, int]]:
     """Algorithm 2 lines 13-24 as (start, end, n): each explored sub-interval with its n_i (Eq. 8), then each
     unexplored interval with floor(delta * r1) frames; disjoint, their n summing to N_reflect (Eq. 9)."""

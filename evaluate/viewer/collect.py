@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -292,11 +291,6 @@ def card_of(record: dict, run: str, problem: str | None = None) -> dict:
         "cost": mapping(record.get("cost")),
         "ms": ground_truth_milestones(record),
     }
-
-
-def filter_counts(cards: list[dict]) -> dict[str, dict[str, int]]:
-    """Cards per value of each filter dimension."""
-    return {dim: dict(sorted(Counter(c["f"][dim] for c in cards).items())) for dim in FILTERS}
 
 
 # ---- judgments --------------------------------------------------------------------------------------------------------

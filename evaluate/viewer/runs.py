@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cader.evaluate.viewer.page import esc
+
 AXES = ("P1", "P2", "P3", "P4", "P5")
 COST_COLUMNS = (("seconds", "s / sample", 1.0, 3), ("forwards", "forwards / sample", 1.0, 3),
                 ("frames_decoded", "frames / sample", 1.0, 1), ("flops_total", "TFLOPs / sample", 1e-12, 3))
@@ -113,12 +115,6 @@ def pick_reference(names: list[str], wanted: str | None) -> str:
 # ---- HTML -----------------------------------------------------------------------------------------------------------
 
 
-def _esc(value) -> str:
-    import html
-
-    return html.escape("" if value is None else str(value), quote=True)
-
-
 def _number(value, digits: int = 2) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
@@ -188,9 +184,9 @@ def summary_table(rows: list[dict], pairs: list[dict | None], bases: list[dict |
         ci = row["ci"]
         accuracy = (f'{_number(row["accuracy"])}<br><small>[{_number(ci[0])}, {_number(ci[1])}]</small>'
                     if row["accuracy"] is not None else "-")
-        versus = "" if base is None or base is reference else f'<br><small>vs {_esc(base["run"])}</small>'
-        cells = [f'<td class="name">{_esc(row["run"])}{" ★" if is_ref else ""}{versus}</td>',
-                 f'<td class="benchmarks">{_esc(", ".join(row["benchmarks"]))}</td>', _cell(row["n"], str(row["n"])),
+        versus = "" if base is None or base is reference else f'<br><small>vs {esc(base["run"])}</small>'
+        cells = [f'<td class="name">{esc(row["run"])}{" ★" if is_ref else ""}{versus}</td>',
+                 f'<td class="benchmarks">{esc(", ".join(row["benchmarks"]))}</td>', _cell(row["n"], str(row["n"])),
                  _cell(row["accuracy"], accuracy), paired_cells(pair, is_ref),
                  _cell(row["exit_rate"], delta=_delta(row["exit_rate"], base and base["exit_rate"]))]
         for key, _, scale, digits in costs:
@@ -202,11 +198,11 @@ def summary_table(rows: list[dict], pairs: list[dict | None], bases: list[dict |
                 delta = _delta(value, base[key]) if base and row["judged"] and base["judged"] else None
                 cells.append(_cell(value, delta=delta, digits=3 if key in ("traj", "mc") else 2))
         made_up = row["judged"] and not row["real_judge"]
-        attrs = f' data-run="{_esc(row["run"])}"' + (' class="reference"' if is_ref else "")
-        attrs += f' data-base="{_esc(base["run"])}"' if base else ""
+        attrs = f' data-run="{esc(row["run"])}"' + (' class="reference"' if is_ref else "")
+        attrs += f' data-base="{esc(base["run"])}"' if base else ""
         attrs += ' data-made-up-judge="1"' if made_up else ""
         body.append(f"<tr{attrs}>{''.join(cells)}</tr>")
-    heads = "".join(f"<th>{_esc(h)}</th>" for h in head)
+    heads = "".join(f"<th>{esc(h)}</th>" for h in head)
     note = ('<p class="note">★ reference. Under each number: its change from the reference, or, for a run that shares '
             "no question with it, from the first run on the same questions (named under the run). Δ acc is paired on "
             "the questions both runs scored (videos resampled, 10,000 draws; evaluate/report.py's --compare test). "
@@ -249,10 +245,10 @@ def radar_svg(row: dict, reference: dict | None) -> str:
     if reference is not None and reference is not row and reference["judged"]:
         under = f'<polygon class="radar-ref" points="{_points(reference)}"/>'
     values = " ".join(f'data-{a.lower()}="{"" if row.get(a) is None else row[a]}"' for a in AXES)
-    return (f'<figure class="radar" data-run="{_esc(row["run"])}"><svg viewBox="0 0 {RADAR_SIZE} {RADAR_SIZE}" '
+    return (f'<figure class="radar" data-run="{esc(row["run"])}"><svg viewBox="0 0 {RADAR_SIZE} {RADAR_SIZE}" '
             f'width="{RADAR_SIZE}" height="{RADAR_SIZE}" role="img" data-cx="{centre}" data-cy="{centre}" '
             f'data-r="{RADAR_R}">{grid}{spokes}{under}<polygon class="radar-run" {values} points="{_points(row)}"/>'
-            f"{labels}</svg><figcaption>{_esc(row['run'])}: Traj {_number(row['traj'], 3)}, MC "
+            f"{labels}</svg><figcaption>{esc(row['run'])}: Traj {_number(row['traj'], 3)}, MC "
             f"{_number(row['mc'], 3)}, {row.get('n_judged') or 0} judged"
             f"{' (made-up judge)' if not row['real_judge'] else ''}</figcaption></figure>")
 

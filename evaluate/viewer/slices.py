@@ -9,10 +9,10 @@ and skill it lists), with the judge's Traj per group beside the accuracy when th
 
 from __future__ import annotations
 
-import html
 from collections import defaultdict
 
 from cader.evaluate.report_stats import benchmark_breakdowns, breakdown
+from cader.evaluate.viewer.page import esc
 from cader.evaluate.viewer.runs import Run
 
 # benchmark -> (grouping as shown and as the judge report names it, record meta key, a question may list several)
@@ -47,10 +47,6 @@ def slice_grid(runs: list[Run]) -> dict[str, dict[str, dict[str, dict[str, dict]
     return grid
 
 
-def _esc(value) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
 def _judge_traj(run: Run, grouping: str, group: str):
     slices = (run.judge_report or {}).get("slices") or {}
     row = (slices.get(grouping) or {}).get(group) or {}
@@ -67,7 +63,7 @@ def _cell(run: Run, row: dict | None, grouping: str, group: str, n_shown) -> str
     traj = _judge_traj(run, grouping, group) if run.judge_report else None
     if traj is not None:
         text += f' <small class="traj">Traj {traj:.3f}</small>'
-    data = (f'data-run="{_esc(run.name)}" data-n="{row["n"]}" data-acc="{"" if accuracy is None else accuracy}" '
+    data = (f'data-run="{esc(run.name)}" data-n="{row["n"]}" data-acc="{"" if accuracy is None else accuracy}" '
             f'data-low="{"" if low is None else low}" data-high="{"" if high is None else high}"')
     sort = "" if accuracy is None else f' data-v="{accuracy}"'
     return f"<td{sort} {data}>{text}</td>"
@@ -78,15 +74,15 @@ def slice_table(bench: str, grouping: str, per_run: dict[str, dict[str, dict]], 
     groups: list[str] = []
     for run in shown:
         groups += [g for g in per_run[run.name] if g not in groups]
-    head = "<th>group</th><th>n</th>" + "".join(f"<th>{_esc(run.name)}</th>" for run in shown)
+    head = "<th>group</th><th>n</th>" + "".join(f"<th>{esc(run.name)}</th>" for run in shown)
     body = []
     for group in groups:
         first = next(per_run[run.name][group] for run in shown if group in per_run[run.name])
         cells = [_cell(run, per_run[run.name].get(group), grouping, group, first["n"]) for run in shown]
-        body.append(f'<tr data-group="{_esc(group)}"><td>{_esc(group)}</td><td data-v="{first["n"]}">{first["n"]}'
+        body.append(f'<tr data-group="{esc(group)}"><td>{esc(group)}</td><td data-v="{first["n"]}">{first["n"]}'
                     f"</td>{''.join(cells)}</tr>")
-    return (f'<div class="slice"><h4>{_esc(bench)}: by {_esc(grouping)}</h4><div class="scroll">'
-            f'<table class="sortable slices" data-benchmark="{_esc(bench)}" data-grouping="{_esc(grouping)}">'
+    return (f'<div class="slice"><h4>{esc(bench)}: by {esc(grouping)}</h4><div class="scroll">'
+            f'<table class="sortable slices" data-benchmark="{esc(bench)}" data-grouping="{esc(grouping)}">'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div></div>")
 
 
@@ -101,6 +97,6 @@ def slices_html(runs: list[Run]) -> str:
     sections = []
     for bench, groupings in grid.items():
         tables = "".join(slice_table(bench, name, per_run, runs) for name, per_run in groupings.items())
-        sections.append(f'<section class="bench" data-benchmark="{_esc(bench)}"><h3>{_esc(bench)}</h3>'
+        sections.append(f'<section class="bench" data-benchmark="{esc(bench)}"><h3>{esc(bench)}</h3>'
                         f'<div class="slice-grid">{tables}</div></section>')
     return note + "".join(sections)

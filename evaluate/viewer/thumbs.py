@@ -52,13 +52,6 @@ def jpeg_data_uri(frame, height: int = THUMB_HEIGHT, quality: int = 70) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def thumbnails(path: Path, start: float | None, end: float | None, count: int) -> tuple[list[dict], str | None]:
-    """`count` frames spread over [start, end] of the video at `path` as [{"t": seconds, "src": data URI}], and
-    None; or no frames and the reason the video could not be read."""
-    strips, why = window_strips(path, [(start, end)], count)
-    return (strips[0] if strips else []), why
-
-
 def window_strips(path: Path, windows: list[tuple[float | None, float | None]],
                   count: int) -> tuple[list[list[dict]], str | None]:
     """A strip of `count` frames per window [start, end] (None: the whole video) of one video, opened once; or no

@@ -1,4 +1,5 @@
-"""Which contract a file of the pipeline follows, by its name, and checking a whole file against it."""
+"""Which contract a file of the pipeline follows, by its name, and checking a whole file against it: the tests'
+check of every file a run writes (the product reads its files through `cader.contracts.jsonl` and the models)."""
 
 from __future__ import annotations
 
