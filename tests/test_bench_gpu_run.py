@@ -153,11 +153,14 @@ def test_parts_run_in_order_within_the_budget_and_failures_are_recorded(tmp_path
     Part = gpu_run.Part
     parts = [Part("quick", "builtins:dict", {"a": 1}, 1), Part("broken", "json:loads", {"s": "{"}, 1),
              Part("too_long", "builtins:dict", {}, 10_000), Part("decode", "builtins:dict", {}, 1)]
-    failing_writer = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"], start_new_session=True)
-    (tmp_path / "writer.log").write_text("x264 broke\n")
+    from cader.scripts.bench.harness import Fresh
+
+    broken = tmp_path / "broken_writer.py"
+    broken.write_text("import sys\nprint('x264 broke', file=sys.stderr)\nsys.exit(3)\n")
+    failing_writer = Fresh("runpy:run_path", {"path_name": str(broken)}, log=tmp_path / "writer.log")
     record, saves = {"parts": {}}, []
-    gpu_run.run_parts(parts, record, (failing_writer, tmp_path / "writer.json"), 60, False,
-                      lambda: saves.append(dict(record["parts"])), gpu_run.Log(tmp_path / "log"))
+    gpu_run.run_parts(parts, record, failing_writer, 60, False, lambda: saves.append(dict(record["parts"])),
+                      gpu_run.Log(tmp_path / "log"))
     got = record["parts"]
     assert list(got) == ["quick", "broken", "too_long", "decode"]
     assert got["quick"]["status"] == "ok" and got["quick"]["result"] == {"a": 1}

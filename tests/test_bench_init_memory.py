@@ -14,10 +14,10 @@ def _bench():
 
 def test_the_peak_probe_sees_a_freed_allocation():
     import numpy as np
+    from cader.scripts.bench.harness import PeakRSS, status_kib
 
-    bench = _bench()
-    peak = bench.PeakRSS()
-    start = bench._status_kib("VmRSS") * 1024
+    peak = PeakRSS()
+    start = status_kib("VmRSS") * 1024
     peak.start()
     block = np.ones(64 * 2**20, dtype=np.uint8)     # touched pages, then freed before the peak is read
     del block

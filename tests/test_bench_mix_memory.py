@@ -1,4 +1,4 @@
-"""B11's harness: each measurement runs in a fresh interpreter (`in_fresh_process`), and both mixes train the same
+"""B11's harness: each measurement runs in a fresh interpreter (`harness.run_fresh`), and both mixes train the same
 items. Its figures are the bench's business (scripts/bench/run_all.py); this only keeps the harness whole, e.g. the
 fresh process importing the benches' own modules by their package (one cold measurement of each way)."""
 

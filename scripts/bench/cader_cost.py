@@ -10,14 +10,12 @@ intervals and McNemar's test on the pairs, so the saving is read at the same acc
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from cader.contracts.jsonl import read_jsonl
 from cader.evaluate.trajectory_stats import cost_comparison
+from cader.scripts.bench.harness import REPO, emit
 from jsonargparse import CLI
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def main(root: str = str(REPO / "runs" / "tiny"), benchmark: str = "synthetic", goal: float = 0.6) -> dict:
@@ -36,8 +34,7 @@ def main(root: str = str(REPO / "runs" / "tiny"), benchmark: str = "synthetic", 
     result["inputs"] = {k: str(p) for k, p in paths.items()}
     if result["n"] == 0:
         raise ValueError(f"{paths['full']} and {paths['uniform_stage2']} share no sample")
-    print(json.dumps(result, indent=2))
-    return result
+    return emit(result)
 
 
 if __name__ == "__main__":

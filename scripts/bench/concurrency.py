@@ -14,21 +14,15 @@ with 2 threads and 2.9 s with 1, which made the ratio a measure of the machine's
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from pathlib import Path
 
-from cader.scripts.bench.harness import encode_video, load_average
+from cader.scripts.bench.harness import emit, load_average, shade_samples
 from jsonargparse import CLI
 
-
-def _video(folder: Path) -> Path:
-    """60 s at 4 fps of grey shades, 64x64 (MPEG-4 Part 2)."""
-    import numpy as np
-
-    shades = (np.full((64, 64, 3), (k * 7) % 255, np.uint8) for k in range(240))
-    return encode_video(folder / "clip.mp4", shades, 4, codec="mpeg4")
+# the tiny model's frames, pixels and generated tokens on the shade samples (B7, B8)
+TINY_BUDGET = {"max_frames": 8, "max_pixels": 2048, "max_new_tokens_propose": 8, "max_new_tokens_answer": 8}
 
 
 def same_records(a: list[dict], b: list[dict], atol: float = 1e-4) -> bool:
@@ -64,19 +58,15 @@ def main(n: int = 16, latency: float = 0.2, concurrency: int = 8, num_threads: i
     from cader.dev.scripted import FixedLatencyBackend
     from cader.dev.tiny import make_tiny_model
     from cader.evaluate.backends.hf import HFBackend
-    from cader.evaluate.benchmarks.base import Sample
     from cader.evaluate.method.config import CaderConfig
     from cader.evaluate.runner import run_samples
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model = make_tiny_model(root / "model")
-        video = _video(root)
-        samples = [Sample("bench", f"s{i}", video.name, f"Which shade is shown ({i})?", ["dark", "mid", "light", "none"],
-                          list("ABCD"), "A", 60.0, {}) for i in range(n)]
+        samples = shade_samples(root, n)
         # every sample takes the whole Stage-2 path (uniform Stage 2), so each makes several calls
-        cfg = CaderConfig(variant="uniform_stage2", max_frames=8, max_pixels=2048, max_new_tokens_propose=8,
-                          max_new_tokens_answer=8)
+        cfg = CaderConfig(variant="uniform_stage2", **TINY_BUDGET)
         hf = HFBackend(str(model), dtype="float32", batch_size=concurrency)
         result = {}
         for label, level in (("sequential", 1), ("concurrent", concurrency)):
@@ -91,8 +81,7 @@ def main(n: int = 16, latency: float = 0.2, concurrency: int = 8, num_threads: i
     result["ratio"] = round(result["sequential"]["seconds"] / result["concurrent"]["seconds"], 2)
     result["goal"] = ">= 5x"
     result.update(torch_threads=torch.get_num_threads(), load_before=load_before, load_after=load_average())
-    print(json.dumps(result, indent=2))
-    return result
+    return emit(result)
 
 
 if __name__ == "__main__":

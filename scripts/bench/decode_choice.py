@@ -39,8 +39,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from cader.scripts.bench.harness import encode_video
-from cader.scripts.bench.input_pipeline import ping_pong, scene
+from cader.scripts.bench.harness import MEDIA_DIR, emit, encode_video
+from cader.scripts.bench.input_pipeline import panning, timed
 from jsonargparse import CLI
 
 WIDTH, HEIGHT, FPS, MBIT_S = 1280, 720, 30, 3.0
@@ -53,25 +53,14 @@ PROFILES = {  # x264 settings: no B-frames (phones, conferencing, screen capture
     "b_frames_long_gop": {"profile": "high", "g": "300", "bf": "3"},
 }
 GOAL = 1.05
-DEFAULT_MEDIA_DIR = "/tmp/cader_bench_media"
 
 
 def write_video(path: Path, minutes: float, settings: dict) -> Path:
     """A 1280x720 30-fps H.264 video with these x264 settings, written under a temporary name and renamed."""
-    margin = 256
-    world = scene(HEIGHT, WIDTH, margin)  # B6's textured scene, so both benches encode alike
-
-    def pictures():
-        for k in range(int(minutes * 60 * FPS)):
-            x, y = ping_pong(2 * k, margin), ping_pong(k, margin)
-            picture = np.ascontiguousarray(world[y:y + HEIGHT, x:x + WIDTH])
-            x0 = (8 * k) % (WIDTH - 200)
-            picture[200:400, x0:x0 + 200] = 255 - picture[200:400, x0:x0 + 200]
-            yield picture
-
+    pictures = panning(HEIGHT, WIDTH, 256, 2, range(int(minutes * 60 * FPS)))  # B6's scene: both encode alike
     # sc_threshold 0: keyframes exactly every g frames (no scene-cut keyframes), so the profile is what it says.
-    return encode_video(path, pictures(), FPS, options={"preset": "veryfast", "sc_threshold": "0", "threads": "2",
-                                                        **settings}, bit_rate=int(MBIT_S * 1e6))
+    return encode_video(path, pictures, FPS, options={"preset": "veryfast", "sc_threshold": "0", "threads": "2",
+                                                      **settings}, bit_rate=int(MBIT_S * 1e6))
 
 
 def media(folder: Path, profile: str, minutes: float) -> Path:
@@ -108,13 +97,6 @@ def torchcodec_decoder(path: Path):
     return decode, None
 
 
-def cpu_seconds(work) -> tuple[float, object]:
-    """CPU seconds of this process (all threads) that `work()` takes, and its result."""
-    start = time.process_time()
-    result = work()
-    return time.process_time() - start, result
-
-
 def measure(path: Path, frames_per_s: float, workers: int, repeats: int) -> dict:
     """Every path on one video and sampling: least CPU seconds, what the chooser picks, and whether frames agree."""
     from cader.vlm.decode_plan import decode_costs
@@ -134,7 +116,7 @@ def measure(path: Path, frames_per_s: float, workers: int, repeats: int) -> dict
     best, frames = {name: float("inf") for name in ways}, {}
     for _ in range(repeats):  # alternating, so a change in the machine's load hits every path alike
         for name, work in ways.items():
-            seconds, frames[name] = cpu_seconds(work)
+            frames[name], seconds, _ = timed(work, 1)  # CPU seconds of this process, all threads
             best[name] = min(best[name], seconds)
     reference = frames["planned"]
     agreement = {name: "identical" if np.array_equal(f, reference) else
@@ -155,7 +137,7 @@ def measure(path: Path, frames_per_s: float, workers: int, repeats: int) -> dict
 
 
 def main(minutes: float = 3.0, profiles: str = ",".join(PROFILES), repeats: int = 2, workers: int = 2,
-         media_dir: str = DEFAULT_MEDIA_DIR) -> dict:
+         media_dir: str = str(MEDIA_DIR)) -> dict:
     """Measure the three decodes and the chooser on each profile's video; print and return the table.
 
     Args:
@@ -185,8 +167,7 @@ def main(minutes: float = 3.0, profiles: str = ",".join(PROFILES), repeats: int 
     ratio = max(row["chosen_over_best"] for row in rows.values())
     result = {"minutes": minutes, "workers": workers, "repeats": repeats, "rows": rows, "ratio": ratio,
               "goal": f"<= {GOAL:g}", "meets_goal": ratio <= GOAL}
-    print(json.dumps(result, indent=2))
-    return result
+    return emit(result)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime
 import importlib
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -81,30 +80,23 @@ def missing_modules(names: tuple[str, ...] = REQUIRED_MODULES) -> list[str]:
 
 def installed_wheels(site: str) -> list[str]:
     """'name version' of every distribution installed under `site` (the carried wheels)."""
-    found = []
-    for info in sorted(Path(site).glob("*.dist-info")):
-        name, _, version = info.name.removesuffix(".dist-info").partition("-")
-        found.append(f"{name} {version}")
-    return found
+    from importlib.metadata import distributions
+
+    return sorted(f"{d.metadata['Name']} {d.version}" for d in distributions(path=[site]))
 
 
 def probe_device() -> dict:
     """The machine as this check sees it (run in a fresh process, so the orchestrator holds no CUDA context)."""
     import platform
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import distributions
 
     import psutil
     import torch
 
-    def installed(name):
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return None
-
+    installed = {(d.metadata["Name"] or "").lower(): d.version for d in distributions()}
     facts = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
              "cores": len(os.sched_getaffinity(0)), "host_memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-             **{name: installed(name) for name in ("transformers", "deepspeed", "av", "lightning")}}
+             **{name: installed.get(name) for name in ("transformers", "deepspeed", "av", "lightning")}}
     if torch.cuda.is_available():
         free, total = torch.cuda.mem_get_info()
         props = torch.cuda.get_device_properties(0)
@@ -130,57 +122,35 @@ class Log:
 
 def call(part: Part, fresh: bool, timeout: float, log: Log) -> tuple[dict | None, str | None]:
     """(result, None) or (None, the error in one line) of one part, in a fresh interpreter or in this one."""
-    if not fresh:
-        module, name = part.function.split(":")
-        try:
-            return getattr(importlib.import_module(module), name)(**part.kwargs), None
-        except Exception as err:  # noqa: BLE001 - a part's failure is recorded, the next part still runs
-            return None, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:400]
-    from cader.scripts.bench.in_fresh_process import command
+    from cader.scripts.bench.harness import FreshProcessError, run_fresh
 
-    with tempfile.TemporaryDirectory(prefix="gpu_run_") as tmp:
-        result = Path(tmp) / "result.json"
-        try:
-            done = subprocess.run(command(part.function, part.kwargs, out=str(result)), capture_output=True,
-                                  text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return None, f"stopped after {timeout:.0f} s (the budget's end)"
-        if done.returncode == 0 and result.exists():
-            return json.loads(result.read_text()), None
-        tail = (done.stderr or done.stdout).strip().splitlines()[-40:]
-        log("\n".join(["  " + line for line in tail]))
-        last = next((line for line in reversed(tail) if line.strip()), "no output")
-        return None, f"exit {done.returncode}: {last.strip()}"[:400]
-
-
-def start_writer(folder: Path, seconds: int, workers: int) -> tuple[subprocess.Popen, Path]:
-    """B14's video written in the background, in its own process group (stopped with it at the end)."""
-    from cader.scripts.bench.in_fresh_process import command
-
-    out = folder / "writer.json"
-    cmd = command(f"{BENCH}.gpu_decode:write_segmented_clip",
-                  {"folder": str(folder), "seconds": seconds, "workers": workers}, out=str(out))
-    stderr = (folder / "writer.log").open("w")
-    return subprocess.Popen(cmd, stdout=stderr, stderr=stderr, start_new_session=True), out
-
-
-def wait_writer(writer: tuple[subprocess.Popen, Path], timeout: float) -> dict:
-    """The writer's result, waiting at most `timeout`; RuntimeError with its log's last line when it failed."""
-    process, out = writer
     try:
-        process.wait(timeout=max(1.0, timeout))
+        if fresh:
+            return run_fresh(part.function, part.kwargs, timeout=timeout), None
+        module, name = part.function.split(":")
+        return getattr(importlib.import_module(module), name)(**part.kwargs), None
+    except subprocess.TimeoutExpired:
+        return None, f"stopped after {timeout:.0f} s (the budget's end)"
+    except FreshProcessError as err:
+        log("\n".join(["  " + line for line in err.tail]))
+        last = next((line for line in reversed(err.tail) if line.strip()), "no output")
+        return None, f"exit {err.returncode}: {last.strip()}"[:400]
+    except Exception as err:  # noqa: BLE001 - a part's failure is recorded, the next part still runs
+        return None, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:400]
+
+
+def wait_writer(writer, timeout: float) -> dict:
+    """The result of the writer (a `harness.Fresh`), waiting at most `timeout`; RuntimeError with its log's last
+    line when it failed."""
+    from cader.scripts.bench.harness import FreshProcessError
+
+    try:
+        return writer.result(max(1.0, timeout))
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"the video was not written within {timeout:.0f} s") from None
-    if process.returncode != 0 or not out.exists():
-        lines = (out.parent / "writer.log").read_text().strip().splitlines() or ["no output"]
-        raise RuntimeError(f"writing the video failed (exit {process.returncode}): {lines[-1]}")
-    return json.loads(out.read_text())
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, 9)  # the writer and its encoders: a process group this run started
-        process.wait()
+    except FreshProcessError as err:
+        raise RuntimeError(f"writing the video failed (exit {err.returncode}): {(err.tail or ['no output'])[-1]}"
+                           ) from None
 
 
 def run_parts(parts: list[Part], record: dict, writer, budget_s: float, fresh: bool, save, log: Log) -> None:
@@ -230,6 +200,8 @@ def run(out: str, dry_run: bool = False, budget_s: float | None = None, parts: l
         free_gib: GPU memory to plan the depths for (default: the device's free memory; 78 in a dry run).
     """
     from cader.scripts.bench.gpu_sft_step import TINY_TEXT, TINY_VISION, choose_depths, plan_memory
+    from cader.scripts.bench.gpu_sft_step import shapes as sft_shapes
+    from cader.scripts.bench.harness import Fresh
     from cader.vlm.files import write_json_atomic
 
     folder = Path(out)
@@ -256,7 +228,7 @@ def run(out: str, dry_run: bool = False, budget_s: float | None = None, parts: l
     record = {"what": "GPU check (scripts/bench/gpu_run.py): SFT steps, scoring forwards, F1 decode",
               "date": datetime.date.today().isoformat(), "dry_run": dry_run, **device,
               "wheels": installed_wheels(site), "budget_s": budget_s, "depths": depths,
-              "plan": [plan_memory(*(shapes or _full()), d) for d in depths], "parts": {}}
+              "plan": [plan_memory(*(shapes or sft_shapes("8b", None)), d) for d in depths], "parts": {}}
     log(f"{device['device']}, torch {device['torch']}, {device['cores']} cores; depths {depths} "
         f"({device['gpu_free_gib']} GiB free); wheels: {', '.join(record['wheels']) or 'none'}")
     planned = plan_parts(depths, dry_run)
@@ -269,28 +241,26 @@ def run(out: str, dry_run: bool = False, budget_s: float | None = None, parts: l
         write_json_atomic(folder / "gpu.json", record)
 
     with tempfile.TemporaryDirectory(prefix="gpu_video_") as media:
-        # one encoder (two x264 threads) for every two cores, niced: the GPU's feeders keep their cores
-        writer = (start_writer(Path(media), 2 if dry_run else VIDEO_SECONDS, max(1, device["cores"] // 2))
+        # B14's video written in the background by one encoder (two x264 threads) for every two cores, niced: the
+        # GPU's feeders keep their cores
+        video = {"folder": media, "seconds": 2 if dry_run else VIDEO_SECONDS, "workers": max(1, device["cores"] // 2)}
+        writer = (Fresh(f"{BENCH}.gpu_decode:write_segmented_clip", video, log=Path(media) / "writer.log")
                   if any(p.name == "decode" for p in todo) else None)
         try:
             run_parts(todo, record, writer, budget_s, fresh, save, log)
         finally:
             if writer is not None:
-                stop(writer[0])
+                writer.stop()
     save()
     failed = [name for name, p in record["parts"].items() if p["status"] == "failed"]
     skipped = [name for name, p in record["parts"].items() if p["status"] == "skipped"]
     log(f"gpu_run: {len(record['parts']) - len(failed) - len(skipped)} parts ok, skipped: {', '.join(skipped) or 'none'}, "
         f"failed: {', '.join(failed) or 'none'}; results in {folder / 'gpu.json'}")
-    for line in render_lines(record):
+    from cader.scripts.update_readme import render_gpu
+
+    for line in render_gpu(record).splitlines():
         log(line)
     return 1 if failed else 0
-
-
-def _full():
-    from cader.vlm.flops import QWEN3_VL_8B_TEXT, QWEN3_VL_8B_VISION
-
-    return QWEN3_VL_8B_TEXT, QWEN3_VL_8B_VISION
 
 
 def fail(log: Log, reason: str) -> int:
@@ -357,12 +327,6 @@ def decode_summary(decode: dict, stage1: dict | None) -> dict:
         out["stage1_gpu_s"] = forward["forward_s"]
         out["cpu_s_per_gpu_s"] = first["cpu_s"] / forward["forward_s"]
     return out
-
-
-def render_lines(record: dict) -> list[str]:
-    from cader.scripts.update_readme import render_gpu
-
-    return render_gpu(record).splitlines()
 
 
 def download_commands(folder: str, python: str = sys.executable) -> list[tuple[list[str], dict]]:

@@ -36,6 +36,7 @@ from cader.scripts.bench.gpu_sft_step import (
     peak_flops_of,
     vision_config,
 )
+from cader.scripts.bench.harness import write_qwen3vl
 from cader.vlm.flops import (
     QWEN3_VL_8B_TEXT,
     QWEN3_VL_8B_VISION,
@@ -62,25 +63,10 @@ def prompt_tokens_for(frames: int) -> int:
 def build_scoring_model(out_dir: str, shape: str, layers: int, device: str, dtype: torch.dtype) -> str:
     """`shape`'s widths, `layers` text layers, the tiny tokenizer and processor (B16's `build_model`, with the full
     vision tower), random weights, saved in `dtype`."""
-    from cader.dev.tiny import build_processor, build_tokenizer, tiny_config
-    from transformers import Qwen3VLForConditionalGeneration
-
     text, vision = SHAPES[shape]
-    tokenizer = build_tokenizer()
-    config = tiny_config(tokenizer)
     widths = {"hidden_size": text.hidden, "intermediate_size": text.intermediate, "num_hidden_layers": layers,
               "num_attention_heads": text.heads, "num_key_value_heads": text.kv_heads, "head_dim": text.head_dim}
-    for key, value in widths.items():
-        setattr(config.text_config, key, value)
-    config.text_config.rope_parameters["mrope_section"] = mrope_section(text.head_dim)
-    for key, value in vision_config(vision).items():
-        setattr(config.vision_config, key, value)
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = Qwen3VLForConditionalGeneration(config).to(dtype)
-    model.save_pretrained(out_dir)
-    build_processor(tokenizer).save_pretrained(out_dir)
-    del model
+    write_qwen3vl(out_dir, widths, vision_config(vision), mrope_section(text.head_dim), dtype, device)
     return out_dir
 
 

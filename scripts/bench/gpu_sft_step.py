@@ -20,14 +20,14 @@ are identical, so the step time is a straight line in the depth and `extrapolate
 MFU and tokens/s it implies, and the peak memory (an 8B on one GPU, which does not fit: that figure says by how much),
 labelled as not measured.
 
-    python -m cader.scripts.bench.in_fresh_process --function cader.scripts.bench.gpu_sft_step:run_depth \
+    python -m cader.scripts.bench.harness --function cader.scripts.bench.gpu_sft_step:run_depth \
         --kwargs '{"shape": "8b", "layers": 8, "deepspeed": "zero3"}'      # one depth on one GPU, JSON on stdout
 """
 
 from __future__ import annotations
 
 import os
-import socket
+import statistics
 import time
 from dataclasses import replace
 
@@ -101,13 +101,10 @@ def choose_depths(free_gib: float, text: TextShape = QWEN3_VL_8B_TEXT, vision: V
 
 
 def extrapolate(depths: list[int], values: list[float], to_depth: int) -> float:
-    """The straight line through (depth, value) at `to_depth` (least squares over the points given)."""
-    if len(set(depths)) < 2:
-        raise ValueError(f"need two different depths to extrapolate, got {depths}")
-    n = len(depths)
-    mean_d, mean_v = sum(depths) / n, sum(values) / n
-    slope = sum((d - mean_d) * (v - mean_v) for d, v in zip(depths, values)) / sum((d - mean_d) ** 2 for d in depths)
-    return mean_v + slope * (to_depth - mean_d)
+    """The straight line through (depth, value) at `to_depth` (least squares over the points given; ValueError
+    without two different depths)."""
+    slope, intercept = statistics.linear_regression(depths, values)
+    return intercept + slope * to_depth
 
 
 def mrope_section(head_dim: int) -> list[int]:
@@ -203,10 +200,10 @@ class SFTLossStep(torch.nn.Module):
 
 def single_process_env() -> None:
     """The torch.distributed variables of a one-process world, where the launcher set none (DeepSpeed needs them)."""
+    from cader.scripts.bench.harness import free_port
+
     if "MASTER_PORT" not in os.environ:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+        os.environ["MASTER_PORT"] = str(free_port())
     for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}.items():
         os.environ.setdefault(key, value)
 

@@ -23,17 +23,12 @@ adds 0-100 MB to one rank or the other from run to run. `--malloc_mmap_threshold
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import socket
-import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from cader.scripts.bench.in_fresh_process import command
+from cader.scripts.bench.harness import Fresh, FreshProcessError, PeakRSS, free_port, status_kib
 from jsonargparse import CLI
 
 WAYS = ("full_load", "sharded")
@@ -44,60 +39,18 @@ WORLD_SIZE = 2
 
 def write_random_model(out: Path, hidden_size: int, intermediate_size: int, layers: int, seed: int = 0) -> int:
     """A random Qwen3-VL with the tiny model's tokenizer and structure at the given text sizes, saved as
-    safetensors (the vision tower keeps its tiny size). Returns the checkpoint's tensor bytes."""
-    import torch
-    from cader.dev.tiny import build_tokenizer, tiny_config
-    from transformers import Qwen3VLForConditionalGeneration
+    safetensors with the tiny processor (the vision tower keeps its tiny size). Returns the checkpoint's tensor
+    bytes."""
+    from cader.scripts.bench.harness import write_qwen3vl
 
-    config = tiny_config(build_tokenizer())
     heads, head_dim = max(1, hidden_size // 64), 64
-    for key, value in {"hidden_size": hidden_size, "intermediate_size": intermediate_size,
-                       "num_hidden_layers": layers, "num_attention_heads": heads,
-                       "num_key_value_heads": max(1, heads // 2), "head_dim": head_dim}.items():
-        setattr(config.text_config, key, value)
+    text = {"hidden_size": hidden_size, "intermediate_size": intermediate_size, "num_hidden_layers": layers,
+            "num_attention_heads": heads, "num_key_value_heads": max(1, heads // 2), "head_dim": head_dim}
     pairs = head_dim // 2                # rotary pairs split temporal / height / width as the 8B's [24, 20, 20]
     spatial = pairs * 5 // 16
-    config.text_config.rope_parameters["mrope_section"] = [pairs - 2 * spatial, spatial, spatial]
-    config.vision_config.out_hidden_size = hidden_size     # the merger feeds the language model
-    torch.manual_seed(seed)
-    model = Qwen3VLForConditionalGeneration(config)
-    model.save_pretrained(out)
-    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
-
-
-# ---- memory of this process ----
-
-def _status_kib(field: str) -> int:
-    text = Path("/proc/self/status").read_text()
-    return int(re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE).group(1))
-
-
-class PeakRSS:
-    """The highest resident set since `start()`: the kernel's high-water mark after resetting it, or (where the
-    reset is not allowed) VmRSS sampled every millisecond."""
-
-    def __init__(self):
-        self._sampled, self._stop, self._thread = 0, threading.Event(), None
-
-    def start(self) -> None:
-        try:
-            Path("/proc/self/clear_refs").write_text("5")      # resets VmHWM to the current VmRSS
-        except OSError:
-            self._sampled = _status_kib("VmRSS")
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.001):
-            self._sampled = max(self._sampled, _status_kib("VmRSS"))
-
-    def stop(self) -> int:
-        """Peak resident bytes since start()."""
-        if self._thread is None:
-            return _status_kib("VmHWM") * 1024
-        self._stop.set()
-        self._thread.join()
-        return max(self._sampled, _status_kib("VmRSS")) * 1024
+    # the merger feeds the language model
+    return write_qwen3vl(out, text, {"out_hidden_size": hidden_size}, [pairs - 2 * spatial, spatial, spatial],
+                         seed=seed)
 
 
 # ---- one rank ----
@@ -135,7 +88,7 @@ def partition_the_rest(module, ds_config: dict) -> None:
         deepspeed.zero.Init(module=module.model, config_dict_or_path=ds_config)
 
 
-def run_rank(way: str, model_dir: str, out: str) -> None:
+def run_rank(way: str, model_dir: str) -> dict:
     """Inside one of the two ranks: create the module, run Lightning's configure_model hook and partition the rest,
     measuring."""
     import lightning as L
@@ -151,7 +104,7 @@ def run_rank(way: str, model_dir: str, out: str) -> None:
                         enable_model_summary=False)
     trainer.strategy.setup_environment()          # the process group, as fit() starts
     dist.barrier()
-    start_rss, peak = _status_kib("VmRSS") * 1024, PeakRSS()
+    start_rss, peak = status_kib("VmRSS") * 1024, PeakRSS()
     peak.start()
     begin = time.perf_counter()
     module = _create_module(way, model_dir)
@@ -164,18 +117,12 @@ def run_rank(way: str, model_dir: str, out: str) -> None:
     params = list(module.model.parameters())
     local = sum((p.ds_tensor if hasattr(p, "ds_tensor") else p).numel() * p.element_size() for p in params)
     dist.barrier()
-    Path(out).write_text(json.dumps({"rank": trainer.global_rank, "start_rss": start_rss, "peak_rss": peak_rss,
-                                     "local_param_bytes": local, "seconds": seconds}))
     dist.destroy_process_group()
+    return {"rank": trainer.global_rank, "start_rss": start_rss, "peak_rss": peak_rss, "local_param_bytes": local,
+            "seconds": seconds}
 
 
 # ---- the launch ----
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def _rank_environ(rank: int, port: int, mmap_threshold: int | None) -> dict:
     """The environment of an externally launched rank (Lightning then starts no processes of its own)."""
@@ -188,22 +135,19 @@ def _rank_environ(rank: int, port: int, mmap_threshold: int | None) -> dict:
             **({"MALLOC_MMAP_THRESHOLD_": str(mmap_threshold)} if mmap_threshold else {})}
 
 
-def measure(way: str, model_dir: Path, work: Path, mmap_threshold: int | None, timeout: float = 600) -> list[dict]:
+def measure(way: str, model_dir: Path, mmap_threshold: int | None, timeout: float = 600) -> list[dict]:
     """Both ranks' measurements of one way (a retry when the free port was taken meanwhile)."""
-    for _ in range(3):
-        port = _free_port()
-        outs = [work / f"{way}_rank{r}.json" for r in range(WORLD_SIZE)]
-        procs = [subprocess.Popen(command("cader.scripts.bench.init_memory:run_rank",
-                                          {"way": way, "model_dir": str(model_dir), "out": str(out)}),
-                                  env=_rank_environ(r, port, mmap_threshold), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True) for r, out in enumerate(outs)]
-        errors = [p.communicate(timeout=timeout)[1] for p in procs]
-        if not any("EADDRINUSE" in e for e in errors):
-            break
-    for proc, err in zip(procs, errors):
-        if proc.returncode != 0:
-            raise RuntimeError(f"{way} rank failed:\n{err[-3000:]}")
-    return [json.loads(out.read_text()) for out in outs]
+    for attempt in range(3):
+        port = free_port()
+        ranks = [Fresh("cader.scripts.bench.init_memory:run_rank", {"way": way, "model_dir": str(model_dir)},
+                       env=_rank_environ(r, port, mmap_threshold)) for r in range(WORLD_SIZE)]
+        try:
+            return [rank.result(timeout) for rank in ranks]
+        except FreshProcessError as err:
+            for rank in ranks:
+                rank.stop()
+            if "EADDRINUSE" not in str(err) or attempt == 2:
+                raise RuntimeError(f"{way} rank failed:\n{err}") from None
 
 
 def main(hidden_size: int = 1024, intermediate_size: int = 2816, layers: int = 8,
@@ -221,7 +165,7 @@ def main(hidden_size: int = 1024, intermediate_size: int = 2816, layers: int = 8
     with tempfile.TemporaryDirectory(prefix="cader_p10_") as tmp:
         tmp = Path(tmp)
         model_bytes = write_random_model(tmp / "model", hidden_size, intermediate_size, layers)
-        ranks = {way: measure(way, tmp / "model", tmp, malloc_mmap_threshold) for way in WAYS}
+        ranks = {way: measure(way, tmp / "model", malloc_mmap_threshold) for way in WAYS}
     mb = 1024 ** 2
     result = {"model_mb": round(model_bytes / mb, 1), "world_size": WORLD_SIZE,
               "malloc_mmap_threshold": malloc_mmap_threshold or None}

@@ -31,19 +31,18 @@ cores per GPU = CPU seconds per sample / GPU seconds per sample, the worst clip 
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from cader.scripts.bench.harness import MEDIA_DIR, emit, encode_video
 from jsonargparse import CLI
 
 TEXT_TOKENS = 1_000  # prompt + CoT target around the video, typical of the LongVT SFT rows
 PROMPT_TOKENS, TARGET_TOKENS = 200, 800  # its split around the video, for the token budget
 FPS, MAX_FRAMES, MAX_PIXELS = 1.0, 4_096, 65_536  # the paper's sampling (supplementary A)
 MAX_LENGTH = 10_240  # Table 6
-MEDIA_DIR = Path(tempfile.gettempdir()) / "cader_bench_media"
 GOAL = 8.0
 CLIP = {"codec": "libx264", "preset": "veryfast", "profile": "High (CABAC, B-frames)", "width": 1280, "height": 720,
         "fps": 30, "keyframe_s": 2, "mbit_s": 3.0}
@@ -67,25 +66,26 @@ def ping_pong(step: int, span: int) -> int:
     return phase if phase <= span else 2 * span - phase
 
 
+def panning(height: int, width: int, margin: int, pan: int, frames: range):
+    """The pictures `frames` of a camera panning over `scene` (`pan` px right, 1 px down per frame, back and forth)
+    with an inverted block moving across."""
+    world = scene(height, width, margin)
+    for k in frames:
+        x, y = ping_pong(pan * k, margin), ping_pong(k, margin)
+        img = world[y:y + height, x:x + width].copy()
+        x0 = (8 * k) % (width - 200)
+        img[200:400, x0:x0 + 200] = 255 - img[200:400, x0:x0 + 200]
+        yield img
+
+
 def write_clip(path: Path, seconds: int, start_s: int = 0) -> Path:
     """A clip as `CLIP` describes, written to a temporary name and renamed (a reused clip is always whole).
     `start_s`: the second of the scene it starts at (a segment of a longer clip, written beside the others by
     gpu_decode.py)."""
-    from cader.scripts.bench.harness import encode_video
-
-    width, height, fps, margin = CLIP["width"], CLIP["height"], CLIP["fps"], 512
-    world = scene(height, width, margin)
-
-    def pictures():
-        for k in range(start_s * fps, (start_s + seconds) * fps):
-            x, y = ping_pong(4 * k, margin), ping_pong(k, margin)
-            img = world[y:y + height, x:x + width].copy()
-            x0 = (8 * k) % (width - 200)
-            img[200:400, x0:x0 + 200] = 255 - img[200:400, x0:x0 + 200]
-            yield img
-
+    fps = CLIP["fps"]
+    pictures = panning(CLIP["height"], CLIP["width"], 512, 4, range(start_s * fps, (start_s + seconds) * fps))
     options = {"preset": CLIP["preset"], "g": str(CLIP["keyframe_s"] * fps), "threads": "2"}
-    return encode_video(path, pictures(), fps, CLIP["codec"], options, bit_rate=int(CLIP["mbit_s"] * 1e6))
+    return encode_video(path, pictures, fps, CLIP["codec"], options, bit_rate=int(CLIP["mbit_s"] * 1e6))
 
 
 def clip(folder: Path, seconds: int) -> Path:
@@ -237,7 +237,7 @@ def main(durations: str = "30,60,120", minutes: str = "", mfu: float = 0.4, peak
               "longest_source_s": longest["clip_seconds"], "longest_cores_per_gpu": longest["cores_per_gpu"],
               "cores_per_gpu": by_path["warm"], "cold_cores_per_gpu": by_path["cold"], "headline_path": "warm",
               "goal": f"<= {GOAL:g}"}
-    print(json.dumps(result, indent=2))
+    emit(result)
     print(summary_line(by_path))
     return result
 

@@ -97,18 +97,9 @@ def lightning_loop(model_dir: str, batches: list[dict], warmup: int, lr: float, 
     return [b - a for a, b in zip(marks[warmup:], marks[warmup + 1:])]
 
 
-def main(
-    model_dir: str | None = None,
-    train_dir: str | None = None,
-    steps: int = 30,
-    warmup: int = 5,
-    rounds: int = 3,
-    batch_size: int = 4,
-    max_length: int = 2048,
-    lr: float = 2e-3,
-    clip: float = 1.0,
-    seed: int = 0,
-) -> dict:
+def main(model_dir: str | None = None, train_dir: str | None = None, steps: int = 30, warmup: int = 5,
+         rounds: int = 3, batch_size: int = 4, max_length: int = 2048, lr: float = 2e-3, clip: float = 1.0,
+         seed: int = 0) -> dict:
     """Measure both loops; return tokens/s of each and ratio = lightning / bare.
 
     Args:
@@ -136,22 +127,13 @@ def main(
     tokens = sum(_tokens(b) for b in batches[warmup:])
     bare_tps = tokens / sum(map(min, zip(*bare)))
     lightning_tps = tokens / sum(map(min, zip(*lightning)))
-    result = {
-        "lightning_tokens_per_s": lightning_tps,
-        "bare_tokens_per_s": bare_tps,
-        "ratio": lightning_tps / bare_tps,
-        "rounds_tokens_per_s": {"lightning": [tokens / sum(t) for t in lightning], "bare": [tokens / sum(t) for t in bare]},
-        "timed_steps": steps,
-        "warmup_steps": warmup,
-        "tokens_per_step": tokens / steps,
-        "threads": torch.get_num_threads(),
-        "seconds": round(time.perf_counter() - begin, 1),
-    }
-    print(
-        f"B2 training loop, {steps} timed steps after {warmup} warm-up: Lightning "
-        f"{result['lightning_tokens_per_s']:.0f} tok/s, bare PyTorch {result['bare_tokens_per_s']:.0f} tok/s, "
-        f"ratio {result['ratio']:.3f} (goal >= 0.95)"
-    )
+    result = {"lightning_tokens_per_s": lightning_tps, "bare_tokens_per_s": bare_tps, "ratio": lightning_tps / bare_tps,
+              "rounds_tokens_per_s": {"lightning": [tokens / sum(t) for t in lightning],
+                                      "bare": [tokens / sum(t) for t in bare]},
+              "timed_steps": steps, "warmup_steps": warmup, "tokens_per_step": tokens / steps,
+              "threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - begin, 1)}
+    print(f"B2 training loop, {steps} timed steps after {warmup} warm-up: Lightning {lightning_tps:.0f} tok/s, bare "
+          f"PyTorch {bare_tps:.0f} tok/s, ratio {result['ratio']:.3f} (goal >= 0.95)")
     return result
 
 

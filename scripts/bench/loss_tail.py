@@ -6,7 +6,7 @@ forward and backward, in bf16 with the fp32 upcast of the logits, on `positions`
 `labelled` carry a label (a sample's target is its end: the video and the prompt before it carry none).
   all_positions  today's path before the change: `lm_head` on every position, transformers' `ForCausalLMLoss`;
   labelled       `cader.train.loss.labelled_loss` (what `SFTModule.sft_loss` runs): rows gathered first.
-Each path runs in a fresh process (`in_fresh_process`); the figure is the growth of the resident set's high-water
+Each path runs in a fresh process (`harness.run_fresh`); the figure is the growth of the resident set's high-water
 mark from just before the tail to its end (the head's weight and the hidden states already exist; the head's weight
 gradient, trained in full SFT, is counted on both paths). Goal: labelled / all_positions <= 0.4 at 2,048 positions
 with 256 labelled.
@@ -16,12 +16,7 @@ with 256 labelled.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import tempfile
-from pathlib import Path
-
-from cader.scripts.bench.in_fresh_process import command
+from cader.scripts.bench.harness import PeakRSS, emit, run_fresh, status_kib
 from jsonargparse import CLI
 
 PATHS = ("all_positions", "labelled")
@@ -31,7 +26,6 @@ GOAL = 0.4
 def measure(path: str, positions: int, labelled: int, hidden: int, vocab: int, seed: int = 0) -> dict:
     """Peak resident growth (bytes) of one forward+backward of the loss tail along `path`, in this process."""
     import torch
-    from cader.scripts.bench.init_memory import PeakRSS, _status_kib
     from cader.train.loss import IGNORE_INDEX, labelled_loss
     from transformers.loss.loss_utils import ForCausalLMLoss
 
@@ -41,7 +35,7 @@ def measure(path: str, positions: int, labelled: int, hidden: int, vocab: int, s
     labels = torch.full((1, positions), IGNORE_INDEX)
     labels[0, positions - labelled:] = torch.randint(0, vocab, (labelled,))
     peak = PeakRSS()
-    start = _status_kib("VmRSS") * 1024
+    start = status_kib("VmRSS") * 1024
     peak.start()
     if path == "all_positions":
         loss = ForCausalLMLoss(head(states), labels, vocab)
@@ -68,20 +62,14 @@ def main(positions: int = 2_048, labelled: int = 256, hidden: int | None = None,
 
     kwargs = {"positions": positions, "labelled": labelled, "hidden": hidden or QWEN3_VL_8B_TEXT.hidden,
               "vocab": vocab or QWEN3_VL_8B_TEXT.vocab}
-    runs = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in PATHS:   # one after the other: each fresh process has the machine's memory to itself
-            out = Path(tmp) / f"{path}.json"
-            subprocess.run(command("cader.scripts.bench.loss_tail:measure", {"path": path, **kwargs}, out=str(out)),
-                           check=True, stdout=subprocess.DEVNULL)
-            runs[path] = json.loads(out.read_text())
+    # one after the other: each fresh process has the machine's memory to itself
+    runs = {path: run_fresh("cader.scripts.bench.loss_tail:measure", {"path": path, **kwargs}) for path in PATHS}
     gib = {p: round(r["peak_growth_bytes"] / 2**30, 3) for p, r in runs.items()}
     ratio = runs["labelled"]["peak_growth_bytes"] / runs["all_positions"]["peak_growth_bytes"]
     result = {**kwargs, "peak_growth_gib": gib, "loss": {p: r["loss"] for p, r in runs.items()},
               "weight_grad_gib": round(runs["labelled"]["weight_grad_bytes"] / 2**30, 3),
               "ratio": round(ratio, 3), "goal": f"<= {GOAL:g}", "meets_goal": ratio <= GOAL}
-    print(json.dumps(result, indent=2))
-    return result
+    return emit(result)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ each distinct media header probed once per process and text tokens counted as ch
 both sides; `--planner tiny` plans with the tiny model's processor (the real `SampleEncoder`, ~8 ms a row on two
 cores: use a few thousand rows).
 
-Each figure comes from a fresh process (`in_fresh_process.command`, calling `measure`) that imports the same modules on
+Each figure comes from a fresh process (`harness.run_fresh`, calling `measure`) that imports the same modules on
 both sides, times the mix's setup, then reads VmRSS and RssAnon once the mix is ready (after a garbage collection):
 cold is the first run on an empty cache, warm a second run on the cache the first wrote, i.e. what every rank pays
 once local rank 0 has prepared the data. Both sides must train the same items (number, planned lengths, and every
@@ -30,15 +30,14 @@ import hashlib
 import json
 import math
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-from cader.scripts.bench.in_fresh_process import command
+from cader.scripts.bench import harness
+from cader.scripts.bench.harness import status_kib
 from jsonargparse import CLI
 
 RELEASE = {"longvt_sft_videor1_165k5.parquet": 165_575, "longvt_sft_longvideoreason_5k2.parquet": 5_238,
@@ -173,11 +172,6 @@ def _module_class():
 
 # ---- one measurement, in a fresh process ------------------------------------------------------------------------
 
-def _status_mib(field: str) -> float:
-    text = Path("/proc/self/status").read_text()
-    return int(re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE).group(1)) / 1024
-
-
 def _items_digest(items) -> str:
     """Number and planned length of every item, and every CHECK_EVERY-th item whole."""
     sha = hashlib.sha256(json.dumps([int(item.num_tokens) for item in items]).encode())
@@ -219,21 +213,18 @@ def measure(way: str, data: str, sources: list, cache: str, workers: int, planne
     import cader.train.datamodule  # noqa: F401 -- both sides start from the same imports
 
     gc.collect()
-    before = {"rss_before_mib": round(_status_mib("VmRSS"), 1), "anon_before_mib": round(_status_mib("RssAnon"), 1)}
+    before = {"rss_before_mib": round(status_kib("VmRSS") / 1024, 1),
+              "anon_before_mib": round(status_kib("RssAnon") / 1024, 1)}
     items, seconds = _build(way, Path(data), sources, cache, workers, planner, model_dir)
     gc.collect()
-    return {"seconds": round(seconds, 2), "rss_mib": round(_status_mib("VmRSS"), 1),
-            "rss_anon_mib": round(_status_mib("RssAnon"), 1), **before, "items": len(items),
+    return {"seconds": round(seconds, 2), "rss_mib": round(status_kib("VmRSS") / 1024, 1),
+            "rss_anon_mib": round(status_kib("RssAnon") / 1024, 1), **before, "items": len(items),
             "digest": _items_digest(items)}
 
 
 def run_fresh(**kwargs) -> dict:
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(command("cader.scripts.bench.mix_memory:measure", kwargs), capture_output=True, text=True,
-                          env=env, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"measurement {kwargs['way']} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return harness.run_fresh("cader.scripts.bench.mix_memory:measure", kwargs, env=env)
 
 
 # ---- the benchmark ----------------------------------------------------------------------------------------------

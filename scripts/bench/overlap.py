@@ -32,14 +32,13 @@ them, and at every barrier waits on a thread the scheduler parked: measured on 2
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from cader.scripts.bench.harness import encode_video, load_average
+from cader.scripts.bench.harness import emit, encode_video, load_average
 from jsonargparse import CLI
 
 
@@ -127,8 +126,7 @@ def main(n: int = 16, latency: float = 2.0, concurrency: int = 4, repeats: int =
               "model_calls": {k: sorted(v) for k, v in calls.items()},
               "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
               "load_before": load_before, "load_after": load_average()}
-    print(json.dumps(result, indent=2))
-    return result
+    return emit(result)
 
 
 if __name__ == "__main__":

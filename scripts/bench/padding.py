@@ -15,8 +15,7 @@ import random
 import time
 from pathlib import Path
 
-from cader.dev.synthetic.train_mix import SYNTHETIC_MIX as MIX  # (name, format, file)
-from cader.scripts.bench.harness import tiny_inputs
+from cader.scripts.bench.harness import mix_sources, tiny_inputs
 from jsonargparse import CLI
 
 
@@ -34,23 +33,15 @@ def random_batches(n: int, batch_size: int, seed: int) -> list[list[int]]:
 
 
 def encoded_lengths(model_dir: str, train_dir: Path, max_length: int) -> list[int]:
-    from cader.train.datamodule import SFTDataModule, Source
+    from cader.train.datamodule import SFTDataModule
 
-    sources = [Source(name, fmt, str(train_dir / file)) for name, fmt, file in MIX if (train_dir / file).exists()]
-    dm = SFTDataModule(sources, processor_path=model_dir, max_length=max_length)
+    dm = SFTDataModule(mix_sources(train_dir), processor_path=model_dir, max_length=max_length)
     dm.setup("fit")
     return [len(dm.encoder.encode(item)["input_ids"]) for item in dm.items]
 
 
-def main(
-    model_dir: str | None = None,
-    train_dir: str | None = None,
-    batch_size: int = 4,
-    mega_batch: int = 32,
-    max_length: int = 2048,
-    epochs: int = 5,
-    seed: int = 0,
-) -> dict:
+def main(model_dir: str | None = None, train_dir: str | None = None, batch_size: int = 4, mega_batch: int = 32,
+         max_length: int = 2048, epochs: int = 5, seed: int = 0) -> dict:
     """Measure the padded-token fraction of both batchings.
 
     Args:
@@ -74,20 +65,12 @@ def main(
         sampler.set_epoch(epoch)
         grouped.append(padded_fraction(list(sampler), lengths))
         rand.append(padded_fraction(random_batches(len(lengths), batch_size, seed + epoch), lengths))
-    result = {
-        "grouped_padding_fraction": sum(grouped) / epochs,
-        "random_padding_fraction": sum(rand) / epochs,
-        "samples": len(lengths),
-        "batch_size": batch_size,
-        "length_min": min(lengths),
-        "length_max": max(lengths),
-        "seconds": round(time.perf_counter() - start, 1),
-    }
-    print(
-        f"B3 padded-token fraction over {len(lengths)} samples (lengths {min(lengths)}..{max(lengths)}), "
-        f"batch {batch_size}: length-grouped {100 * result['grouped_padding_fraction']:.2f} %, "
-        f"random {100 * result['random_padding_fraction']:.2f} % (goal: grouped <= 5 %)"
-    )
+    result = {"grouped_padding_fraction": sum(grouped) / epochs, "random_padding_fraction": sum(rand) / epochs,
+              "samples": len(lengths), "batch_size": batch_size, "length_min": min(lengths),
+              "length_max": max(lengths), "seconds": round(time.perf_counter() - start, 1)}
+    print(f"B3 padded-token fraction over {len(lengths)} samples (lengths {min(lengths)}..{max(lengths)}), batch "
+          f"{batch_size}: length-grouped {100 * result['grouped_padding_fraction']:.2f} %, random "
+          f"{100 * result['random_padding_fraction']:.2f} % (goal: grouped <= 5 %)")
     return result
 
 

@@ -14,16 +14,15 @@ or the ratio is reported as NaN by run_all. Goal: frames per question grouped / 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from cader.scripts.bench.harness import REPO, emit
 from jsonargparse import CLI
 
-REPO = Path(__file__).resolve().parents[2]
 SHARED_KEYS = ("frames_shared", "forwards_shared")
 
 
@@ -159,8 +158,7 @@ def main(videos: int = 3, questions: int = 8, minutes: float = 10.0, width: int 
     result["honest"] = alone["records_agree"] and grouped["records_agree"]
     result["goal"] = f"<= {goal}"
     result["ratio"] = result["ratio_frames"]
-    print(json.dumps(result, indent=2))
-    return result
+    return emit(result)
 
 
 if __name__ == "__main__":

@@ -16,31 +16,24 @@ import time
 from pathlib import Path
 
 from cader.dev.synthetic.train_mix import SYNTHETIC_MIX as MIX  # (name, format, file)
-from cader.scripts.bench.harness import tiny_inputs
+from cader.scripts.bench.harness import mix_sources, tiny_inputs
 from jsonargparse import CLI
 
 
 def timed_setup(model_dir: str, train_dir: Path, cache_dir: str | None, workers: int, report_dir: str,
                 max_length: int, mix=MIX):
-    from cader.train.datamodule import SFTDataModule, Source
+    from cader.train.datamodule import SFTDataModule
 
-    sources = [Source(name, fmt, str(train_dir / file)) for name, fmt, file in mix if (train_dir / file).exists()]
-    dm = SFTDataModule(sources, processor_path=model_dir, max_length=max_length, report_dir=report_dir,
-                       plan_cache_dir=cache_dir, plan_workers=workers)
+    dm = SFTDataModule(mix_sources(train_dir, mix), processor_path=model_dir, max_length=max_length,
+                       report_dir=report_dir, plan_cache_dir=cache_dir, plan_workers=workers)
     dm._load_processor()          # processor loading is the same in all three; time the planning only
     start = time.perf_counter()
     dm.setup("fit")
     return time.perf_counter() - start, dm
 
 
-def main(
-    model_dir: str | None = None,
-    train_dir: str | None = None,
-    n_train: int = 192,
-    n_images: int = 48,
-    plan_workers: int | None = None,
-    max_length: int = 2048,
-) -> dict:
+def main(model_dir: str | None = None, train_dir: str | None = None, n_train: int = 192, n_images: int = 48,
+         plan_workers: int | None = None, max_length: int = 2048) -> dict:
     """Time the three setups and print their ratios.
 
     Args:
@@ -65,16 +58,10 @@ def main(
     if not serial.items == cold.items == warm.items:
         raise AssertionError("the cached / parallel plan differs from the serial plan")
     hits = sum(e["plan_cache"]["hits"] for e in warm.report.values())
-    result = {
-        "samples": len(serial.items),
-        "rows_planned": hits,
-        "plan_workers": workers,
-        "uncached_serial_s": round(serial_s, 3),
-        "cold_cache_parallel_s": round(cold_s, 3),
-        "warm_cache_s": round(warm_s, 3),
-        "uncached_over_warm": round(serial_s / warm_s, 1),
-        "uncached_over_cold": round(serial_s / cold_s, 2),
-    }
+    result = {"samples": len(serial.items), "rows_planned": hits, "plan_workers": workers,
+              "uncached_serial_s": round(serial_s, 3), "cold_cache_parallel_s": round(cold_s, 3),
+              "warm_cache_s": round(warm_s, 3), "uncached_over_warm": round(serial_s / warm_s, 1),
+              "uncached_over_cold": round(serial_s / cold_s, 2)}
     print(f"SFT setup over {hits} planned rows ({len(serial.items)} samples to train): uncached serial "
           f"{serial_s:.2f} s, cold cache on {workers} processes {cold_s:.2f} s "
           f"(x{result['uncached_over_cold']}), warm cache {warm_s:.2f} s (x{result['uncached_over_warm']} "

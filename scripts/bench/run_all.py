@@ -37,7 +37,7 @@ class Check:
     goal: str
     value: Callable[[dict], float]
     passes: Callable[[float], bool]
-    kwargs: dict | Callable[[], dict] = field(default_factory=dict)
+    kwargs: dict = field(default_factory=dict)
 
 
 def _ratio(result) -> float:
@@ -144,8 +144,7 @@ def run_check(check: Check, run: dict | None = None) -> dict:
     measured = {**now, **{k: v for k, v in (run or {}).items() if k != "load_average"}}
     start = time.perf_counter()
     try:
-        kwargs = check.kwargs() if callable(check.kwargs) else check.kwargs
-        result = load_main(check.script)(**kwargs)
+        result = load_main(check.script)(**check.kwargs)
         value = check.value(result)
         status = "pass" if check.passes(value) else "below goal"
         row = {"value": round(value, 3), "status": status}

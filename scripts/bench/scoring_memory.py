@@ -6,7 +6,7 @@ The model is Qwen3-VL-8B's language model at its real widths (`cader.vlm.flops.Q
 32/8 heads, head_dim 128, intermediate 12,288) with the depth cut to `layers`, a small vision tower (one block,
 width 64, projecting to 4096: its cost is not what this measures) and the tiny tokenizer's vocabulary (the scoring
 forward projects one position onto the vocabulary either way), bf16. Each way runs in a fresh process
-(`in_fresh_process`): peak RSS growth over the call (the kernel's high-water mark, reset just before it), prompts
+(`harness.run_fresh`): peak RSS growth over the call (the kernel's high-water mark, reset just before it), prompts
 encoded inside the call as the backend does, after one short warm-up call of the same way.
 
     python scripts/bench/scoring_memory.py [--tokens 8192] [--prompts 2] [--layers 1]
@@ -17,10 +17,10 @@ in one call); one prompt alone (the cache alone) is reported beside it, with the
 
 from __future__ import annotations
 
-import json
-import subprocess
 import tempfile
 from pathlib import Path
+
+from cader.scripts.bench.harness import PeakRSS, emit, run_fresh, status_kib, write_qwen3vl
 
 WAYS = ("today", "new")
 LETTERS = ["A", "B", "C", "D"]
@@ -29,23 +29,14 @@ LETTERS = ["A", "B", "C", "D"]
 def build_model(out_dir: str, layers: int = 1) -> str:
     """The 8B's text widths, `layers` deep, a small vision tower, the tiny tokenizer; saved in bf16."""
     import torch
-    from cader.dev.tiny import build_processor, build_tokenizer, tiny_config
     from cader.vlm.flops import QWEN3_VL_8B_TEXT as T
-    from transformers import Qwen3VLForConditionalGeneration
 
-    tokenizer = build_tokenizer()
-    config = tiny_config(tokenizer)
-    text = config.text_config
-    text.hidden_size, text.intermediate_size, text.num_hidden_layers = T.hidden, T.intermediate, layers
-    text.num_attention_heads, text.num_key_value_heads, text.head_dim = T.heads, T.kv_heads, T.head_dim
-    text.rope_parameters["mrope_section"] = [24, 20, 20]  # the released 8B's split of head_dim / 2
-    vision = config.vision_config
-    vision.depth, vision.hidden_size, vision.intermediate_size, vision.num_heads = 1, 64, 128, 2
-    vision.out_hidden_size, vision.deepstack_visual_indexes = T.hidden, [0]
-    torch.manual_seed(0)
-    model = Qwen3VLForConditionalGeneration(config).to(torch.bfloat16)
-    model.save_pretrained(out_dir)
-    build_processor(tokenizer).save_pretrained(out_dir)
+    text = {"hidden_size": T.hidden, "intermediate_size": T.intermediate, "num_hidden_layers": layers,
+            "num_attention_heads": T.heads, "num_key_value_heads": T.kv_heads, "head_dim": T.head_dim}
+    vision = {"depth": 1, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2, "out_hidden_size": T.hidden,
+              "deepstack_visual_indexes": [0]}
+    # [24, 20, 20]: the released 8B's split of head_dim / 2
+    write_qwen3vl(out_dir, text, vision, [24, 20, 20], torch.bfloat16)
     return out_dir
 
 
@@ -84,27 +75,6 @@ def today_last_logits(backend, prompts) -> list:
     return out
 
 
-def _rss_now() -> int:
-    import psutil
-
-    return psutil.Process().memory_info().rss
-
-
-def _reset_peak() -> bool:
-    try:  # "5" resets the kernel's peak-RSS mark (VmHWM) of this process
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
 def measure(way: str, model_dir: str, n_prompts: int, tokens: int, threads: int = 2) -> dict:
     """One way's peak RSS growth over one scoring call of `n_prompts` prompts (run in a fresh process).
 
@@ -130,26 +100,13 @@ def measure(way: str, model_dir: str, n_prompts: int, tokens: int, threads: int 
     # which is neither way's cost per call
     call(backend, stage1_prompts(1, 200))
     gc.collect()
-    if not _reset_peak():
+    peak = PeakRSS()
+    if not peak.start():
         raise RuntimeError("cannot reset the peak RSS mark (/proc/self/clear_refs)")
-    before = _rss_now()
+    before = status_kib("VmRSS") * 1024
     out = call(backend, prompts)
-    peak = _peak_rss()
-    return {"way": way, "peak_growth_bytes": peak - before, "prompt_tokens": [n for _, n in out],
+    return {"way": way, "peak_growth_bytes": peak.stop() - before, "prompt_tokens": [n for _, n in out],
             "letter_logits": [[float(logits[i]) for i in ids] for logits, _ in out]}
-
-
-def run_fresh(way: str, model_dir: str, n_prompts: int, tokens: int) -> dict:
-    from cader.scripts.bench.in_fresh_process import command
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = command("cader.scripts.bench.scoring_memory:measure",
-                      {"way": way, "model_dir": model_dir, "n_prompts": n_prompts, "tokens": tokens}, out=str(out))
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0 or not out.exists():
-            raise RuntimeError(f"{way} ({n_prompts} prompts) failed:\n{done.stderr[-3000:]}")
-        return json.loads(out.read_text())
 
 
 def cache_bytes_per_token(layers: int, kv_heads: int = 8, head_dim: int = 128, bytes_per_value: int = 2) -> int:
@@ -168,7 +125,9 @@ def main(tokens: int = 8192, prompts: int = 2, layers: int = 1, json_out: str | 
     """
     with tempfile.TemporaryDirectory(prefix="scoring_memory_") as tmp:
         model_dir = build_model(str(Path(tmp) / "model"), layers)
-        runs = {(way, n): run_fresh(way, model_dir, n, tokens) for n in sorted({1, prompts}) for way in WAYS}
+        runs = {(way, n): run_fresh("cader.scripts.bench.scoring_memory:measure",
+                                    {"way": way, "model_dir": model_dir, "n_prompts": n, "tokens": tokens})
+                for n in sorted({1, prompts}) for way in WAYS}
     growth = {f"{way}_{n}": runs[way, n]["peak_growth_bytes"] for way, n in runs}
     diff = max(abs(a - b) for n in sorted({1, prompts})
                for ra, rb in zip(runs["today", n]["letter_logits"], runs["new", n]["letter_logits"])
@@ -185,10 +144,7 @@ def main(tokens: int = 8192, prompts: int = 2, layers: int = 1, json_out: str | 
         "cache_mib_per_prompt_at_36_layers": round(cache_bytes_per_token(36) * max(lengths) / 2**20, 1),
         "cache_mib_per_prompt_measured_depth": round(cache_bytes_per_token(layers) * max(lengths) / 2**20, 1),
     }
-    if json_out:
-        Path(json_out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    return result
+    return emit(result, json_out)
 
 
 if __name__ == "__main__":

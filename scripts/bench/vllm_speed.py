@@ -35,9 +35,9 @@ def main(run: str = "runs/tiny", limit: int = 32, concurrency: int = 4, out: str
         raise FileNotFoundError(f"{', '.join(missing)} missing: run bash scripts/quickstart.sh first")
     verifier = root / "verifier"   # the miniature's own verifier (older runs have none: the export verifies)
     result = records(str(root / "sft" / "export"), str(root / "data" / "eval"), out, limit=limit,
-                               concurrency=concurrency, json_out=json_out,
-                               extra_args=f"--calibration {root / 'calibration' / 'calibration.json'}",
-                               verifier=str(verifier) if (verifier / "config.json").is_file() else None)
+                     concurrency=concurrency, json_out=json_out,
+                     extra_args=f"--calibration {root / 'calibration' / 'calibration.json'}",
+                     verifier=str(verifier) if (verifier / "config.json").is_file() else None)
     result["same_records"] = not result["failures"]
     return result
 
