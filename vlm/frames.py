@@ -106,11 +106,27 @@ def resize_to(frames: np.ndarray, size: tuple[int, int], chunk: int = 16) -> np.
         return frames
     out = np.empty((len(frames), *size, 3), np.uint8)
     for start in range(0, len(frames), chunk):
-        x = torch.from_numpy(np.ascontiguousarray(frames[start:start + chunk])).permute(0, 3, 1, 2).float()
+        x = _as_float(np.ascontiguousarray(frames[start:start + chunk]))
         # antialias avoids aliasing when shrinking a lot (long videos go down to 65,536 px per frame or less).
         x = F.interpolate(x, size=tuple(size), mode="bilinear", antialias=True, align_corners=False)
         out[start:start + chunk] = x.round().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
     return out
+
+
+_SCRATCH = threading.local()
+
+
+def _as_float(frames: np.ndarray) -> torch.Tensor:
+    """A (N, H, W, 3) uint8 batch as float32 (N, 3, H, W), a channels-last view. A single frame (the decoders resize
+    each as it comes) is converted into a buffer its thread keeps for the next frame of that size: a fresh float
+    tensor of a 720p frame costs ten times the conversion itself in page faults and strided copying (5.8 against 0.5
+    ms, B14 in scripts/bench/decode_once.py). Same values, same strides, so the interpolation gives the same bytes."""
+    if len(frames) != 1:
+        return torch.from_numpy(frames).permute(0, 3, 1, 2).float()
+    buffer = getattr(_SCRATCH, "buffer", None)
+    if buffer is None or buffer.shape != frames.shape:
+        buffer = _SCRATCH.buffer = torch.empty(frames.shape, dtype=torch.float32)
+    return buffer.copy_(torch.from_numpy(frames)).permute(0, 3, 1, 2)
 
 
 def upright(picture: np.ndarray, rotation: int) -> np.ndarray:
