@@ -28,7 +28,7 @@ from cader.calibrate.plots import DPI, write_csv
 from cader.contracts.calibration import NO_EXIT_TAU
 from cader.contracts.jsonl import LineProblem, iter_lines
 from cader.contracts.records import PredictionRecord, present_field_problem
-from cader.vlm.flops import QWEN3_VL_8B_TEXT, TextShape
+from cader.vlm.flops import QWEN3_VL_8B_TEXT, RELEASED_TEXT, TextShape
 
 TERA = 1e12
 MAX_CURVE_POINTS = 400
@@ -190,9 +190,16 @@ def _unusable(row) -> tuple[str, str | None] | None:
 
 
 def model_shape(path: str | None) -> TextShape:
-    """The language model's sizes from a model folder's config.json; Qwen3-VL-8B's without one."""
+    """The language model's sizes from a model folder's config.json, or a released checkpoint's by its hub id (runs
+    name the paper's 4B verifier so); Qwen3-VL-8B's when nothing names a model, and, said on stderr, for a name that
+    is neither."""
     if path and (Path(path) / "config.json").is_file():
         return text_shape_from_config(json.loads((Path(path) / "config.json").read_text(encoding="utf-8")))
+    if path in RELEASED_TEXT:
+        return RELEASED_TEXT[path]
+    if path:
+        print(f"frontier: {path} is neither a model folder nor a released checkpoint "
+              f"({', '.join(RELEASED_TEXT)}); its FLOPs use Qwen3-VL-8B's sizes", file=sys.stderr)
     return QWEN3_VL_8B_TEXT
 
 
@@ -207,7 +214,8 @@ def frontier(predictions: Sequence[str], calibration: str, out: str, model: str 
         out: folder for figures/frontier.png|csv and frontier.md
         model: the main model's folder (its config.json sizes the FLOPs; default: the report.json beside the
             predictions names it; else Qwen3-VL-8B's sizes)
-        verifier: the verifier's folder (default: as model)
+        verifier: the verifier's folder or hub id (default: the one the report.json beside the predictions names,
+            the paper's Qwen3-VL-4B-Instruct unless the run chose another; else as model)
     """
     from cader.calibrate.calibration_file import read_calibration
     from cader.calibrate.settings import report_config_beside

@@ -40,6 +40,13 @@ QWEN3_VL_8B_TEXT = TextShape(hidden=4096, intermediate=12288, layers=36, heads=3
                              vocab=151_936)
 QWEN3_VL_8B_VISION = VisionShape(hidden=1152, intermediate=4304, depth=27, patch=16, temporal_patch=2, merge=2,
                                  out_hidden=4096, deepstack=3)
+# Qwen3-VL-4B-Instruct's (the paper's verifier, App. C.3): the 8B's depth and heads at narrower widths.
+QWEN3_VL_4B_TEXT = TextShape(hidden=2560, intermediate=9728, layers=36, heads=32, kv_heads=8, head_dim=128,
+                             vocab=151_936)
+QWEN3_VL_4B_VISION = VisionShape(hidden=1024, intermediate=4096, depth=24, patch=16, temporal_patch=2, merge=2,
+                                 out_hidden=2560, deepstack=3)
+# the language-model sizes of the released checkpoints a run may name by hub id instead of a folder
+RELEASED_TEXT = {"Qwen/Qwen3-VL-8B-Instruct": QWEN3_VL_8B_TEXT, "Qwen/Qwen3-VL-4B-Instruct": QWEN3_VL_4B_TEXT}
 
 
 def text_forward_flops(shape: TextShape, seq_len: int, causal: bool = True) -> float:

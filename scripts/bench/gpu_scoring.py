@@ -38,6 +38,8 @@ from cader.scripts.bench.gpu_sft_step import (
 )
 from cader.scripts.bench.harness import write_qwen3vl
 from cader.vlm.flops import (
+    QWEN3_VL_4B_TEXT,
+    QWEN3_VL_4B_VISION,
     QWEN3_VL_8B_TEXT,
     QWEN3_VL_8B_VISION,
     TextShape,
@@ -46,10 +48,6 @@ from cader.vlm.flops import (
     vision_forward_flops,
 )
 
-QWEN3_VL_4B_TEXT = TextShape(hidden=2560, intermediate=9728, layers=36, heads=32, kv_heads=8, head_dim=128,
-                             vocab=151_936)
-QWEN3_VL_4B_VISION = VisionShape(hidden=1024, intermediate=4096, depth=24, patch=16, temporal_patch=2, merge=2,
-                                 out_hidden=2560, deepstack=3)
 SHAPES = {"8b": (QWEN3_VL_8B_TEXT, QWEN3_VL_8B_VISION), "4b": (QWEN3_VL_4B_TEXT, QWEN3_VL_4B_VISION),
           "tiny": (TINY_TEXT, TINY_VISION)}
 KERNELS = ("default", "flash", "efficient", "math")  # "default": SDPA's own choice, as the backend runs
