@@ -119,8 +119,8 @@ _SCRATCH = threading.local()
 def _as_float(frames: np.ndarray) -> torch.Tensor:
     """A (N, H, W, 3) uint8 batch as float32 (N, 3, H, W), a channels-last view. A single frame (the decoders resize
     each as it comes) is converted into a buffer its thread keeps for the next frame of that size: a fresh float
-    tensor of a 720p frame costs ten times the conversion itself in page faults and strided copying (5.8 against 0.5
-    ms, B14 in scripts/bench/decode_once.py). Same values, same strides, so the interpolation gives the same bytes."""
+    tensor of a 720p frame costs about ten times the conversion into mapped memory (page faults and a strided copy;
+    B14, scripts/bench/decode_once.py, measures what it saves). Same values, same strides, so the same bytes."""
     if len(frames) != 1:
         return torch.from_numpy(frames).permute(0, 3, 1, 2).float()
     buffer = getattr(_SCRATCH, "buffer", None)
