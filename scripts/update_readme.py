@@ -9,12 +9,14 @@ named in the block writes:
     bash scripts/quickstart.sh && cp runs/tiny/summary.json docs/measured/quickstart.json   # the miniature
     cp runs/tiny/run_time.json docs/measured/quickstart_time.json    # its step times and the machine they ran on
     python scripts/miniature_seeds.py --json_out docs/measured/seeds.json           # its spread over seeds
+    python scripts/miniature_trades.py --json_out docs/measured/miniature_trades.json  # the options against the default
     python scripts/update_readme.py                                                 # rewrite the blocks
     python scripts/update_readme.py --check true                                    # exit 1 when a page is stale
 
     bash scripts/bench/gpu_run.sh    # on a lent GPU; then copy its $OUT/gpu.json to docs/measured/gpu.json
 
-`bench` (docs/bench.md), `seeds`, `quickstart` and `quickstart_time` (docs/miniature.md) are the full blocks;
+`bench` (docs/bench.md), `seeds`, `quickstart` and `quickstart_time` (docs/miniature.md) and `trades` (docs/video.md)
+are the full blocks;
 `bench_summary`, `seeds_summary` and `quickstart_time_summary` are their one-paragraph forms for the README. tests/test_readme_generated.py runs the check and
 requires every block somewhere, so the pages and docs/measured/ cannot drift apart and no figure can be dropped.
 `gpu` (README) is optional: until a device run's gpu.json is there it renders one line saying so.
@@ -193,6 +195,38 @@ def render_seeds(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+TRADE_TITLES = {"speed": "RGR contexts from F1's frames (`--trade_rgr_frames_for_speed true`), Table 2",
+                "bin_centre": "bin-centre frame times (`--frame_rule bin_centre`), Table 2",
+                "bin_centre_heldout": "bin-centre frame times, Stage 1 on the held-out split"}
+
+
+def _acc(r: dict) -> str:
+    lo, hi = r["ci_exact"]
+    return "–" if r["accuracy"] is None else f"{r['k']}/{r['n']} = {pct(r['accuracy'])} ({pct(lo)}–{pct(hi)})"
+
+
+def render_trades(result: dict) -> str:
+    lines = [(f"Measured by `python scripts/miniature_trades.py --seeds '{json.dumps(result['seeds'])}' --json_out "
+              "docs/measured/miniature_trades.json` on the seeds of `scripts/miniature_seeds.py`: each row's accuracy "
+              "in the default mode and with the option, on the samples both answered (95 % exact interval), the "
+              "paired difference option − default (95 % bootstrap interval over videos) and McNemar's exact p; "
+              "the last line of each row pools the seeds' discordant pairs.")]
+    for trade, table in result["trades"].items():
+        lines += ["", f"**{TRADE_TITLES.get(trade, trade)}**", "",
+                  "| row | seed | default | option | option − default | McNemar p | frames lost |",
+                  "|---|---|---|---|---|---|---|"]
+        for variant, row in table.items():
+            for seed, r in row["per_seed"].items():
+                d = r["diff"]
+                diff = "–" if not d else f"{100 * d['diff']:+.1f} pt ({100 * d['low']:+.1f}, {100 * d['high']:+.1f})"
+                lines.append(f"| {variant} | {seed} | {_acc(r['default'])} | {_acc(r['option'])} | {diff} | "
+                             f"{r['mcnemar']['p_value']:.3g} | {r['frames_lost']} |")
+            pooled = row["pooled_mcnemar"]
+            lines.append(f"| {variant} | pooled | | | {pooled['only_a']} pairs only the option answers right, "
+                         f"{pooled['only_b']} only the default | {pooled['p_value']:.3g} | |")
+    return "\n".join(lines) + "\n"
+
+
 def render_bench_summary(rows: list[dict]) -> str:
     """The bench table in one sentence: how many checks meet their goal, and every one that does not."""
     passing = [r for r in rows if r.get("status") == "pass"]
@@ -286,7 +320,8 @@ RENDERERS = {"bench": ("bench.json", render_bench), "quickstart": ("quickstart.j
              "seeds": ("seeds.json", render_seeds), "bench_summary": ("bench.json", render_bench_summary),
              "seeds_summary": ("seeds.json", render_seeds_summary),
              "quickstart_time": ("quickstart_time.json", render_quickstart_time),
-             "quickstart_time_summary": ("quickstart_time.json", render_quickstart_time_summary)}
+             "quickstart_time_summary": ("quickstart_time.json", render_quickstart_time_summary),
+             "trades": ("miniature_trades.json", render_trades)}
 # blocks whose file a run may not have written yet: (file, renderer, the text until it has)
 OPTIONAL = {"gpu": ("gpu.json", render_gpu, NO_GPU_RUN)}
 
