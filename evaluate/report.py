@@ -320,19 +320,25 @@ def build_report(
     return report
 
 
+def paired_correctness(records: Sequence[dict], other: Sequence[dict]) -> tuple[list[bool], list[bool], list[str]]:
+    """(correct in `records`, correct in `other`, the video) for each sample both runs scored, in one order."""
+    mine = {(r["benchmark"], str(r["sample_id"])): r for r in records if r.get("answer")}
+    theirs = {(r["benchmark"], str(r["sample_id"])): bool(r.get("correct")) for r in other if r.get("answer")}
+    keys = sorted(mine.keys() & theirs.keys())
+    # both runs asked the same questions about the same videos
+    return ([bool(mine[k].get("correct")) for k in keys], [theirs[k] for k in keys],
+            [cluster_of(mine[k]) for k in keys])
+
+
 def compare_runs(records: Sequence[dict], other: Sequence[dict]) -> dict:
     """Paired comparison on the samples both runs scored."""
     from cader.evaluate.stats import mcnemar_exact, paired_bootstrap_diff
 
-    mine = {(r["benchmark"], str(r["sample_id"])): r for r in records if r.get("answer")}
-    theirs = {(r["benchmark"], str(r["sample_id"])): bool(r.get("correct")) for r in other if r.get("answer")}
-    keys = sorted(mine.keys() & theirs.keys())
-    if not keys:
+    a, b, videos = paired_correctness(records, other)
+    if not a:
         return {"n": 0}
-    a = [float(bool(mine[k].get("correct"))) for k in keys]
-    b = [float(theirs[k]) for k in keys]
-    videos = [cluster_of(mine[k]) for k in keys]  # both runs asked the same questions about the same videos
-    return {"n": len(keys), "n_videos": len(set(videos)), "bootstrap": paired_bootstrap_diff(a, b, clusters=videos),
+    a, b = [float(x) for x in a], [float(x) for x in b]
+    return {"n": len(a), "n_videos": len(set(videos)), "bootstrap": paired_bootstrap_diff(a, b, clusters=videos),
             "mcnemar": mcnemar_exact(a, b)}
 
 

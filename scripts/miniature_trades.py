@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cader.evaluate.predictions_files import read_records
-from cader.evaluate.report_stats import cluster_of
+from cader.evaluate.report import paired_correctness
 from cader.evaluate.stats import accuracy_summary, mcnemar_exact, paired_bootstrap_diff, pooled_mcnemar
 from jsonargparse import CLI
 
@@ -67,17 +67,12 @@ def variant_files(run: Path) -> dict[str, Path]:
 def paired(default: list[dict], option: list[dict]) -> dict:
     """Both modes' accuracies (exact intervals) on the samples both answered, their paired difference (option minus
     default, bootstrap over videos) and McNemar's exact test; `pairs` keeps the correctness lists for pooling."""
-    mine = {(r["benchmark"], str(r["sample_id"])): r for r in default if r.get("answer")}
-    theirs = {(r["benchmark"], str(r["sample_id"])): r for r in option if r.get("answer")}
-    keys = sorted(mine.keys() & theirs.keys())
-    a = [bool(theirs[k].get("correct")) for k in keys]
-    b = [bool(mine[k].get("correct")) for k in keys]
-    videos = [cluster_of(mine[k]) for k in keys]
+    a, b, videos = paired_correctness(option, default)   # a: the option, b: the default
     keep = ("k", "n", "accuracy", "ci_exact")
     return {"default": {k: v for k, v in accuracy_summary(b, videos).items() if k in keep},
             "option": {k: v for k, v in accuracy_summary(a, videos).items() if k in keep},
             "diff": {k: v for k, v in paired_bootstrap_diff(a, b, clusters=videos).items() if k in ("diff", "low", "high")}
-            if keys else None,
+            if a else None,
             "mcnemar": mcnemar_exact(a, b), "pairs": (a, b),
             "frames_lost": sum(int((r.get("cost") or {}).get("rgr_frames_lost") or 0) for r in option)}
 
