@@ -59,15 +59,17 @@ def write_pretraining_set(out: str | Path, n_videos: int, seed: int = PRETRAIN_S
     return out / "grounding.json", out / "roles.json"
 
 
-def train_pass(model: Path, rows: Path, run: Path, cache: Path, epochs: int, train_seed: int = 0) -> Path:
+def train_pass(model: Path, rows: Path, run: Path, cache: Path, epochs: int, train_seed: int = 0,
+               train_flags: tuple[str, ...] = ()) -> Path:
     """One pass of train/sft.py (``CONFIG``) from ``model`` on the sharegpt file ``rows``, in ``run``; returns its
-    HF export. ``train_seed`` seeds the pass (data order, dropout)."""
+    HF export. ``train_seed`` seeds the pass (weights' randomness); ``train_flags`` go last to train/sft.py (the
+    miniature's grid varies ``--num_threads``, ``--model.loss_positions`` and ``--data.seed`` with them)."""
     from cader.train.sft import main as sft_main
 
     source = [{"name": rows.stem, "format": "sharegpt", "path": str(rows)}]
     code = sft_main(["--config", str(CONFIG), "--model.model_path", str(model), "--data.sources", json.dumps(source),
                      "--data.frame_cache_dir", str(cache), "--trainer.default_root_dir", str(run),
-                     "--trainer.max_epochs", str(epochs), "--seed_everything", str(train_seed)])
+                     "--trainer.max_epochs", str(epochs), "--seed_everything", str(train_seed), *train_flags])
     if code != 0:
         raise RuntimeError(f"pre-training pass {run.name} of {model} failed (train/sft.py exit {code}; log above)")
     return run / "export"
@@ -81,17 +83,17 @@ def random_start(out: str | Path, seed: int, size: str = "main") -> tuple[Path, 
 
 
 def make_pretrained_model(out: str | Path, seed: int = 0, grounding_epochs: int = 25, roles_epochs: int = 12,
-                          n_videos: int = 96) -> Path:
+                          n_videos: int = 96, train_flags: tuple[str, ...] = ()) -> Path:
     """The random model of ``seed`` after the two passes (module doc; a pass with 0 epochs is skipped), installed at
     ``out``; work files in ``<out>_pretrain/``. ``seed`` also seeds each pass and, offset from PRETRAIN_SEED, draws
-    the videos."""
+    the videos. ``train_flags`` go to each pass (``train_pass``)."""
     work, model, record = random_start(out, seed)
     record["pretraining"] = {"videos": n_videos, "video_seed": PRETRAIN_SEED + seed,
                              "grounding_epochs": grounding_epochs, "roles_epochs": roles_epochs, "config": CONFIG_NAME}
     grounding, roles = write_pretraining_set(work / "data", n_videos, PRETRAIN_SEED + seed)
     for rows, epochs in ((grounding, grounding_epochs), (roles, roles_epochs)):
         if epochs > 0:
-            model = train_pass(model, rows, work / rows.stem, work / "frame_cache", epochs, seed)
+            model = train_pass(model, rows, work / rows.stem, work / "frame_cache", epochs, seed, train_flags)
     return install(model, out, record)
 
 

@@ -68,7 +68,8 @@ def write_verifier_set(out: str | Path, n_videos: int, seed: int = VERIFY_SEED) 
     return out / "verify.json", specs
 
 
-def make_tiny_verifier(out: str | Path, seed: int = 0, epochs: int = VERIFY_EPOCHS, n_videos: int = 96) -> Path:
+def make_tiny_verifier(out: str | Path, seed: int = 0, epochs: int = VERIFY_EPOCHS, n_videos: int = 96,
+                       train_flags: tuple[str, ...] = ()) -> Path:
     """Build the tiny verifier and give it the C.3 role (module doc); work files in ``<out>_pretrain/``; returns
     ``out``, which appears complete or not at all.
 
@@ -77,12 +78,13 @@ def make_tiny_verifier(out: str | Path, seed: int = 0, epochs: int = VERIFY_EPOC
         seed: its weight init, the pass's data order, and (offset from VERIFY_SEED) its videos
         epochs: epochs of the verifier pass (0: the random verifier)
         n_videos: videos whose two C.3 rows it trains on
+        train_flags: flags for the pass's train/sft.py (``train_pass``)
     """
     work, model, record = random_start(out, seed, "verifier")
     record["role"] = "verifier"
     if epochs > 0:
         rows, _ = write_verifier_set(work / "data", n_videos, VERIFY_SEED + seed)
-        model = train_pass(model, rows, work / "verify", work / "frame_cache", epochs, seed)
+        model = train_pass(model, rows, work / "verify", work / "frame_cache", epochs, seed, train_flags)
         record["pretraining"] = {"videos": n_videos, "video_seed": VERIFY_SEED + seed, "event_len": VERIFY_EVENT_LEN,
                                  "verify_rows": len(json.loads(rows.read_text())), "verify_epochs": epochs,
                                  "config": CONFIG_NAME}

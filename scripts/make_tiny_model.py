@@ -21,7 +21,8 @@ from jsonargparse import CLI
 
 
 def main(out: str, seed: int = 0, role: Literal["main", "verifier"] = "main", grounding_epochs: int = 25,
-         roles_epochs: int = 12, verify_epochs: int = VERIFY_EPOCHS, pretrain_videos: int = 96) -> None:
+         roles_epochs: int = 12, verify_epochs: int = VERIFY_EPOCHS, pretrain_videos: int = 96,
+         train_flags: list[str] = []) -> None:  # noqa: B006
     """Build the tiny model.
 
     Args:
@@ -33,13 +34,16 @@ def main(out: str, seed: int = 0, role: Literal["main", "verifier"] = "main", gr
         roles_epochs: main: epochs of the roles pass (every CADER role row); 0 skips it. Both 0: the random model.
         verify_epochs: verifier: epochs of its pass on the verifier rows; 0: the random verifier.
         pretrain_videos: Videos the passes train on (drawn from a seed of their own).
+        train_flags: Flags for every pass's train/sft.py, after the config's (e.g. '["--num_threads", "2"]').
     """
     if role == "verifier":
-        print(f"wrote tiny Qwen3-VL verifier to {make_tiny_verifier(out, seed, verify_epochs, pretrain_videos)}")
+        path = make_tiny_verifier(out, seed, verify_epochs, pretrain_videos, tuple(train_flags))
+        print(f"wrote tiny Qwen3-VL verifier to {path}")
     elif grounding_epochs == roles_epochs == 0:
         print(f"wrote random-weight tiny Qwen3-VL to {make_tiny_model(out, seed=seed)}")
     else:
-        path = make_pretrained_model(out, seed, grounding_epochs, roles_epochs, pretrain_videos)
+        path = make_pretrained_model(out, seed, grounding_epochs, roles_epochs, pretrain_videos,
+                                     tuple(train_flags))
         print(f"wrote tiny Qwen3-VL (random init + pre-training passes) to {path}")
 
 

@@ -19,7 +19,10 @@
 #        the HF backend (default hf); training is the same; BACKEND=server starts REPLICAS (default 2) local vLLM
 #        OpenAI servers of the SFT export and one of the tiny verifier (python -m cader.dev.vllm_fleet, .venv-vllm)
 #        and evaluates through them (docs/serving.md);
-#        SEED=S the miniature's seed (model init and pre-training, synthetic data, SFT; default 0, the README's run).
+#        SEED=S the miniature's seed (model init and pre-training, synthetic data, SFT; default 0, the README's run);
+#        THREADS=N torch threads of every step (default 1), LOSS=labelled|all the training loss's positions (default
+#        labelled, the paper recipe's), DATA_ORDER=K the training sampler's shuffle seed (default 0): the factors of
+#        the miniature's robustness grid (scripts/miniature_seeds.py, docs/miniature.md).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 WORKDIR="${1:-$REPO}"
@@ -43,12 +46,15 @@ if [ "$BACKEND" = vllm ]; then
   # machine's memory per engine), and the engine in-process starts in seconds instead of spawning a worker
   export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" VLLM_ENABLE_V1_MULTIPROCESSING="${VLLM_ENABLE_V1_MULTIPROCESSING:-0}"
 fi
-SEED="${SEED:-0}"
+SEED="${SEED:-0}" THREADS="${THREADS:-1}" LOSS="${LOSS:-labelled}" DATA_ORDER="${DATA_ORDER:-0}"
+# every training pass (pre-training, verifier, SFT) takes the grid's factors after its config
+TRAIN_FLAGS=(--num_threads "$THREADS" --model.loss_positions "$LOSS" --data.seed "$DATA_ORDER")
+TRAIN_FLAGS_JSON="[\"--num_threads\", \"$THREADS\", \"--model.loss_positions\", \"$LOSS\", \"--data.seed\", \"$DATA_ORDER\"]"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
-# One torch thread for every step: floating-point sums then run in one order on any machine, whatever its core count
-# or load, so the records are the same everywhere (the training configs pin it too: num_threads: 1), and two
+# One torch thread for every step by default: floating-point sums then run in one order whatever the core count or
+# load, so a rerun on this machine gives the same records (the training configs pin it too: num_threads: 1), and two
 # thread pools never fight over two shared cores.
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
 # progress bars in a log file (nohup, CI): one line every 15 s instead of a redraw ten times a second
 [ -t 2 ] || export TQDM_MININTERVAL="${TQDM_MININTERVAL:-15}"
 MODEL="$ROOT/model"
@@ -118,15 +124,15 @@ skip_if() { if [ -e "$1" ]; then echo skip; fi; }   # "skip" when the step's out
 
 step "1/9 tiny model, tiny verifier and synthetic data"
 timed model "$MODEL" -- $(skip_if "$MODEL/config.json") \
-  python "$REPO/scripts/make_tiny_model.py" --out "$MODEL" --seed "$SEED"
+  python "$REPO/scripts/make_tiny_model.py" --out "$MODEL" --seed "$SEED" --train_flags "$TRAIN_FLAGS_JSON"
 timed model "$VERIFIER" -- $(skip_if "$VERIFIER/config.json") \
-  python "$REPO/scripts/make_tiny_model.py" --out "$VERIFIER" --role verifier --seed "$SEED"
+  python "$REPO/scripts/make_tiny_model.py" --out "$VERIFIER" --role verifier --seed "$SEED" --train_flags "$TRAIN_FLAGS_JSON"
 timed data "$DATA" -- $(skip_if "$DATA/summary.json") \
   python "$REPO/scripts/make_synthetic_data.py" --out "$DATA" --seed "$SEED"
 
 step "2/9 tiny SFT (train/sft.py, configs/train/cot_mix_tiny.yaml)"
 timed sft "$SFT/export" -- $(skip_if "$SFT/export/config.json") \
-  python "$REPO/train/sft.py" --config "$REPO/configs/train/cot_mix_tiny.yaml" --seed_everything "$SEED"
+  python "$REPO/train/sft.py" --config "$REPO/configs/train/cot_mix_tiny.yaml" --seed_everything "$SEED" "${TRAIN_FLAGS[@]}"
 
 SERVER_ARGS=()
 if [ "$BACKEND" = server ]; then  # replicas of the export and of the verifier; this environment reaches them over HTTP

@@ -16,15 +16,13 @@ from cader.evaluate.judge.aggregate import NOT_A_REAL_JUDGE
 from cader.evaluate.judge.providers import LOOPBACK_MODEL
 from cader.evaluate.report_stats import verifiers_of
 from cader.evaluate.trajectory_stats import cost_comparison, proposal_stats, rate, routed_gain, verifier_stats
+from cader.scripts.miniature_bars import MIN_PARSE_RATE, SIGNIFICANCE, verdict_lines
 from cader.scripts.quickstart_time import read_json, reference_step_lines, write_run_time
 from cader.scripts.update_readme import num, pct
 from cader.vlm.files import write_atomic
 from jsonargparse import CLI
 
 VARIANTS = ("full", "no_stage2", "uniform_stage2", "no_verifier", "no_reflection", "no_rgr")
-MIN_PARSE_RATE = 0.8
-# A finding counts when its one-sided test rejects at this level (the margin trend; a Table 2 gap, McNemar).
-SIGNIFICANCE = 0.05
 
 
 def margin_trend(margins: list[float], correct: list[bool]) -> dict:
@@ -106,7 +104,9 @@ def calibration_section(root: Path, flags: list[str], facts: dict) -> list[str]:
         return ["- **no calibration.json found**"]
     fit, sel = cal.get("fit", {}), cal.get("select", {})
     facts["calibration"] = {"temperature": cal["temperature"], "tau": cal["tau"], "mode": cal.get("mode"),
-                            "exit_rate": sel.get("exit_rate"), "exit_accuracy": sel.get("exit_accuracy")}
+                            "exit_rate": sel.get("exit_rate"), "exit_accuracy": sel.get("exit_accuracy"),
+                            "at_bound": bool(fit.get("at_bound")), "bounds": fit.get("bounds"),
+                            "no_exit": bool(sel.get("no_exit"))}
     lines = [(f"- {_link(root, root / 'calibration' / 'calibration.json')}: T = {cal['temperature']:.3g}, "
              f"τ = {cal['tau']:.4g} (mode {cal.get('mode')}); on the selection split (n = {sel.get('n')}): exit rate "
              f"{pct(sel.get('exit_rate'))}, exit accuracy {pct(sel.get('exit_accuracy'))}")]
@@ -260,6 +260,7 @@ def table2_section(root: Path, flags: list[str], facts: dict) -> list[str]:
                      f"{per.get('frames_decoded', '–')} | {_link(root, folder / 'report.md')} |")
     if len(accuracies) > 1 and len(set(accuracies.values())) == 1:
         flags.append("every Table 2 row has the same accuracy: the ablations change nothing on this run")
+    facts["table2_gaps"] = gaps
     tested = {v: p for v, p in gaps.items() if p is not None}
     if gaps and not any(p < SIGNIFICANCE for p in tested.values()):
         smallest = min(tested.values()) if tested else None
@@ -432,6 +433,8 @@ def summarize(root: Path) -> tuple[str, dict]:
     else:
         lines += [("No red flags: Stage 1 is above chance and its accuracy rises with the margin, T is inside its "
                   "search bounds, proposals parse, Stage 2 ran, and at least one Table 2 row differs from `full`.")]
+    lines += ["", "## Bars (scripts/miniature_bars.py): does the method work here?", ""]
+    lines += [f"- {line}" for line in verdict_lines(facts)]
     if caveats:
         lines += ["", "## Caveat: numbers that are not real", ""]
         lines += [f"- **{caveat}**" for caveat in caveats]
@@ -472,6 +475,7 @@ def main(root: str = "runs/tiny", json_out: str | None = None, run_time: bool = 
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)
         write_atomic(Path(json_out), payload)
     print(text)
+    print("\n".join(verdict_lines(facts)))   # the last lines a quickstart prints: one verdict per bar
     return out
 
 

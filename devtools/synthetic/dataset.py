@@ -29,6 +29,9 @@ class Counts:
         n_heldout: questions in the synthetic_heldout split (calibration). 240, so that half of it (the selection
             split) can certify early exits at alpha = 0.05, delta = 0.1: with no error among them that takes at
             least 45 exits (Clopper-Pearson), and calibrate/fit.py tests only thresholds with 50 or more.
+        n_unseen: training videos whose scene holds no event, with six direct-answer rows each, one per letter
+            (``train_mix.add_unseen_rows``: Stage 1 learns to be unsure when its frames miss the answer, which a
+            quarter of the evaluation videos' brief events make it).
         n_test: questions in the synthetic test split (full CADER and the ablation table; null: n_eval).
             scripts/make_synthetic_data.py asks for 96, so that a Table 2 gap of ~10 points is significant by
             McNemar's test (on 32 one seed's 12.5-point gap had p = 0.12).
@@ -39,6 +42,7 @@ class Counts:
     n_tool: int = 3
     n_eval: int = 8
     n_heldout: int = 240
+    n_unseen: int = 16
     n_test: int | None = None
 
 
@@ -104,7 +108,8 @@ def make_synthetic_data(out: str | Path, seed: int = 0, counts: Counts | None = 
                          f"{t.eval_duration}, train {t.train_duration}")
     out = Path(out)
     train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
-    train = write_training_mix(out / "train", train_rng, c.n_train, c.n_images, c.n_tool, t.videos(f, train=True))
+    train = write_training_mix(out / "train", train_rng, c.n_train, c.n_images, c.n_tool, t.videos(f, train=True),
+                               c.n_unseen)
     evals = write_eval_sets(out / "eval", eval_rng, c.n_eval, c.n_heldout, t.videos(f, train=False), c.n_test)
     summary = {"seed": seed,
                "train": {k: {"total": v["total"], "tool_call": v["tool_call"]} for k, v in train["sources"].items()},

@@ -29,7 +29,12 @@ for even, sharegpt for odd video indices): the CADER Stage 1 prompt (paper App. 
 target the empty think block that ``enable_thinking=False`` pre-fills followed by the bare letter
 (``direct_answer_text``). They emulate the direct-answer ability the real Qwen3-VL-8B-Instruct already has and that
 Stage 1 relies on (option-letter logits at the first answer position, thinking off); a tiny random model only gets
-it from data. (Video-R1 and LongVideo-Reason cannot hold them: their readers build the target from
+it from data. The same holds for knowing what it cannot see: ``n_unseen`` further videos hold the light scene
+without any event, each with six direct-answer rows, one per option letter, so the likeliest reading of such frames
+is every letter alike (``add_unseen_rows``). Without them the model never meets a video whose frames miss the
+answer, which is what Stage 1's sparse pass gives it on a brief evaluation event, and its confidence there is
+whatever the weights extrapolate: on one seed of the miniature the wrong answers had the *largest* margins (AUROC
+0.08), so no early exit could be certified. (Video-R1 and LongVideo-Reason cannot hold them: their readers build the target from
 ``process``/``reasoning`` and an ``<answer>`` tag, so the exact pre-fill cannot be expressed.) Held-out evaluation
 videos are never in the mix, so Stage 1 accuracy on them measures colour -> letter read from pixels.
 
@@ -48,7 +53,7 @@ block, so each is the exact token sequence the method reads: after the pre-fill 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -304,10 +309,11 @@ def add_cot_row(mix: MixRows, index: int, item: MixItem) -> None:
         mix.rows[fmt].append(sharegpt_row(*row_args))
 
 
-def add_direct_answer_row(mix: MixRows, video_index: int, spec: VideoSpec) -> None:
+def add_direct_answer_row(mix: MixRows, video_index: int, spec: VideoSpec, letter: str | None = None) -> None:
     """Add the video's direct-answer row (module doc): Stage 1's prompt, target the pre-filled empty think block and
-    the letter; LongVT format for even, sharegpt for odd video indices."""
-    options, letter = canonical_colour_options(spec.colour)
+    the letter (the colour's, unless given); LongVT format for even, sharegpt for odd video indices."""
+    options, colour_letter = canonical_colour_options(spec.colour)
+    letter = letter or colour_letter
     system, user = stage1_prompt(COLOUR_QUESTION, options, LETTERS[: len(options)])
     media, target = f"media/videos/{spec.name}.mp4", direct_answer_text(letter)
     fmt = "longvt" if video_index % 2 == 0 else "sharegpt"
@@ -320,6 +326,15 @@ def add_direct_answer_row(mix: MixRows, video_index: int, spec: VideoSpec) -> No
         row = sharegpt_row(media, True, user, target, None, spec)
         row["messages"].insert(0, {"role": "system", "content": system})
         mix.rows[fmt].append(row)
+
+
+def add_unseen_rows(mix: MixRows, video_index: int, spec: VideoSpec) -> None:
+    """Add six direct-answer rows for an event-less video (module doc), one per letter of the canonical options:
+    nothing in the frames tells the letters apart, so the loss is lowest with all six alike, which the model
+    cannot memorise per video. Formats alternate as ``add_direct_answer_row``'s."""
+    options, _ = canonical_colour_options(spec.colour)
+    for letter in LETTERS[: len(options)]:
+        add_direct_answer_row(mix, video_index, spec, letter)
 
 
 def deal_longvt_rows(clean_rows: list[dict], tool_rows: list[dict]) -> dict[str, list[dict]]:
@@ -372,7 +387,7 @@ def mix_manifest(counts: dict, n_role_rows: int, role_counts: dict) -> dict:
 
 
 def write_training_mix(train_dir: Path, rng: np.random.Generator, n_train: int, n_images: int, n_tool: int,
-                       video: dict | None = None) -> dict:
+                       video: dict | None = None, n_unseen: int = 0) -> dict:
     """Write videos/images, the four formats and the CADER role rows; return the manifest (also written to
     manifest.json). The same `rng` state gives the same files.
 
@@ -382,6 +397,8 @@ def write_training_mix(train_dir: Path, rng: np.random.Generator, n_train: int, 
     n_images: training images (a CoT row each).
     n_tool: tool-call rows per format (filtered out by the training readers).
     video: ``random_cued_spec``'s keyword arguments for every training video (default: its defaults).
+    n_unseen: event-less videos with six direct-answer rows each (``add_unseen_rows``), drawn last so the rest of
+        the mix is the same with any count.
     """
     specs, images = write_training_media(train_dir, rng, n_train, n_images, video or {})
     mix = MixRows()
@@ -389,8 +406,13 @@ def write_training_mix(train_dir: Path, rng: np.random.Generator, n_train: int, 
         add_cot_row(mix, index, item)
     for video_index, spec in enumerate(specs):
         add_direct_answer_row(mix, video_index, spec)
-    write_format_files(train_dir, mix)
     role_rows, role_counts = write_cader_roles(train_dir, rng, specs)
+    for index in range(n_unseen):
+        spec = random_cued_spec(rng, f"unseen_{index:04d}", **(video or {}))
+        spec = replace(spec, t_e=spec.t_s)   # the scene (and any decoy) as drawn, without the event
+        write_video(spec, train_dir / "media" / "videos" / f"{spec.name}.mp4")
+        add_unseen_rows(mix, index, spec)
+    write_format_files(train_dir, mix)
     write_json(train_dir / CADER_ROLES_FILE, role_rows)
     manifest = mix_manifest(mix.counts, len(role_rows), role_counts)
     write_json(train_dir / "manifest.json", manifest)
