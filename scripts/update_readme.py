@@ -8,16 +8,16 @@ named in the block writes:
     python scripts/bench/run_all.py --json_out docs/measured/bench.json            # the bench table
     bash scripts/quickstart.sh && cp runs/tiny/summary.json docs/measured/quickstart.json   # the miniature
     cp runs/tiny/run_time.json docs/measured/quickstart_time.json    # its step times and the machine they ran on
-    python scripts/miniature_seeds.py --json_out docs/measured/seeds.json           # its spread over seeds
+    python scripts/miniature_seeds.py --json_out docs/measured/miniature_grid.json  # its robustness grid
     python scripts/miniature_trades.py --json_out docs/measured/miniature_trades.json  # the options against the default
     python scripts/update_readme.py                                                 # rewrite the blocks
     python scripts/update_readme.py --check true                                    # exit 1 when a page is stale
 
     bash scripts/bench/gpu_run.sh    # on a lent GPU; then copy its $OUT/gpu.json to docs/measured/gpu.json
 
-`bench` (docs/bench.md), `seeds`, `quickstart` and `quickstart_time` (docs/miniature.md) and `trades` (docs/video.md)
+`bench` (docs/bench.md), `grid`, `quickstart` and `quickstart_time` (docs/miniature.md) and `trades` (docs/video.md)
 are the full blocks;
-`bench_summary`, `seeds_summary` and `quickstart_time_summary` are their one-paragraph forms for the README. tests/test_readme_generated.py runs the check and
+`bench_summary`, `grid_summary` and `quickstart_time_summary` are their one-paragraph forms for the README. tests/test_readme_generated.py runs the check and
 requires every block somewhere, so the pages and docs/measured/ cannot drift apart and no figure can be dropped.
 `gpu` (README) is optional: until a device run's gpu.json is there it renders one line saying so.
 """
@@ -172,26 +172,52 @@ def _spread(d: dict | None, fmt=pct) -> str:
     return f"{fmt(d['median'])} ({fmt(d['min'])} – {fmt(d['max'])})"
 
 
-def render_seeds(result: dict) -> str:
-    seeds, spread = result["seeds"], result["spread"]
-    n = len(seeds)
-    lines = [(f"Measured by `python scripts/miniature_seeds.py --seeds '{json.dumps(seeds)}' --json_out "
-             f"docs/measured/seeds.json`: the quickstart once per seed (model init and pre-training, synthetic data, "
-             f"SFT), median (min – max) over the {n} seeds:"), "",
-             "| number | median (min – max) |", "|---|---|",
-             f"| held-out Stage-1 accuracy | {_spread(spread['stage1_accuracy'])} |",
-             f"| AUROC of the margin for a correct Stage-1 answer | {_spread(spread['margin_auroc'], num)} |",
-             f"| first proposals containing the evidence | {_spread(spread['proposals_contain_evidence'])} |",
-             f"| routed samples: Stage-1 accuracy | {_spread(spread['routed_stage1_accuracy'])} |",
-             f"| routed samples: final accuracy | {_spread(spread['routed_final_accuracy'])} |"]
-    lines += [f"| Table 2 `{v}` accuracy | {_spread(d)} |" for v, d in spread["table2"].items()]
-    lines += [f"| B4 cost `full` / `uniform_stage2`: forwards | {_spread(spread['cost_forwards'], num)} |",
-              f"| B4 cost `full` / `uniform_stage2`: decoded frames | {_spread(spread['cost_frames'], num)} |",
-              "", "Bars held (seeds of " + str(n) + "):", ""]
-    lines += [f"- {result['bars'][bar]}: {held}/{n}" for bar, held in spread["bars_held"].items()]
-    flagged = {s: v["red_flags"] for s, v in result["per_seed"].items() if v["red_flags"]}
-    lines.append("- red flags: " + ("; ".join(f"seed {s}: {', '.join(f)}" for s, f in flagged.items())
-                                     if flagged else "none on any seed"))
+GRID_COLUMNS = (("held-out Stage 1", "stage1_accuracy", pct), ("margin AUROC", "margin_auroc", num),
+                ("T", "temperature", num), ("exit rate", "exit_rate", pct),
+                ("proposals with evidence", "proposals_contain_evidence", pct),
+                ("routed: Stage 1 → final", None, None), ("full", "full", pct), ("no_stage2", "no_stage2", pct))
+
+
+def _grid_value(numbers: dict, key: str | None, fmt) -> str:
+    if key is None:
+        return f"{pct(numbers.get('routed_stage1_accuracy'))} → {pct(numbers.get('routed_final_accuracy'))}"
+    value = numbers["table2"].get(key) if key in ("full", "no_stage2") else numbers.get(key)
+    return fmt(value)
+
+
+def _grid_cells(result: dict) -> list[dict]:
+    from cader.scripts.miniature_seeds import newest_cells
+
+    return newest_cells(result["records"])
+
+
+def render_grid(result: dict) -> str:
+    """Per cell of the newest training code: its factors, main numbers and bars; then the spread and the bars held."""
+    cells, bars = _grid_cells(result), result["bars"]
+    spread = result["newest"]["spread"]
+    commits = sorted({c["commit"] for c in cells})
+    lines = [(f"Measured by `python scripts/miniature_seeds.py --json_out docs/measured/miniature_grid.json` (commit "
+              f"{', '.join(commits)}, training code `{cells[0]['training_code']}`): the quickstart once per cell of "
+              f"seed × torch threads × training loss × data order, {len(cells)} cells:"), "",
+             "| seed | threads | loss | data order | " + " | ".join(c[0] for c in GRID_COLUMNS) + " | bars held |",
+             "|" + "---|" * (5 + len(GRID_COLUMNS))]
+    for c in cells:
+        cell, numbers = c["cell"], c["numbers"]
+        held = sum(numbers["bars"].values())
+        order = "as shipped" if cell["order"] == 0 else f"reshuffled ({cell['order']})"
+        lines.append(f"| {cell['seed']} | {cell['threads']} | {cell['loss']} | {order} | "
+                     + " | ".join(_grid_value(numbers, key, fmt) for _, key, fmt in GRID_COLUMNS)
+                     + f" | {held}/{len(numbers['bars'])} |")
+    lines += ["", "Spread over the cells, median (min – max):", "", "| number | median (min – max) |", "|---|---|"]
+    lines += [f"| {title} | {_spread(spread[key], fmt)} |" for title, key, fmt in GRID_COLUMNS if key in spread]
+    lines += [f"| routed: {name} | {_spread(spread[key])} |" for name, key in
+              (("Stage 1", "routed_stage1_accuracy"), ("final", "routed_final_accuracy"))]
+    lines += [f"| Table 2 `{v}` | {_spread(d)} |" for v, d in spread["table2"].items()]
+    lines += ["", f"Bars held (cells of {len(cells)}):", ""]
+    lines += [f"- {bars[bar]}: {held}/{len(cells)}" for bar, held in spread["bars_held"].items()]
+    flagged = {c["name"]: c["numbers"]["red_flags"] for c in cells if c["numbers"]["red_flags"]}
+    lines.append("- red flags: " + ("; ".join(f"{name}: {', '.join(f)}" for name, f in flagged.items())
+                                     if flagged else "none in any cell"))
     return "\n".join(lines) + "\n"
 
 
@@ -244,18 +270,19 @@ def render_bench_summary(rows: list[dict]) -> str:
     return line + ("; not met: " + ", ".join(missed) if missed else "") + ".\n"
 
 
-def render_seeds_summary(result: dict) -> str:
-    """The seed spread in one sentence: the bars held on every seed, the headline accuracy, the red flags."""
-    seeds, spread = result["seeds"], result["spread"]
-    n = len(seeds)
-    held = spread["bars_held"]
-    everywhere = sum(1 for count in held.values() if count == n)
+def render_grid_summary(result: dict) -> str:
+    """The grid in one sentence: in how many cells every bar holds, the headline accuracy, the bars not held."""
+    cells = _grid_cells(result)
+    spread = result["newest"]["spread"]
+    everywhere = sum(1 for c in cells if all(c["numbers"]["bars"].values()))
     accuracy = spread["stage1_accuracy"]
-    flagged = sorted(str(s) for s, v in result["per_seed"].items() if v["red_flags"])
-    return (f"Across seeds {', '.join(map(str, seeds))} (`python scripts/miniature_seeds.py`): {everywhere} of "
-            f"{len(held)} bars hold on every seed; held-out Stage-1 accuracy median {pct(accuracy.get('median'))} "
-            f"(min {pct(accuracy.get('min'))}, max {pct(accuracy.get('max'))}); red flags: "
-            f"{('on seed ' + ', '.join(flagged)) if flagged else 'none on any seed'}.\n")
+    failing = {bar: n for bar, n in spread["bars_held"].items() if n < len(cells)}
+    return (f"Across {len(cells)} cells of seed × torch threads × training loss × data order (`python "
+            f"scripts/miniature_seeds.py`, [docs/miniature.md](docs/miniature.md#robustness)): every bar holds in "
+            f"{everywhere} of {len(cells)} cells; held-out Stage-1 accuracy median {pct(accuracy.get('median'))} "
+            f"(min {pct(accuracy.get('min'))}, max {pct(accuracy.get('max'))})"
+            + ("" if not failing else "; bars not held everywhere: "
+               + ", ".join(f"{bar} ({n}/{len(cells)})" for bar, n in failing.items())) + ".\n")
 
 
 def _layers(n: int) -> str:
@@ -317,8 +344,8 @@ NO_GPU_RUN = ("_No GPU run yet: `bash scripts/bench/gpu_run.sh` on a lent device
               "`docs/measured/gpu.json` ([docs/bench.md](docs/bench.md#gpu-check))._\n")
 
 RENDERERS = {"bench": ("bench.json", render_bench), "quickstart": ("quickstart.json", render_quickstart),
-             "seeds": ("seeds.json", render_seeds), "bench_summary": ("bench.json", render_bench_summary),
-             "seeds_summary": ("seeds.json", render_seeds_summary),
+             "grid": ("miniature_grid.json", render_grid), "bench_summary": ("bench.json", render_bench_summary),
+             "grid_summary": ("miniature_grid.json", render_grid_summary),
              "quickstart_time": ("quickstart_time.json", render_quickstart_time),
              "quickstart_time_summary": ("quickstart_time.json", render_quickstart_time_summary),
              "trades": ("miniature_trades.json", render_trades)}

@@ -24,7 +24,7 @@ def test_every_renderer_has_a_block_on_some_page():
     names = [name for page in update_readme.pages(REPO) for name in update_readme.block_names(page.read_text())]
     assert set(update_readme.RENDERERS) <= set(names), sorted(set(update_readme.RENDERERS) - set(names))
     readme = update_readme.block_names((REPO / "README.md").read_text())
-    assert {"quickstart", "seeds_summary", "bench_summary"} <= set(readme)
+    assert {"quickstart", "grid_summary", "bench_summary"} <= set(readme)
 
 
 def test_the_check_fails_on_a_stale_page_and_names_it(tmp_path, capsys):
@@ -64,21 +64,35 @@ def test_bench_summary_counts_the_passes_and_names_every_miss():
     assert update_readme.render_bench_summary(rows[:1]).endswith("1 of 1 meet their goal.\n")
 
 
-def _seeds(held: dict, flags: dict) -> dict:
-    return {"seeds": [0, 1, 2], "bars": {b: b for b in held},
-            "spread": {"bars_held": held, "stage1_accuracy": {"median": 0.5, "min": 0.25, "max": 0.75}},
-            "per_seed": {str(s): {"red_flags": flags.get(s, [])} for s in (0, 1, 2)}}
+def _grid(bars_per_cell: list[dict]) -> dict:
+    from cader.scripts.miniature_seeds import aggregate
+
+    records = [{"cell": {"seed": i, "threads": 1, "loss": "labelled", "order": 0}, "name": f"seed_{i}",
+                "commit": "abc1234", "training_code": "t1",
+                "numbers": {"stage1_accuracy": 0.25 * (i + 1), "margin_auroc": 0.9, "temperature": 1.5,
+                            "exit_rate": 0.5, "proposals_contain_evidence": 0.8, "proposals_evidence_p": 1e-9,
+                            "routed_stage1_accuracy": 0.2, "routed_final_accuracy": 0.9,
+                            "table2": {"full": 0.9, "no_stage2": 0.8}, "cost_forwards": 0.5, "cost_frames": 0.6,
+                            "red_flags": [], "bars": bars}} for i, bars in enumerate(bars_per_cell)]
+    return {"bars": {b: f"bar {b}" for b in bars_per_cell[0]}, "records": records,
+            "newest": {"cells": len(records), "spread": aggregate(records)}}
 
 
-@pytest.mark.parametrize(("held", "flags", "want"), [
-    ({"a": 3, "b": 3}, {}, "2 of 2 bars hold on every seed"),
-    ({"a": 3, "b": 2}, {1: ["T on a search bound"]}, "1 of 2 bars hold on every seed"),
+@pytest.mark.parametrize(("bars", "want"), [
+    ([{"a": True, "b": True}] * 3, "every bar holds in 3 of 3 cells"),
+    ([{"a": True, "b": True}, {"a": True, "b": False}, {"a": True, "b": True}],
+     "every bar holds in 2 of 3 cells; held-out Stage-1 accuracy median 50.0 % (min 25.0 %, max 75.0 %); bars not "
+     "held everywhere: b (2/3)"),
 ])
-def test_seeds_summary_counts_bars_held_on_every_seed(held, flags, want):
-    line = update_readme.render_seeds_summary(_seeds(held, flags))
-    assert want in line
-    assert "median 50.0 % (min 25.0 %, max 75.0 %)" in line
-    assert ("red flags: on seed 1" if flags else "red flags: none on any seed") in line
+def test_grid_summary_counts_the_cells_where_every_bar_holds(bars, want):
+    assert want in update_readme.render_grid_summary(_grid(bars))
+
+
+def test_grid_table_has_a_row_per_cell_and_counts_each_bar():
+    table = update_readme.render_grid(_grid([{"a": True, "b": True}, {"a": True, "b": False}]))
+    assert "| 0 | 1 | labelled | as shipped | 25.0 % | 0.900 | 1.500 | 50.0 % | 80.0 % | 20.0 % → 90.0 % | 90.0 % | 80.0 % | 2/2 |" in table
+    assert "| 1 | 1 | labelled | as shipped | 50.0 % |" in table and "| 1/2 |" in table
+    assert "- bar a: 2/2" in table and "- bar b: 1/2" in table and "commit abc1234" in table
 
 
 def test_the_real_files_render_without_a_missing_marker():

@@ -107,7 +107,8 @@ def test_training_manifest_counts_match_files_and_tool_rows(data, tmp_path):
         # one per training video, in the formats that keep assistant text verbatim
         assert (direct > 0) == (name in ("longvt", "sharegpt")), name
     n_direct = sum(s["direct_answer"] for s in manifest["sources"].values())
-    assert n_direct == SMALL["n_train"]
+    # one per training video, and six (one per letter) per event-less video: n_train // 6 of them by default
+    assert n_direct == SMALL["n_train"] + 6 * (SMALL["n_train"] // 6)
 
 
 DIRECT_TARGET = re.compile(r"<think>\n\n</think>\n\n[A-F]")
@@ -263,6 +264,24 @@ def test_training_videos_show_their_event_for_the_training_length(data):
         assert SMALL["train_event_min_s"] <= len(coloured) / fps <= SMALL["train_event_max_s"], video
         lengths.add(len(coloured) / fps)
     assert len(lengths) > 1   # drawn per video
+
+
+def test_event_less_videos_show_no_colour_and_train_every_letter_alike(data, tmp_path):
+    # frames that cannot tell the letters apart: Stage 1's direct answer is each letter once (add_unseen_rows)
+    videos = sorted((data / "train" / "media" / "videos").glob("unseen_*.mp4"))
+    assert len(videos) == SMALL["n_train"] // 6
+    for video in videos:
+        assert not [t for t, f in _decode(video) if min(
+            np.abs(_centre(f) - np.array(rgb)).max() for rgb in EVENT_COLOURS.values()) < 25], video
+    from cader.dev.synthetic.train_mix import LONGVT_FILES
+
+    rows = [r for f in ("sharegpt.json", *LONGVT_FILES) for r in _load(data / "train" / f, tmp_path)]
+    letters = []
+    for row in rows:
+        if _is_direct_row(row) and "unseen_" in json.dumps(row):
+            final = row["messages"][-1]["content"]
+            letters.append((final if isinstance(final, str) else "".join(p["text"] or "" for p in final))[-1])
+    assert sorted(letters) == sorted("ABCDEF" * len(videos))
 
 
 def test_training_images_show_their_answer_colour(data, tmp_path):

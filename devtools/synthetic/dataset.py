@@ -31,7 +31,7 @@ class Counts:
             least 45 exits (Clopper-Pearson), and calibrate/fit.py tests only thresholds with 50 or more.
         n_unseen: training videos whose scene holds no event, with six direct-answer rows each, one per letter
             (``train_mix.add_unseen_rows``: Stage 1 learns to be unsure when its frames miss the answer, which a
-            quarter of the evaluation videos' brief events make it).
+            quarter of the evaluation videos' brief events make it); null: ``n_train // 6`` (16 of the 96).
         n_test: questions in the synthetic test split (full CADER and the ablation table; null: n_eval).
             scripts/make_synthetic_data.py asks for 96, so that a Table 2 gap of ~10 points is significant by
             McNemar's test (on 32 one seed's 12.5-point gap had p = 0.12).
@@ -42,7 +42,7 @@ class Counts:
     n_tool: int = 3
     n_eval: int = 8
     n_heldout: int = 240
-    n_unseen: int = 16
+    n_unseen: int | None = None
     n_test: int | None = None
 
 
@@ -109,7 +109,7 @@ def make_synthetic_data(out: str | Path, seed: int = 0, counts: Counts | None = 
     out = Path(out)
     train_rng, eval_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     train = write_training_mix(out / "train", train_rng, c.n_train, c.n_images, c.n_tool, t.videos(f, train=True),
-                               c.n_unseen)
+                               c.n_train // 6 if c.n_unseen is None else c.n_unseen)
     evals = write_eval_sets(out / "eval", eval_rng, c.n_eval, c.n_heldout, t.videos(f, train=False), c.n_test)
     summary = {"seed": seed,
                "train": {k: {"total": v["total"], "tool_call": v["tool_call"]} for k, v in train["sources"].items()},
