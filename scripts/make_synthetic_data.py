@@ -1,7 +1,7 @@
 """Write the miniature's data (the quickstart's and the README main job's): a synthetic CoT training mix and small
 benchmark sets (no downloads).
 
-    python scripts/make_synthetic_data.py --out DIR [--seed 0] [--n_train 96] [--n_eval 8] [--n_heldout 240] [--n_test 96]
+    python scripts/make_synthetic_data.py --out DIR [--seed 0] [--n_train 192] [--n_eval 8] [--n_heldout 240] [--n_test 96]
 
 DIR/train/ is the SFT mix (manifest.json lists files and expected counts); DIR/eval/ is the --data_root for
 evaluate/run.py, one folder per registered benchmark (`python -m cader.evaluate.benchmarks` lists them). The flags

@@ -41,7 +41,7 @@ def test_a_run_that_shows_the_method_holds_every_bar_and_says_so():
     ({"at_bound": True}, "temperature_inside"),
     ({"exit_rate": 0.0}, "certified_exit"),
     ({"parsed": (14, 18)}, "proposals_parse"),          # 78 % < 80 %
-    ({"contains": (6, 18)}, "proposals_hold_evidence"),  # p = 0.042: above chance, not far above
+    ({"contains": (4, 18)}, "proposals_hold_evidence"),  # p = 0.18: what a random window gives
     ({"gain_low": 0.0}, "stage2_beats_stage1"),         # the interval touches 0
     ({"full": 21}, "full_beats_no_stage2"),             # a tie is not a win
     ({"gap_p": 0.2}, "full_beats_no_stage2"),           # no row differs significantly
