@@ -23,7 +23,8 @@ BARS = {
     "temperature_inside": "the fitted temperature T lies inside its search bounds",
     "certified_exit": "calibration certified an early exit (a threshold with exits)",
     "proposals_parse": f"at least {MIN_PARSE_RATE:.0%} of the first proposals parse into a window",
-    "proposals_hold_evidence": f"first proposals contain the evidence far above a random window (binomial p < {EVIDENCE_P:g})",
+    "proposals_hold_evidence": ("first proposals contain the evidence more often than a random window (binomial "
+                                f"p < {EVIDENCE_P:g})"),
     "stage2_beats_stage1": ("on the samples routed to Stage 2 the final answer beats Stage 1's, the paired 95 % "
                             "interval (bootstrap over videos) above 0"),
     "full_beats_no_stage2": "Table 2: full beats no_stage2, and at least one row differs from full (McNemar)",
@@ -67,16 +68,16 @@ def bar_values(facts: dict) -> dict[str, tuple[bool, str]]:
                            f"tau = {_num(cal.get('tau'))}, exit rate {_pct(cal.get('exit_rate'))}"),
         "proposals_parse": (parsed is not None and parsed >= MIN_PARSE_RATE, f"{_pct(parsed)} parsed"),
         "proposals_hold_evidence": (p_evidence is not None and p_evidence < EVIDENCE_P,
-                                    f"{_pct((props.get('contains_evidence') or {}).get('rate'))} contain it, "
-                                    f"p = {_p(p_evidence)}"),
+                                    (f"{_pct((props.get('contains_evidence') or {}).get('rate'))} contain it, "
+                                     f"p = {_p(p_evidence)}")),
         "stage2_beats_stage1": (gain.get("low") is not None and gain["low"] > 0,
-                                f"Stage 1 {_pct((routed.get('stage1') or {}).get('rate'))} -> final "
-                                f"{_pct((routed.get('final') or {}).get('rate'))}, gain interval "
-                                f"[{_num(gain.get('low'))}, {_num(gain.get('high'))}]"),
+                                (f"Stage 1 {_pct((routed.get('stage1') or {}).get('rate'))} -> final "
+                                 f"{_pct((routed.get('final') or {}).get('rate'))}, gain interval "
+                                 f"[{_num(gain.get('low'))}, {_num(gain.get('high'))}]")),
         "full_beats_no_stage2": (full is not None and alone is not None and full > alone
                                  and smallest_gap is not None and smallest_gap < SIGNIFICANCE,
                                  f"full {_pct(full)} vs no_stage2 {_pct(alone)}, smallest McNemar p "
-                                 f"{_p(smallest_gap)}"),
+                                 + _p(smallest_gap)),
     }
 
 

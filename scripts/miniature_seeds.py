@@ -35,8 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 # What makes a cell's models and data (the training loop, the frames it reads, the synthetic videos and rows, the
 # tiny models and their recipes): a change here makes the grid's earlier cells another recipe's.
 TRAINING_CODE = ("train", "vlm", "devtools/synthetic", "devtools/tiny.py", "devtools/tiny_pretrain.py",
-                 "devtools/tiny_verifier.py", "evaluate/method/prompts.py", "configs/train", "scripts/make_tiny_model.py",
-                 "scripts/make_synthetic_data.py")
+                 "devtools/tiny_verifier.py", "evaluate/method/prompts.py", "configs/train",
+                 "scripts/make_tiny_model.py", "scripts/make_synthetic_data.py")
 WRITING = threading.Lock()   # cells finishing at once append to one file
 
 
@@ -162,8 +162,8 @@ def main(cells: list[Cell] | None = None, workdir: str = "runs/grid", parallel: 
         json_out: The grid file cells are appended to (docs/measured/miniature_grid.json is the documented one).
     """
     root, out, fingerprint = Path(workdir).resolve(), Path(json_out), training_code()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout.strip()
 
     def one(cell: Cell) -> dict:
         facts = json.loads(run_cell(cell, root, table2_limit).read_text())

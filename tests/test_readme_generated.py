@@ -81,8 +81,8 @@ def _grid(bars_per_cell: list[dict]) -> dict:
 @pytest.mark.parametrize(("bars", "want"), [
     ([{"a": True, "b": True}] * 3, "every bar holds in 3 of 3 cells"),
     ([{"a": True, "b": True}, {"a": True, "b": False}, {"a": True, "b": True}],
-     "every bar holds in 2 of 3 cells; held-out Stage-1 accuracy median 50.0 % (min 25.0 %, max 75.0 %); bars not "
-     "held everywhere: b (2/3)"),
+     ("every bar holds in 2 of 3 cells; held-out Stage-1 accuracy median 50.0 % (min 25.0 %, max 75.0 %); bars not "
+      "held everywhere: b (2/3)")),
 ])
 def test_grid_summary_counts_the_cells_where_every_bar_holds(bars, want):
     assert want in update_readme.render_grid_summary(_grid(bars))
