@@ -140,8 +140,8 @@ MINIATURE: dict[str, Departure] = {
     "max_length": Departure(2048, "32 frames of 2048 px and a short target fit in 2048 tokens"),
     "fps": Departure(2.0, "a 16 s clip at 2 fps has the density of a Stage-2 crop capped at 32 frames"),
     "lr": Departure(0.002, "the tiny model is barely trained: a few CPU minutes need a far larger step"),
-    "epochs": Departure((10, 25), "minutes of one core on a few hundred synthetic rows: many passes over them "
-                                  "(the SFT 10, the grounding pass 25)"),
+    "epochs": Departure((5, 25), "minutes of one core on a few hundred synthetic rows: several passes over them "
+                                 "(the SFT 5, the grounding pass 25)"),
     "effective_batch": Departure(8, "8 rows a step on one CPU process"),
     "max_new_tokens_propose": Departure(32, "the trained proposal is 22 tokens with its empty think block and end"),
     "max_new_tokens_answer": Departure(16, "the trained answer is 14 tokens with its empty think block and end"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 # A finding counts when its one-sided test rejects at this level (the margin trend; a Table 2 gap, McNemar).
 SIGNIFICANCE = 0.05
 MIN_PARSE_RATE = 0.8
-MIN_MARGIN_AUROC = 0.8   # the margin must rank a correct Stage-1 answer above a wrong one this often (issue 46)
+MIN_MARGIN_AUROC = 0.8   # the margin must rank a correct Stage-1 answer above a wrong one this often
 # First proposals holding the evidence: one-sided binomial p against a random window of their length, at the level
 # of every other test here. (It was 1e-6 when every sample went to Stage 2; with a working exit only the ~25 samples
 # whose brief event Stage 1 missed are routed, and on the half with a decoy the first proposal cannot tell the two

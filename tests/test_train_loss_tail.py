@@ -162,11 +162,13 @@ def test_the_all_positions_option_is_transformers_loss_bit_for_bit(tiny_model_di
     assert rows.rows == [batch["input_ids"].numel()]  # lm_head over every position
 
 
-def test_the_tiny_recipes_train_with_the_loss_their_numbers_were_measured_with():
+def test_the_tiny_recipes_train_with_the_paper_recipes_loss():
     import yaml
 
+    # the miniature trains as the product does; the all-positions loss is one factor of its robustness grid
+    # (scripts/miniature_seeds.py), not its recipe
     for name in ("cot_mix_tiny.yaml", "pretrain_tiny.yaml"):
         config = yaml.safe_load((Path(__file__).parents[1] / "configs" / "train" / name).read_text())
-        assert config["model"]["loss_positions"] == "all", name
+        assert config["model"].get("loss_positions", "labelled") == "labelled", name
     paper = yaml.safe_load((Path(__file__).parents[1] / "configs" / "train" / "cot_mix.yaml").read_text())
     assert paper["model"].get("loss_positions", "labelled") == "labelled"
