@@ -10,6 +10,9 @@ grid = importlib.import_module("cader.scripts.miniature_seeds")
 
 
 @pytest.mark.heavy
+# measured (docs/measured/miniature_grid.json): the last cell's proposals lose their grounding (windows far past the
+# scene, docs/miniature.md "What is still fragile"); strict, so the run that fixes it fails here until this goes
+@pytest.mark.xfail(strict=True, reason="DESIGN[-1]'s first proposals are too broad (docs/miniature.md#robustness)")
 def test_the_two_cells_that_differ_in_every_factor_hold_every_bar(tmp_path):
     first, last = grid.DESIGN[0], grid.DESIGN[-1]
     # one at a time: the last cell's two torch threads want both cores of a 2-core machine
